@@ -1,0 +1,56 @@
+# idgen: PGXS build.
+#
+#   make && make install             build and install against the pg_config on PATH
+#   make PG_CONFIG=/path/pg_config   ... or against a chosen installation
+#   make installcheck                pg_regress on a temporary preloaded instance
+#   make installcheck-genes          pg_regress on a second instance with gene bits
+#   make prove-installcheck          TAP tests (test/t/*.pl), each starts its own clusters
+#
+# The version lives in idgen.control only; everything else reads it from there.
+
+EXTENSION = idgen
+EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
+
+MODULE_big = idgen
+OBJS = \
+	src/idgen.o \
+	src/layout.o \
+	src/shmem.o \
+	src/snowflake.o \
+	src/stats.o
+
+DATA = $(wildcard sql/$(EXTENSION)--*.sql)
+
+# Regression tests run on a temporary instance that preloads the library
+# (pg_cron's idiom), so no hand-configured server is needed.
+REGRESS = layout generate errors
+REGRESS_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_regress \
+	--inputdir=. --load-extension=$(EXTENSION)
+
+# The gene tests need a different layout (gene_bits > 0), which is fixed at
+# server start, so they run on a second temporary instance.
+REGRESS_GENES = genes
+REGRESS_GENES_OPTS = --temp-config=test/idgen_genes.conf \
+	--temp-instance=./tmp_regress_genes --inputdir=. --load-extension=$(EXTENSION)
+
+PROVE_TESTS = test/t/*.pl
+PROVE_FLAGS = -I test
+EXTRA_CLEAN = tmp_regress tmp_regress_genes tmp_check results regression.diffs regression.out
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+.PHONY: installcheck-genes prove-installcheck stress version
+installcheck-genes:
+	$(pg_regress_installcheck) $(REGRESS_GENES_OPTS) $(REGRESS_GENES)
+
+# The TAP tests run the libpq stress client, so build it first.
+prove-installcheck: stress
+	$(prove_installcheck)
+
+stress:
+	$(MAKE) -C test/stress PG_CONFIG=$(PG_CONFIG)
+
+version:
+	@echo $(EXTVERSION)

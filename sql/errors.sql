@@ -1,0 +1,48 @@
+--
+-- Every error the Snowflake functions raise for bad input, and that it
+-- changes nothing.  Each error is followed by its SQLSTATE.
+--
+SELECT idgen_stats_reset();
+SELECT idgen_snowflake(1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_snowflake(-1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_snowflake(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_gene(1, -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_gene(1, 32);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_snowflake_decode(-1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_snowflake_time(-5);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_snowflake_debug(-9223372036854775808);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_snowflake_min('infinity');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_snowflake_min('2100-01-01 00:00:00+00');
+\echo :LAST_ERROR_SQLSTATE
+-- The failed calls issued no ID and are counted as errors.
+SELECT ids, errors FROM idgen_stats;
+
+-- STRICT readers return NULL for NULL.
+SELECT idgen_gene(NULL) IS NULL AS a, idgen_gene(1, NULL) IS NULL AS b,
+       idgen_snowflake_time(NULL) IS NULL AS c, idgen_snowflake_min(NULL) IS NULL AS d,
+       idgen_snowflake_debug(NULL) IS NULL AS e, (idgen_snowflake_decode(NULL)).ts IS NULL AS f;
+
+-- Layout settings are fixed at server start.
+SET idgen.gene_bits = 4;
+SET idgen.worker_id = 1;
+-- The prefix is reserved: a misspelt setting is an error.
+SET idgen.workerid = 1;
+
+-- Resetting statistics is not granted to PUBLIC.
+CREATE ROLE idgen_plain;
+SET ROLE idgen_plain;
+SELECT idgen_stats_reset();
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM idgen_stats;
+SELECT idgen_snowflake() > 0 AS ordinary_users_generate;
+RESET ROLE;
+DROP ROLE idgen_plain;

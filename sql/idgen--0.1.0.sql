@@ -1,0 +1,119 @@
+/* idgen--0.1.0.sql: Snowflake IDs with genes, statistics and server info. */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION idgen" to load this file. \quit
+
+-- Generators.  VOLATILE; PARALLEL SAFE because their state is in shared
+-- memory, shared by every backend and parallel worker.
+
+CREATE FUNCTION @extschema@.idgen_snowflake()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_snowflake'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+-- Not STRICT: a NULL gene is an error, not a NULL key.
+CREATE FUNCTION @extschema@.idgen_snowflake(gene bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_snowflake_gene'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL SAFE;
+
+-- Readers.  IMMUTABLE: they depend on their arguments and the layout, which
+-- is fixed while the server runs.  In index and partition expressions, spell
+-- the gene width out: idgen_gene(id, 4).
+
+CREATE FUNCTION @extschema@.idgen_gene(value bigint)
+RETURNS int
+AS 'MODULE_PATHNAME', 'idgen_gene'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION @extschema@.idgen_gene(value bigint, bits int)
+RETURNS int
+AS 'MODULE_PATHNAME', 'idgen_gene'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION @extschema@.idgen_snowflake_decode(
+    id bigint,
+    OUT ts timestamptz,
+    OUT datacenter_id int,
+    OUT worker_id int,
+    OUT sequence int,
+    OUT gene int)
+RETURNS record
+AS 'MODULE_PATHNAME', 'idgen_snowflake_decode'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION @extschema@.idgen_snowflake_time(id bigint)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'idgen_snowflake_time'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION @extschema@.idgen_snowflake_min(ts timestamptz)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_snowflake_min'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION @extschema@.idgen_snowflake_debug(id bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'idgen_snowflake_debug'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Observability.
+
+CREATE FUNCTION @extschema@.idgen_stats(
+    OUT kind text,
+    OUT ids bigint,
+    OUT borrowed_ms bigint,
+    OUT clock_backward bigint,
+    OUT waits bigint,
+    OUT wait_time_ms double precision,
+    OUT errors bigint,
+    OUT stats_reset timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idgen_stats'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+CREATE VIEW @extschema@.idgen_stats AS
+    SELECT * FROM @extschema@.idgen_stats();
+
+GRANT SELECT ON @extschema@.idgen_stats TO PUBLIC;
+
+CREATE FUNCTION @extschema@.idgen_stats_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'idgen_stats_reset'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+-- Like pg_stat_statements_reset(): only what the administrator grants.
+REVOKE ALL ON FUNCTION @extschema@.idgen_stats_reset() FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.idgen_info(
+    OUT preloaded boolean,
+    OUT layout_valid boolean,
+    OUT layout_error text,
+    OUT timestamp_bits int,
+    OUT datacenter_bits int,
+    OUT worker_bits int,
+    OUT sequence_bits int,
+    OUT gene_bits int,
+    OUT datacenter_id int,
+    OUT worker_id int,
+    OUT max_drift_ms int,
+    OUT clock_wait_ms int,
+    OUT epoch timestamptz,
+    OUT genes int,
+    OUT ids_per_second_per_gene bigint,
+    OUT ids_per_second bigint,
+    OUT timestamp_end timestamptz,
+    OUT years_left double precision,
+    OUT shmem_bytes bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'idgen_info'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+-- A column DEFAULT cannot read another column, so carrying a parent's gene
+-- into a child's ID on INSERT is a BEFORE INSERT trigger:
+--   CREATE TRIGGER orders_id BEFORE INSERT ON orders FOR EACH ROW
+--       EXECUTE FUNCTION idgen_snowflake_trigger('id', 'user_id');
+CREATE FUNCTION @extschema@.idgen_snowflake_trigger()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'idgen_snowflake_trigger'
+LANGUAGE C VOLATILE PARALLEL SAFE;

@@ -1,0 +1,105 @@
+/*-------------------------------------------------------------------------
+ *
+ * idgen.c
+ *	  Module entry point: settings and hook wiring only.
+ *
+ * Every layout and identity setting is PGC_POSTMASTER: the generator's
+ * ordering guarantees hold only while the layout stays the same, so it can
+ * change only across a restart.  Their accepted ranges are deliberately wide
+ * (any int): a value outside a GUC's own range would be replaced by the
+ * default with no more than a WARNING, and a server silently generating with
+ * a layout or worker id other than the configured one is exactly the failure
+ * an ID generator must not have.  Instead, idgen's own validation (layout.c)
+ * rejects such a value, reports it at start and refuses to generate.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/guc.h"
+
+#include "idgen.h"
+
+PG_MODULE_MAGIC;
+
+char	   *idgen_epoch_string = NULL;
+int			idgen_timestamp_bits = 41;
+int			idgen_datacenter_bits = 5;
+int			idgen_worker_bits = 5;
+int			idgen_sequence_bits = 12;
+int			idgen_gene_bits = 0;
+int			idgen_datacenter_id = 0;
+int			idgen_worker_id = 0;
+int			idgen_max_drift_ms = 100;
+int			idgen_clock_wait_ms = 1000;
+
+void		_PG_init(void);
+
+static void
+define_layout_int(const char *name, const char *desc, int *var, int boot)
+{
+	DefineCustomIntVariable(name, desc, NULL, var, boot, INT_MIN, INT_MAX,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+}
+
+void
+_PG_init(void)
+{
+	DefineCustomStringVariable("idgen.epoch",
+							   "Sets the time zero of the Snowflake timestamp field.",
+							   "Changing it changes the meaning of every existing ID.",
+							   &idgen_epoch_string,
+							   "2024-01-01 00:00:00+00",
+							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	define_layout_int("idgen.timestamp_bits",
+					  "Sets the width of the Snowflake timestamp field (milliseconds since idgen.epoch).",
+					  &idgen_timestamp_bits, 41);
+	define_layout_int("idgen.datacenter_bits",
+					  "Sets the width of the Snowflake datacenter field.",
+					  &idgen_datacenter_bits, 5);
+	define_layout_int("idgen.worker_bits",
+					  "Sets the width of the Snowflake worker field.",
+					  &idgen_worker_bits, 5);
+	define_layout_int("idgen.sequence_bits",
+					  "Sets the width of the Snowflake sequence field (IDs per millisecond per gene).",
+					  &idgen_sequence_bits, 12);
+	define_layout_int("idgen.gene_bits",
+					  "Sets the width of the Snowflake gene field (low bits that carry a shard).",
+					  &idgen_gene_bits, 0);
+	define_layout_int("idgen.datacenter_id",
+					  "Sets this server's datacenter id; distinct per server in a cluster.",
+					  &idgen_datacenter_id, 0);
+	define_layout_int("idgen.worker_id",
+					  "Sets this server's worker id; distinct per server in a cluster.",
+					  &idgen_worker_id, 0);
+
+	DefineCustomIntVariable("idgen.max_drift_ms",
+							"Sets how far ahead of the system clock the generator may run.",
+							"Borrowed milliseconds (sequence used up) and small backward clock steps "
+							"are absorbed within this bound; beyond it the generator waits.",
+							&idgen_max_drift_ms, 100, 0, 60 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("idgen.clock_wait_ms",
+							"Sets how long a call may wait for the system clock before it fails.",
+							NULL,
+							&idgen_clock_wait_ms, 1000, 0, 60 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+
+#if PG_VERSION_NUM >= 150000
+	MarkGUCPrefixReserved("idgen");
+#else
+	EmitWarningsOnPlaceholders("idgen");
+#endif
+
+	idgen_layout_compute(&idgen_layout, GetCurrentTimestamp());
+
+	if (process_shared_preload_libraries_in_progress)
+	{
+		idgen_layout_report(WARNING);
+		idgen_shmem_init();
+	}
+}

@@ -1,0 +1,154 @@
+/*-------------------------------------------------------------------------
+ *
+ * idgen.h
+ *	  Declarations shared by the idgen source files.
+ *
+ * The module is split by concern:
+ *	  idgen.c      module magic, _PG_init, settings (GUCs)
+ *	  layout.c     the Snowflake bit layout: validation, packing, and the
+ *	               SQL functions that only read IDs (gene, decode, time, ...)
+ *	  shmem.c      the shared-memory segment: size, creation, hooks
+ *	  snowflake.c  the generator: clock policy, compare-and-swap, SQL entry
+ *	  stats.c      idgen_stats, idgen_stats_reset, idgen_info
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDGEN_H
+#define IDGEN_H
+
+#include "postgres.h"
+
+#include "port/atomics.h"
+#include "storage/lwlock.h"
+#include "utils/timestamp.h"
+
+/*
+ * The gene field selects one of 2^gene_bits generator words in shared
+ * memory, 8 bytes each.  16 bits (65536 shards, 512 KiB) is far more than any
+ * sharded deployment uses and keeps the segment small.
+ */
+#define IDGEN_MAX_GENE_BITS			16
+
+/* Warn at start when the timestamp field has fewer years than this left. */
+#define IDGEN_LIFETIME_WARN_YEARS	10
+
+/* ----------
+ * The Snowflake layout, most significant bit first:
+ *
+ *	  0 | timestamp | datacenter | worker | sequence | gene
+ *
+ * Widths come from the idgen.*_bits settings and must sum to 63.  The
+ * layout is computed once, when the library is loaded, and never changes
+ * while the server runs (all layout settings are PGC_POSTMASTER).
+ * ----------
+ */
+typedef struct IdgenLayout
+{
+	/* settings as given */
+	int			timestamp_bits;
+	int			datacenter_bits;
+	int			worker_bits;
+	int			sequence_bits;
+	int			gene_bits;
+	int			datacenter_id;
+	int			worker_id;
+	TimestampTz epoch;			/* time zero of the timestamp field */
+
+	/* derived, valid only when 'valid' is true */
+	int			gene_shift;		/* always 0 */
+	int			sequence_shift;
+	int			worker_shift;
+	int			datacenter_shift;
+	int			timestamp_shift;
+	uint64		timestamp_max;	/* largest value of the timestamp field */
+	uint64		sequence_mask;
+	uint64		gene_mask;
+	uint64		identity;		/* datacenter and worker fields, in place */
+	TimestampTz end_of_time;	/* first instant the field cannot encode */
+
+	/* validation result */
+	bool		valid;
+	char		error[256];		/* why the layout is invalid, one sentence */
+} IdgenLayout;
+
+/* Kinds of identifier counted in idgen_stats (one row each). */
+typedef enum IdgenKind
+{
+	IDGEN_KIND_SNOWFLAKE = 0,
+	IDGEN_NUM_KINDS
+} IdgenKind;
+
+/* Counters kept for each kind. */
+typedef enum IdgenCounter
+{
+	IDGEN_STAT_IDS = 0,			/* identifiers issued */
+	IDGEN_STAT_BORROWED,		/* milliseconds entered ahead of the clock */
+	IDGEN_STAT_CLOCK_BACKWARD,	/* clock readings lower than the previous */
+	IDGEN_STAT_WAITS,			/* sleeps waiting for the clock */
+	IDGEN_STAT_WAIT_US,			/* microseconds slept */
+	IDGEN_STAT_ERRORS,			/* calls that raised an error */
+	IDGEN_NUM_COUNTERS
+} IdgenCounter;
+
+/*
+ * One backend's counters.  Each slot has exactly one writer, the backend
+ * that owns it, so it is updated with a plain atomic read and write (no
+ * locked instruction).  Padded to whole cache lines so that backends never
+ * share one.
+ */
+typedef union IdgenStatsSlot
+{
+	pg_atomic_uint64 counters[IDGEN_NUM_KINDS][IDGEN_NUM_COUNTERS];
+	char		pad[TYPEALIGN(PG_CACHE_LINE_SIZE,
+							  sizeof(pg_atomic_uint64) * IDGEN_NUM_KINDS * IDGEN_NUM_COUNTERS)];
+} IdgenStatsSlot;
+
+/*
+ * The shared-memory segment.  See shmem.c for the locking protocol.
+ */
+typedef struct IdgenShared
+{
+	LWLock	   *lock;			/* guards stats_base and stats_reset */
+	int			ngenes;			/* entries in genes[] */
+	int			nslots;			/* entries in slots[] */
+	TimestampTz stats_reset;
+	uint64		stats_base[IDGEN_NUM_KINDS][IDGEN_NUM_COUNTERS];
+
+	/*
+	 * Generator words: for each gene, (millisecond << sequence_bits) |
+	 * sequence of the last ID issued, advanced only by compare-and-swap.
+	 */
+	pg_atomic_uint64 *genes;
+	IdgenStatsSlot *slots;
+} IdgenShared;
+
+/* idgen.c: settings */
+extern char *idgen_epoch_string;
+extern int	idgen_timestamp_bits;
+extern int	idgen_datacenter_bits;
+extern int	idgen_worker_bits;
+extern int	idgen_sequence_bits;
+extern int	idgen_gene_bits;
+extern int	idgen_datacenter_id;
+extern int	idgen_worker_id;
+extern int	idgen_max_drift_ms;
+extern int	idgen_clock_wait_ms;
+
+/* layout.c */
+extern IdgenLayout idgen_layout;
+extern void idgen_layout_compute(IdgenLayout *layout, TimestampTz now);
+extern void idgen_layout_report(int elevel);
+extern void idgen_layout_check(void);
+extern int64 idgen_compose(const IdgenLayout *layout, uint64 tick, uint32 gene);
+
+/* shmem.c */
+extern IdgenShared *idgen_shared;
+extern bool idgen_preloaded;
+extern void idgen_shmem_init(void);
+extern Size idgen_shmem_size(void);
+extern void idgen_require_shmem(const char *funcname);
+
+/* stats.c */
+extern void idgen_count(IdgenKind kind, IdgenCounter counter, uint64 n);
+
+#endif							/* IDGEN_H */

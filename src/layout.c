@@ -1,0 +1,400 @@
+/*-------------------------------------------------------------------------
+ *
+ * layout.c
+ *	  The Snowflake bit layout, and the SQL functions that only read IDs.
+ *
+ * An ID is a non-negative bigint:
+ *
+ *	  bit 63      sign, always 0
+ *	  then        timestamp   milliseconds since idgen.epoch
+ *	              datacenter  idgen.datacenter_id
+ *	              worker      idgen.worker_id
+ *	              sequence    counter within one millisecond and gene
+ *	  bits 0..    gene        shard carried from a parent ID
+ *
+ * The layout is validated once, when the library is loaded.  An invalid
+ * layout is not fatal: the server starts, the problem is logged, and every
+ * function that needs the layout raises the same error (see
+ * idgen_layout_check), so nothing is ever generated or decoded with a
+ * layout other than the one configured.
+ *
+ * Fields are packed with explicit shifts and masks, never C bit-fields, so
+ * the layout is the same on every compiler and platform.
+ *
+ * idgen_gene(value, bits) reads only its arguments; the other readers
+ * depend on the layout too, which cannot change while the server runs, so
+ * they are declared IMMUTABLE.  Index and partition expressions should spell
+ * the bits out (idgen_gene(id, 4)) so that a later layout change cannot
+ * re-route stored rows.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/timestamp.h"
+
+#include "idgen.h"
+
+PG_FUNCTION_INFO_V1(idgen_gene);
+PG_FUNCTION_INFO_V1(idgen_snowflake_decode);
+PG_FUNCTION_INFO_V1(idgen_snowflake_time);
+PG_FUNCTION_INFO_V1(idgen_snowflake_min);
+PG_FUNCTION_INFO_V1(idgen_snowflake_debug);
+
+IdgenLayout idgen_layout;
+
+static inline uint64
+low_mask(int bits)
+{
+	return bits >= 64 ? PG_UINT64_MAX : (((uint64) 1) << bits) - 1;
+}
+
+/*
+ * Parse idgen.epoch without throwing: this runs in the postmaster, where an
+ * ERROR would stop the server, and a bad epoch must only disable generation.
+ */
+static bool
+parse_epoch(const char *str, TimestampTz *result)
+{
+	char		workbuf[MAXDATELEN + MAXDATEFIELDS];
+	char	   *field[MAXDATEFIELDS];
+	int			ftype[MAXDATEFIELDS];
+	int			nf;
+	int			dtype;
+	int			tz;
+	fsec_t		fsec;
+	struct pg_tm tt;
+#if PG_VERSION_NUM >= 160000
+	DateTimeErrorExtra extra;
+#endif
+
+	if (str == NULL || strlen(str) >= MAXDATELEN)
+		return false;
+	if (ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype,
+					  MAXDATEFIELDS, &nf) != 0)
+		return false;
+#if PG_VERSION_NUM >= 160000
+	if (DecodeDateTime(field, ftype, nf, &dtype, &tt, &fsec, &tz, &extra) != 0)
+		return false;
+#else
+	if (DecodeDateTime(field, ftype, nf, &dtype, &tt, &fsec, &tz) != 0)
+		return false;
+#endif
+	if (dtype != DTK_DATE)
+		return false;			/* 'infinity', 'epoch' and the like */
+	return tm2timestamp(&tt, fsec, &tz, result) == 0;
+}
+
+/*
+ * Compute and validate the layout from the settings.  'now' is the time the
+ * epoch and the timestamp field's lifetime are checked against.
+ */
+void
+idgen_layout_compute(IdgenLayout *l, TimestampTz now)
+{
+	int64		sum;
+
+	memset(l, 0, sizeof(*l));
+	l->timestamp_bits = idgen_timestamp_bits;
+	l->datacenter_bits = idgen_datacenter_bits;
+	l->worker_bits = idgen_worker_bits;
+	l->sequence_bits = idgen_sequence_bits;
+	l->gene_bits = idgen_gene_bits;
+	l->datacenter_id = idgen_datacenter_id;
+	l->worker_id = idgen_worker_id;
+	l->valid = false;
+
+#define LAYOUT_ERROR(...) \
+	do { snprintf(l->error, sizeof(l->error), __VA_ARGS__); return; } while (0)
+
+	if (l->timestamp_bits < 1 || l->timestamp_bits > 63)
+		LAYOUT_ERROR("idgen.timestamp_bits is %d, but must be between 1 and 63.",
+					 l->timestamp_bits);
+	if (l->datacenter_bits < 0 || l->datacenter_bits > 31)
+		LAYOUT_ERROR("idgen.datacenter_bits is %d, but must be between 0 and 31.",
+					 l->datacenter_bits);
+	if (l->worker_bits < 0 || l->worker_bits > 31)
+		LAYOUT_ERROR("idgen.worker_bits is %d, but must be between 0 and 31.",
+					 l->worker_bits);
+	if (l->sequence_bits < 0 || l->sequence_bits > 31)
+		LAYOUT_ERROR("idgen.sequence_bits is %d, but must be between 0 and 31.",
+					 l->sequence_bits);
+	if (l->gene_bits < 0 || l->gene_bits > IDGEN_MAX_GENE_BITS)
+		LAYOUT_ERROR("idgen.gene_bits is %d, but must be between 0 and %d.",
+					 l->gene_bits, IDGEN_MAX_GENE_BITS);
+
+	sum = (int64) l->timestamp_bits + l->datacenter_bits + l->worker_bits +
+		l->sequence_bits + l->gene_bits;
+	if (sum != 63)
+		LAYOUT_ERROR("The field widths (timestamp %d + datacenter %d + worker %d + sequence %d + gene %d) sum to "
+					 INT64_FORMAT ", but must sum to 63.",
+					 l->timestamp_bits, l->datacenter_bits, l->worker_bits,
+					 l->sequence_bits, l->gene_bits, sum);
+
+	if (l->datacenter_id < 0 || (uint64) l->datacenter_id > low_mask(l->datacenter_bits))
+		LAYOUT_ERROR("idgen.datacenter_id is %d, but %d datacenter bits hold 0 to " UINT64_FORMAT ".",
+					 l->datacenter_id, l->datacenter_bits, low_mask(l->datacenter_bits));
+	if (l->worker_id < 0 || (uint64) l->worker_id > low_mask(l->worker_bits))
+		LAYOUT_ERROR("idgen.worker_id is %d, but %d worker bits hold 0 to " UINT64_FORMAT ".",
+					 l->worker_id, l->worker_bits, low_mask(l->worker_bits));
+
+	if (!parse_epoch(idgen_epoch_string, &l->epoch))
+		LAYOUT_ERROR("idgen.epoch \"%s\" is not a valid timestamp with time zone.",
+					 idgen_epoch_string ? idgen_epoch_string : "");
+	if (l->epoch > now)
+		LAYOUT_ERROR("idgen.epoch \"%s\" is in the future.", idgen_epoch_string);
+
+	l->gene_shift = 0;
+	l->sequence_shift = l->gene_bits;
+	l->worker_shift = l->sequence_shift + l->sequence_bits;
+	l->datacenter_shift = l->worker_shift + l->worker_bits;
+	l->timestamp_shift = l->datacenter_shift + l->datacenter_bits;
+	l->timestamp_max = low_mask(l->timestamp_bits);
+	l->sequence_mask = low_mask(l->sequence_bits);
+	l->gene_mask = low_mask(l->gene_bits);
+	l->identity = ((uint64) l->datacenter_id << l->datacenter_shift) |
+		((uint64) l->worker_id << l->worker_shift);
+
+	/*
+	 * The field holds milliseconds 0 .. timestamp_max; the first instant it
+	 * cannot encode is epoch + (timestamp_max + 1) ms, or past the end of
+	 * PostgreSQL's timestamp range.
+	 */
+	if (l->timestamp_max >= (uint64) (END_TIMESTAMP - l->epoch) / 1000)
+		l->end_of_time = DT_NOEND;
+	else
+		l->end_of_time = l->epoch + (TimestampTz) (l->timestamp_max + 1) * 1000;
+	if (l->end_of_time <= now)
+		LAYOUT_ERROR("The %d-bit timestamp field counted from idgen.epoch \"%s\" ran out at %s.",
+					 l->timestamp_bits, idgen_epoch_string,
+					 timestamptz_to_str(l->end_of_time));
+#undef LAYOUT_ERROR
+
+	l->valid = true;
+}
+
+/*
+ * Log the layout's state at server start: why it is invalid, or that the
+ * timestamp field is close to running out.
+ */
+void
+idgen_layout_report(int elevel)
+{
+	IdgenLayout *l = &idgen_layout;
+
+	if (!l->valid)
+	{
+		ereport(elevel,
+				(errmsg("invalid Snowflake layout, idgen will not generate Snowflake IDs"),
+				 errdetail_internal("%s", l->error),
+				 errhint("Correct the idgen settings in postgresql.conf and restart the server.")));
+		return;
+	}
+	if (l->end_of_time != DT_NOEND &&
+		l->end_of_time - GetCurrentTimestamp() <
+		(TimestampTz) IDGEN_LIFETIME_WARN_YEARS * DAYS_PER_YEAR * USECS_PER_DAY)
+		ereport(elevel,
+				(errmsg("the Snowflake timestamp field runs out at %s, in fewer than %d years",
+						timestamptz_to_str(l->end_of_time), IDGEN_LIFETIME_WARN_YEARS),
+				 errdetail("idgen.timestamp_bits is %d and idgen.epoch is \"%s\".",
+						   l->timestamp_bits, idgen_epoch_string),
+				 errhint("Plan a layout with more timestamp bits or a later epoch; IDs cannot be generated after that date.")));
+}
+
+/*
+ * Raise the layout error if the layout is invalid.  Called by every function
+ * that needs the layout.
+ */
+void
+idgen_layout_check(void)
+{
+	if (likely(idgen_layout.valid))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("invalid Snowflake layout"),
+			 errdetail_internal("%s", idgen_layout.error),
+			 errhint("Correct the idgen settings in postgresql.conf and restart the server.")));
+}
+
+/*
+ * Build an ID from a generator tick ((millisecond << sequence_bits) |
+ * sequence) and a gene.  Increasing ticks give increasing IDs for one gene.
+ */
+int64
+idgen_compose(const IdgenLayout *l, uint64 tick, uint32 gene)
+{
+	uint64		ms = tick >> l->sequence_bits;
+	uint64		seq = tick & l->sequence_mask;
+
+	return (int64) ((ms << l->timestamp_shift) | l->identity |
+					(seq << l->sequence_shift) | (uint64) gene);
+}
+
+static uint64
+check_id(int64 id)
+{
+	idgen_layout_check();
+	if (id < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("Snowflake ID " INT64_FORMAT " is negative", id),
+				 errdetail("Snowflake IDs have the sign bit clear.")));
+	return (uint64) id;
+}
+
+static TimestampTz
+id_timestamp(uint64 id)
+{
+	const IdgenLayout *l = &idgen_layout;
+	uint64		ms = id >> l->timestamp_shift;
+
+	if (l->end_of_time == DT_NOEND &&
+		ms >= (uint64) (END_TIMESTAMP - l->epoch) / 1000)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp of Snowflake ID " UINT64_FORMAT " is out of range", id)));
+	return l->epoch + (TimestampTz) ms * 1000;
+}
+
+/*
+ * idgen_gene(value bigint [, bits int]) returns int
+ *		The low 'bits' bits of any value (default idgen.gene_bits).
+ */
+Datum
+idgen_gene(PG_FUNCTION_ARGS)
+{
+	int64		value = PG_GETARG_INT64(0);
+	int32		bits;
+
+	if (PG_NARGS() > 1)
+		bits = PG_GETARG_INT32(1);
+	else
+	{
+		idgen_layout_check();
+		bits = idgen_layout.gene_bits;
+	}
+
+	if (bits < 0 || bits > 31)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("gene width %d is out of range", bits),
+				 errdetail("A gene is between 0 and 31 bits wide."),
+				 errhint("Pass the number of gene bits the IDs were generated with, for example idgen_gene(id, 4).")));
+
+	PG_RETURN_INT32((int32) ((uint64) value & low_mask(bits)));
+}
+
+/*
+ * idgen_snowflake_decode(id) returns (ts, datacenter_id, worker_id,
+ * sequence, gene)
+ */
+Datum
+idgen_snowflake_decode(PG_FUNCTION_ARGS)
+{
+	uint64		id = check_id(PG_GETARG_INT64(0));
+	const IdgenLayout *l = &idgen_layout;
+	TupleDesc	tupdesc;
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	values[0] = TimestampTzGetDatum(id_timestamp(id));
+	values[1] = Int32GetDatum((int32) ((id >> l->datacenter_shift) & low_mask(l->datacenter_bits)));
+	values[2] = Int32GetDatum((int32) ((id >> l->worker_shift) & low_mask(l->worker_bits)));
+	values[3] = Int32GetDatum((int32) ((id >> l->sequence_shift) & l->sequence_mask));
+	values[4] = Int32GetDatum((int32) (id & l->gene_mask));
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
+													  values, nulls)));
+}
+
+/*
+ * idgen_snowflake_time(id) returns timestamptz
+ */
+Datum
+idgen_snowflake_time(PG_FUNCTION_ARGS)
+{
+	uint64		id = check_id(PG_GETARG_INT64(0));
+
+	PG_RETURN_TIMESTAMPTZ(id_timestamp(id));
+}
+
+/*
+ * idgen_snowflake_min(ts) returns bigint
+ *		The smallest ID any generator can produce at 'ts', truncated to the
+ *		millisecond.  Before the epoch that is 0 (every ID is at or after
+ *		such a time); past the end of the timestamp field there is none.
+ */
+Datum
+idgen_snowflake_min(PG_FUNCTION_ARGS)
+{
+	TimestampTz ts = PG_GETARG_TIMESTAMPTZ(0);
+	const IdgenLayout *l = &idgen_layout;
+	int64		ms;
+
+	idgen_layout_check();
+	if (TIMESTAMP_IS_NOBEGIN(ts) || ts < l->epoch)
+		PG_RETURN_INT64(0);
+	if (TIMESTAMP_NOT_FINITE(ts) || ts >= l->end_of_time)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp \"%s\" is past the end of the Snowflake timestamp field",
+						timestamptz_to_str(ts)),
+				 errdetail("The %d-bit field counted from idgen.epoch ends at %s.",
+						   l->timestamp_bits, timestamptz_to_str(l->end_of_time))));
+
+	ms = (ts - l->epoch) / 1000;
+	PG_RETURN_INT64((int64) ((uint64) ms << l->timestamp_shift));
+}
+
+/* Append 'bits' bits of 'value' as binary digits, most significant first. */
+static void
+append_bits(StringInfo buf, uint64 value, int bits)
+{
+	for (int i = bits - 1; i >= 0; i--)
+		appendStringInfoChar(buf, ((value >> i) & 1) ? '1' : '0');
+}
+
+/*
+ * idgen_snowflake_debug(id) returns text
+ *		The ID's bits split into its fields, each with its value, e.g.
+ *		0|<41 timestamp bits>|00001|00010|000000000001 ts=... dc=1 ...
+ */
+Datum
+idgen_snowflake_debug(PG_FUNCTION_ARGS)
+{
+	uint64		id = check_id(PG_GETARG_INT64(0));
+	const IdgenLayout *l = &idgen_layout;
+	uint64		ms = id >> l->timestamp_shift;
+	uint64		dc = (id >> l->datacenter_shift) & low_mask(l->datacenter_bits);
+	uint64		worker = (id >> l->worker_shift) & low_mask(l->worker_bits);
+	uint64		seq = (id >> l->sequence_shift) & l->sequence_mask;
+	uint64		gene = id & l->gene_mask;
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "0|");
+	append_bits(&buf, ms, l->timestamp_bits);
+	appendStringInfoChar(&buf, '|');
+	append_bits(&buf, dc, l->datacenter_bits);
+	appendStringInfoChar(&buf, '|');
+	append_bits(&buf, worker, l->worker_bits);
+	appendStringInfoChar(&buf, '|');
+	append_bits(&buf, seq, l->sequence_bits);
+	appendStringInfoChar(&buf, '|');
+	append_bits(&buf, gene, l->gene_bits);
+	appendStringInfo(&buf,
+					 " timestamp=" UINT64_FORMAT " (%s) datacenter=" UINT64_FORMAT
+					 " worker=" UINT64_FORMAT " sequence=" UINT64_FORMAT " gene=" UINT64_FORMAT,
+					 ms, timestamptz_to_str(id_timestamp(id)), dc, worker, seq, gene);
+
+	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
+}

@@ -1,0 +1,195 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.c
+ *	  idgen's shared-memory segment.
+ *
+ * The segment exists only when the library is in shared_preload_libraries.
+ * It holds, after the fixed IdgenShared header:
+ *
+ *	  genes[ngenes]   one generator word per gene (ngenes = 2^gene_bits),
+ *	                  cache-line aligned
+ *	  slots[nslots]   one statistics slot per backend, plus slot 0 shared
+ *	                  by processes without a backend number
+ *
+ * Locking protocol
+ * ----------------
+ * genes[g]: (millisecond << sequence_bits) | sequence of the last ID issued
+ *	  for gene g.  Written only by pg_atomic_compare_exchange_u64, which
+ *	  replaces 'old' by 'next' only if the word still holds 'old', and
+ *	  generators only ever propose next > old.  All compare-and-swaps on one
+ *	  word are totally ordered, so every successful one moves the word to a
+ *	  value no caller has seen succeed before: each tick, hence each ID, is
+ *	  handed to exactly one caller, and the ticks of one gene strictly
+ *	  increase in that order.  The read that seeds a compare-and-swap
+ *	  (pg_atomic_read_u64, no barrier) may be stale; a stale guess only makes
+ *	  the compare-and-swap fail and return the current value.  Nothing else
+ *	  is published through these words, so no further memory ordering is
+ *	  needed (the compare-and-swap is a full barrier regardless).
+ *
+ * slots[i], i > 0: written only by the backend that owns backend number i,
+ *	  with pg_atomic_read_u64 + pg_atomic_write_u64 (no locked instruction on
+ *	  the hot path).  Counters only grow.  Readers sum all slots with
+ *	  pg_atomic_read_u64 and may see a sum that is a few increments old.
+ * slots[0]: shared by processes without a backend number; updated with
+ *	  pg_atomic_fetch_add_u64.
+ *
+ * stats_base, stats_reset: protected by 'lock'.  idgen_stats_reset() takes
+ *	  it exclusively and records the current sums as the new base; readers
+ *	  take it shared and report sum - base, so a reset never races with a
+ *	  reader into a negative figure, and owners never have their slots
+ *	  written by anyone else.
+ *
+ * Crash and restart: the segment is created anew, so generator words start
+ *	  at 0 (the generator then starts from the wall clock) and statistics
+ *	  start from zero.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "postmaster/autovacuum.h"
+#include "postmaster/postmaster.h"
+#include "replication/walsender.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+
+#include "idgen.h"
+
+IdgenShared *idgen_shared = NULL;
+bool		idgen_preloaded = false;
+
+#if PG_VERSION_NUM >= 150000
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+#endif
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static int
+idgen_ngenes(void)
+{
+	/* An invalid layout still gets one word so the segment is well formed. */
+	return idgen_layout.valid ? (1 << idgen_layout.gene_bits) : 1;
+}
+
+static int
+idgen_nslots(void)
+{
+#if PG_VERSION_NUM >= 150000
+	return MaxBackends + 1;
+#else
+	/* MaxBackends is not computed yet when _PG_init runs before 15. */
+	return MaxConnections + autovacuum_max_workers + 1 +
+		max_worker_processes + max_wal_senders + 1;
+#endif
+}
+
+static Size
+header_size(void)
+{
+	return TYPEALIGN(PG_CACHE_LINE_SIZE, sizeof(IdgenShared));
+}
+
+static Size
+genes_size(void)
+{
+	return TYPEALIGN(PG_CACHE_LINE_SIZE,
+					 mul_size(sizeof(pg_atomic_uint64), idgen_ngenes()));
+}
+
+/*
+ * Bytes of shared memory the segment needs, including the slack that lets
+ * it start on a cache-line boundary.
+ */
+Size
+idgen_shmem_size(void)
+{
+	Size		size = PG_CACHE_LINE_SIZE;
+
+	size = add_size(size, header_size());
+	size = add_size(size, genes_size());
+	size = add_size(size, mul_size(sizeof(IdgenStatsSlot), idgen_nslots()));
+	return size;
+}
+
+static void
+idgen_shmem_request(void)
+{
+#if PG_VERSION_NUM >= 150000
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+#endif
+	RequestAddinShmemSpace(idgen_shmem_size());
+	RequestNamedLWLockTranche("idgen", 1);
+}
+
+static void
+idgen_shmem_startup(void)
+{
+	bool		found;
+	char	   *base;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+
+	base = ShmemInitStruct("idgen", idgen_shmem_size(), &found);
+	base = (char *) TYPEALIGN(PG_CACHE_LINE_SIZE, base);
+	idgen_shared = (IdgenShared *) base;
+
+	if (!found)
+	{
+		IdgenShared *s = idgen_shared;
+
+		s->lock = &(GetNamedLWLockTranche("idgen"))->lock;
+		s->ngenes = idgen_ngenes();
+		s->nslots = idgen_nslots();
+		s->stats_reset = GetCurrentTimestamp();
+		memset(s->stats_base, 0, sizeof(s->stats_base));
+		s->genes = (pg_atomic_uint64 *) (base + header_size());
+		s->slots = (IdgenStatsSlot *) (base + header_size() + genes_size());
+
+		for (int g = 0; g < s->ngenes; g++)
+			pg_atomic_init_u64(&s->genes[g], 0);
+		for (int i = 0; i < s->nslots; i++)
+			for (int k = 0; k < IDGEN_NUM_KINDS; k++)
+				for (int c = 0; c < IDGEN_NUM_COUNTERS; c++)
+					pg_atomic_init_u64(&s->slots[i].counters[k][c], 0);
+	}
+
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Install the hooks; called from _PG_init in the postmaster only.
+ */
+void
+idgen_shmem_init(void)
+{
+	idgen_preloaded = true;
+
+#if PG_VERSION_NUM >= 150000
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = idgen_shmem_request;
+#else
+	idgen_shmem_request();
+#endif
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = idgen_shmem_startup;
+}
+
+/*
+ * Fail unless the shared-memory segment exists.
+ */
+void
+idgen_require_shmem(const char *funcname)
+{
+	if (likely(idgen_shared != NULL))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("%s() requires idgen to be loaded via shared_preload_libraries",
+					funcname),
+			 errdetail("The generator's state lives in shared memory, which is set up only at server start."),
+			 errhint("Add 'idgen' to shared_preload_libraries in postgresql.conf and restart the server.")));
+}

@@ -1,0 +1,49 @@
+# IdgenTest: small helpers shared by idgen's TAP tests (test/t/*.pl).
+package IdgenTest;
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use Exporter 'import';
+our @EXPORT = qw(idgen_node sql_error stress_client);
+
+# A new cluster with idgen preloaded and the extension created in database
+# "postgres".  %conf holds extra settings (name => value); a setting named
+# shared_preload_libraries overrides the preload.
+sub idgen_node
+{
+	my ($name, %conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	my %all = (shared_preload_libraries => "'idgen'", %conf);
+	$node->append_conf('postgresql.conf',
+		join('', map { "$_ = $all{$_}\n" } sort keys %all));
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION idgen');
+	return $node;
+}
+
+# Run $sql expecting it to fail; return its stderr (message, detail, hint
+# and SQLSTATE, as psql prints them with VERBOSITY verbose).
+sub sql_error
+{
+	my ($node, $sql) = @_;
+	my ($ret, $stdout, $stderr) = $node->psql('postgres',
+		"\\set VERBOSITY verbose\n$sql", on_error_stop => 1);
+	ok($ret != 0, "fails: $sql");
+	return $stderr;
+}
+
+# Path of the libpq stress client built by `make stress`.
+sub stress_client
+{
+	my $path = "$ENV{TESTDIR}/test/stress/idgen_stress";
+	die "stress client not built: run make stress" unless -x $path;
+	return $path;
+}
+
+1;

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+#
+# test/run.sh: the whole idgen test suite, from a fresh clone.
+#
+#   bash test/run.sh
+#
+# Run as root on Debian it installs what it needs, builds with -Werror,
+# installs, then runs every suite as an unprivileged user (PostgreSQL
+# refuses to run as root) on a private copy of the tree:
+#
+#   regress        pg_regress on a temporary preloaded instance
+#   regress-genes  pg_regress on a second instance with 4 gene bits
+#   tap            TAP tests (test/t/*.pl): concurrency, layouts, restart,
+#                  not preloaded, and the libpq stress client
+#
+# Run as another user, it assumes the packages are installed and that it
+# may run `make install` (PG_CONFIG may point at a writable installation).
+# It ends with one summary line and exits non-zero if anything failed.
+#
+set -uo pipefail
+
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PACKAGES=(postgresql-15 postgresql-server-dev-15 libpq-dev libipc-run-perl faketime make gcc)
+# PostgreSQL's own headers trip -Wunused-parameter, so -Wextra is used
+# without it (as in PostgreSQL's own builds, which do not use -Wextra).
+WARN_FLAGS="-Wextra -Wno-unused-parameter -Werror"
+
+log() { printf '\n=== %s\n' "$*"; }
+
+if [ "$(id -u)" = 0 ]; then
+	missing=()
+	for p in "${PACKAGES[@]}"; do
+		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		log "installing ${missing[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null ||
+			{ echo "run.sh: could not install ${missing[*]}" >&2; exit 2; }
+	fi
+	TEST_USER=postgres
+	id "$TEST_USER" >/dev/null 2>&1 || useradd --system --no-create-home "$TEST_USER"
+	as_test_user() { su "$TEST_USER" -s /bin/bash -c "$1"; }
+else
+	as_test_user() { bash -c "$1"; }
+fi
+
+log "build with $WARN_FLAGS and install"
+make -C "$SRC" -s clean >/dev/null 2>&1
+if ! make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" PG_CFLAGS="$WARN_FLAGS" ||
+   ! make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" install; then
+	echo "run.sh: build or install failed"
+	echo "idgen tests: 0 passed, 1 failed"
+	exit 1
+fi
+
+# A private, writable copy of the tree for the test user.
+WORK=$(mktemp -d /tmp/idgen-test.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+cp -a "$SRC/." "$WORK/src"
+[ "$(id -u)" = 0 ] && chown -R "$TEST_USER" "$WORK"
+chmod 755 "$WORK"
+
+passed=0
+failed=0
+failures=()
+run_suite() {
+	local name=$1 target=$2
+	log "$name"
+	if as_test_user "cd '$WORK/src' && make -s PG_CONFIG='$PG_CONFIG' PG_CFLAGS='$WARN_FLAGS' $target"; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		failures+=("$name")
+		for f in "$WORK"/src/regression.diffs; do
+			[ -f "$f" ] && { echo "--- $f"; head -n 200 "$f"; }
+		done
+		for f in "$WORK"/src/tmp_check/log/regress_log_*; do
+			[ -f "$f" ] && grep -q "not ok" "$f" && { echo "--- $f"; tail -n 60 "$f"; }
+		done
+	fi
+}
+
+run_suite regress installcheck
+run_suite regress-genes installcheck-genes
+run_suite tap prove-installcheck
+
+echo
+[ ${#failures[@]} -gt 0 ] && echo "failed suites: ${failures[*]}"
+echo "idgen tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

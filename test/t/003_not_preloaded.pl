@@ -1,0 +1,44 @@
+# Scenario: idgen installed but not in shared_preload_libraries.  CREATE
+# EXTENSION works; the functions that need shared memory fail with SQLSTATE
+# 55000 and a hint naming shared_preload_libraries; the pure functions work.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IdgenTest;
+
+my $node = idgen_node('not_preloaded', shared_preload_libraries => "''");
+
+for my $call ('SELECT idgen_snowflake()', 'SELECT idgen_snowflake(0)',
+	'SELECT * FROM idgen_stats', 'SELECT idgen_stats_reset()')
+{
+	my $err = sql_error($node, $call);
+	like($err, qr/ERROR:  55000: idgen_\w+\(\) requires idgen to be loaded via shared_preload_libraries/,
+		"$call: 55000 error");
+	like($err, qr/HINT:  Add 'idgen' to shared_preload_libraries in postgresql.conf and restart the server\./,
+		"$call: hint says how to preload");
+}
+
+# LOAD does not help: shared memory exists only from server start.
+like(sql_error($node, "LOAD 'idgen'; SELECT idgen_snowflake()"),
+	qr/requires idgen to be loaded via shared_preload_libraries/, 'LOAD is not enough');
+
+is( $node->safe_psql(
+		'postgres', q{
+	SELECT idgen_gene(191, 4), idgen_gene(189),
+	       (idgen_snowflake_decode(1369734562062337)).worker_id,
+	       idgen_snowflake_time(4194304) = '2024-01-01 00:00:00.001+00',
+	       idgen_snowflake_min('2024-01-01 00:00:00.001+00'),
+	       idgen_snowflake_debug(1369734562062337) LIKE '0|%|00001|00010|000000000001|%'}),
+	'15|0|2|t|4194304|t',
+	'pure functions work without preload');
+
+is($node->safe_psql('postgres',
+		'SELECT preloaded, layout_valid, shmem_bytes IS NULL FROM idgen_info()'),
+	'f|t|t', 'idgen_info reports it is not preloaded');
+
+$node->stop('fast');
+ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+done_testing();
