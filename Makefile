@@ -34,12 +34,14 @@ REGRESS_GENES_OPTS = --temp-config=test/idgen_genes.conf \
 	--temp-instance=./tmp_regress_genes --inputdir=. --load-extension=$(EXTENSION)
 
 PROVE_TESTS = test/t/*.pl
-PROVE_FLAGS = -I test
 EXTRA_CLEAN = tmp_regress tmp_regress_genes tmp_check results regression.diffs regression.out
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# Makefile.global resets PROVE_FLAGS, so set it after the include.
+PROVE_FLAGS = -I test
 
 .PHONY: installcheck-genes prove-installcheck stress version
 installcheck-genes:

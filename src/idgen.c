@@ -39,11 +39,24 @@ int			idgen_clock_wait_ms = 1000;
 
 void		_PG_init(void);
 
+/*
+ * Layout settings are PGC_POSTMASTER when the library is preloaded.  A
+ * library loaded later may not define PGC_POSTMASTER settings; there they
+ * are PGC_SIGHUP, still read only from the configuration file (never SET in
+ * a session), and serve only the functions that read IDs, since nothing is
+ * generated without shared memory.
+ */
+static GucContext
+layout_context(void)
+{
+	return process_shared_preload_libraries_in_progress ? PGC_POSTMASTER : PGC_SIGHUP;
+}
+
 static void
 define_layout_int(const char *name, const char *desc, int *var, int boot)
 {
 	DefineCustomIntVariable(name, desc, NULL, var, boot, INT_MIN, INT_MAX,
-							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+							layout_context(), 0, NULL, NULL, NULL);
 }
 
 void
@@ -54,7 +67,7 @@ _PG_init(void)
 							   "Changing it changes the meaning of every existing ID.",
 							   &idgen_epoch_string,
 							   "2024-01-01 00:00:00+00",
-							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+							   layout_context(), 0, NULL, NULL, NULL);
 	define_layout_int("idgen.timestamp_bits",
 					  "Sets the width of the Snowflake timestamp field (milliseconds since idgen.epoch).",
 					  &idgen_timestamp_bits, 41);

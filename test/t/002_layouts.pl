@@ -86,9 +86,9 @@ open $fh, '>', $node->data_dir . '/postgresql.conf' or die $!;
 print $fh $base_conf, "idgen.timestamp_bits = 52\nidgen.sequence_bits = 1\n";
 close $fh;
 $node->start;
+$node->safe_psql('postgres', 'SELECT idgen_stats_reset()');
 my $res = $node->safe_psql(
 	'postgres', q{
-	SELECT idgen_stats_reset();
 	CREATE TEMP TABLE t AS
 		SELECT g, idgen_snowflake() AS id, clock_timestamp() AS after
 		FROM generate_series(1, 5000) g;

@@ -9,7 +9,9 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IdgenTest;
 
-my $node = idgen_node('not_preloaded', shared_preload_libraries => "''");
+# The layout settings still come from postgresql.conf.
+my $node = idgen_node('not_preloaded', shared_preload_libraries => "''",
+	'idgen.sequence_bits' => 8, 'idgen.gene_bits' => 4);
 
 for my $call ('SELECT idgen_snowflake()', 'SELECT idgen_snowflake(0)',
 	'SELECT * FROM idgen_stats', 'SELECT idgen_stats_reset()')
@@ -28,12 +30,18 @@ like(sql_error($node, "LOAD 'idgen'; SELECT idgen_snowflake()"),
 is( $node->safe_psql(
 		'postgres', q{
 	SELECT idgen_gene(191, 4), idgen_gene(189),
-	       (idgen_snowflake_decode(1369734562062337)).worker_id,
+	       (idgen_snowflake_decode((1::bigint << 22) | (2 << 17) | (3 << 12) | (4 << 4) | 5)) = ('2024-01-01 00:00:00.001+00'::timestamptz, 2, 3, 4, 5),
 	       idgen_snowflake_time(4194304) = '2024-01-01 00:00:00.001+00',
 	       idgen_snowflake_min('2024-01-01 00:00:00.001+00'),
-	       idgen_snowflake_debug(1369734562062337) LIKE '0|%|00001|00010|000000000001|%'}),
-	'15|0|2|t|4194304|t',
-	'pure functions work without preload');
+	       idgen_snowflake_debug(1369734562062337) LIKE '0|%|00001|00010|00000000|0001 timestamp=%'}),
+	'15|13|t|t|4194304|t',
+	'pure functions work without preload, with the configured layout');
+
+like(sql_error($node, 'SELECT idgen_gene(1); SET idgen.gene_bits = 2'),
+	qr/parameter "idgen.gene_bits" cannot be changed now/,
+	'layout settings cannot be changed in a session');
+is($node->safe_psql('postgres', 'SET idgen.gene_bits = 2; SELECT idgen_gene(189)'),
+	'13', 'a value SET before the library loads is ignored');
 
 is($node->safe_psql('postgres',
 		'SELECT preloaded, layout_valid, shmem_bytes IS NULL FROM idgen_info()'),
