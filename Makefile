@@ -40,6 +40,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS tracks no header dependencies.
+$(OBJS): src/idgen.h
+
 # Makefile.global resets PROVE_FLAGS, so set it after the include.
 PROVE_FLAGS = -I test
 

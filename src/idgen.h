@@ -83,7 +83,7 @@ typedef enum IdgenCounter
 {
 	IDGEN_STAT_IDS = 0,			/* identifiers issued */
 	IDGEN_STAT_BORROWED,		/* milliseconds entered ahead of the clock */
-	IDGEN_STAT_CLOCK_BACKWARD,	/* clock readings lower than the previous */
+	IDGEN_STAT_CLOCK_BACKWARD,	/* clock readings behind one seen before */
 	IDGEN_STAT_WAITS,			/* sleeps waiting for the clock */
 	IDGEN_STAT_WAIT_US,			/* microseconds slept */
 	IDGEN_STAT_ERRORS,			/* calls that raised an error */
@@ -104,10 +104,24 @@ typedef union IdgenStatsSlot
 } IdgenStatsSlot;
 
 /*
+ * A value on a cache line of its own, so that writing it does not slow
+ * readers of its neighbours.
+ */
+typedef union IdgenPaddedAtomic
+{
+	pg_atomic_uint64 value;
+	char		pad[PG_CACHE_LINE_SIZE];
+} IdgenPaddedAtomic;
+
+/*
  * The shared-memory segment.  See shmem.c for the locking protocol.
  */
 typedef struct IdgenShared
 {
+	/* latest wall-clock millisecond any backend has read (since 2000-01-01) */
+	IdgenPaddedAtomic clock_seen_ms;
+
+	/* the rest is written only at start, or under 'lock' */
 	LWLock	   *lock;			/* guards stats_base and stats_reset */
 	int			ngenes;			/* entries in genes[] */
 	int			nslots;			/* entries in slots[] */

@@ -26,6 +26,13 @@
  *	  is published through these words, so no further memory ordering is
  *	  needed (the compare-and-swap is a full barrier regardless).
  *
+ * clock_seen_ms: the largest wall-clock millisecond read by any backend.
+ *	  A generator reads it before it reads the clock; a clock reading below
+ *	  it means the clock really went back (whoever stored it read the clock
+ *	  before we did).  Raised by one compare-and-swap attempt when a reading
+ *	  is newer, so it is written about once per millisecond; it lives on a
+ *	  cache line of its own.
+ *
  * slots[i], i > 0: written only by the backend that owns backend number i,
  *	  with pg_atomic_read_u64 + pg_atomic_write_u64 (no locked instruction on
  *	  the hot path).  Counters only grow.  Readers sum all slots with
@@ -141,6 +148,7 @@ idgen_shmem_startup(void)
 	{
 		IdgenShared *s = idgen_shared;
 
+		pg_atomic_init_u64(&s->clock_seen_ms.value, 0);
 		s->lock = &(GetNamedLWLockTranche("idgen"))->lock;
 		s->ngenes = idgen_ngenes();
 		s->nslots = idgen_nslots();

@@ -70,23 +70,31 @@ PG_FUNCTION_INFO_V1(idgen_snowflake_trigger);
 static uint32 spread_next;
 static bool spread_started = false;
 
-/* The last wall-clock reading in this backend, to notice backward steps. */
-static TimestampTz last_clock_reading = 0;
-
 static inline int64
 floor_div(int64 a, int64 b)
 {
 	return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
+/*
+ * Read the wall clock, counting a reading behind the latest millisecond any
+ * backend has seen (see clock_seen_ms in shmem.c).
+ */
 static TimestampTz
 read_clock(IdgenKind kind)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	pg_atomic_uint64 *seen_word = &idgen_shared->clock_seen_ms.value;
+	uint64		seen = pg_atomic_read_u64(seen_word);
+	TimestampTz now;
+	uint64		now_ms;
 
-	if (unlikely(now < last_clock_reading))
+	pg_read_barrier();			/* read 'seen' before the clock */
+	now = GetCurrentTimestamp();
+	now_ms = (uint64) Max(now, 0) / 1000;
+	if (unlikely(now_ms < seen))
 		idgen_count(kind, IDGEN_STAT_CLOCK_BACKWARD, 1);
-	last_clock_reading = now;
+	else if (now_ms > seen)
+		(void) pg_atomic_compare_exchange_u64(seen_word, &seen, now_ms);
 	return now;
 }
 

@@ -1,0 +1,148 @@
+# Scenario: the server runs under libfaketime, whose offset file a test can
+# rewrite to step the wall clock of the running server.  The clock steps
+# back 3 ms (within idgen.max_drift_ms = 100: generation continues at once),
+# then to 500 ms behind (generation waits about 400 ms, then continues),
+# then 5 s further back (more than idgen.clock_wait_ms = 1000 can absorb: a
+# clear error saying by how much), then forward again (generation resumes).
+# Across all of it no ID repeats and every ID is greater than the ones
+# before it.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+use IdgenTest;
+
+my ($libfaketime) = grep { -f $_ } (
+	'/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1',
+	'/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1',
+	glob('/usr/lib/*/faketime/libfaketime.so.1'));
+die 'libfaketime not found: install the Debian package faketime' unless $libfaketime;
+
+my $offset_file = PostgreSQL::Test::Utils::tempdir() . '/faketime';
+sub step_clock
+{
+	my ($offset) = @_;
+	open my $fh, '>', "$offset_file.tmp" or die $!;
+	print $fh "$offset\n";
+	close $fh;
+	rename "$offset_file.tmp", $offset_file or die $!;
+}
+step_clock('+0');
+
+# Only the server runs under libfaketime.
+my $node;
+{
+	local $ENV{LD_PRELOAD} = $libfaketime;
+	local $ENV{FAKETIME_TIMESTAMP_FILE} = $offset_file;
+	local $ENV{FAKETIME_NO_CACHE} = 1;
+	$node = idgen_node('clock_step');
+}
+$node->safe_psql('postgres', 'CREATE TABLE ids (phase int, n int, id bigint)');
+
+sub generate
+{
+	my ($phase) = @_;
+	return $node->psql('postgres',
+		"INSERT INTO ids SELECT $phase, g, idgen_snowflake() FROM generate_series(1, 2000) g",
+		on_error_stop => 1);
+}
+
+sub phase_after_all_before
+{
+	my ($phase) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT (SELECT min(id) FROM ids WHERE phase = $phase) > (SELECT max(id) FROM ids WHERE phase < $phase)");
+}
+
+# Issue an ID now, so that the generator's last millisecond is the current
+# time and the next step puts the clock behind it by the step's full size.
+sub mark_now
+{
+	$node->safe_psql('postgres', 'SELECT idgen_snowflake()');
+}
+
+sub stats
+{
+	$node->safe_psql('postgres',
+		"SELECT waits, wait_time_ms, clock_backward, errors FROM idgen_stats WHERE kind = 'snowflake'");
+}
+
+my ($ret, $stdout, $stderr) = generate(1);
+is($ret, 0, 'phase 1: clock as is');
+
+# 3 ms back, while a session is generating flat out for a second: the
+# clock is then behind the last ID, within max_drift_ms, and generation
+# continues from the last millisecond without waiting.  (A delay such as
+# pg_sleep would hide the step: it sleeps until the clock catches up.)
+$node->safe_psql('postgres', 'SELECT idgen_stats_reset(); CREATE SEQUENCE ord');
+my $bg = $node->background_psql('postgres');
+$bg->query_until(qr/started/, q{\echo started
+DO $$
+DECLARE
+	t0 timestamptz := clock_timestamp();
+BEGIN
+	WHILE clock_timestamp() < t0 + interval '1 s' LOOP
+		INSERT INTO ids SELECT 2, nextval('ord'), idgen_snowflake() FROM generate_series(1, 100);
+	END LOOP;
+END $$;
+});
+select(undef, undef, undef, 0.3);
+step_clock('-0.003');
+$bg->query_safe('SELECT 1');	# returns once the INSERT has finished
+$bg->quit;
+my $phase2 = $node->safe_psql('postgres', 'SELECT count(*) FROM ids WHERE phase = 2');
+cmp_ok($phase2, '>=', 1000, "3 ms back: generation continued ($phase2 IDs in the second)");
+is(phase_after_all_before(2), 't', '3 ms back: every new ID is greater than before');
+is( $node->safe_psql(
+		'postgres', q{
+	SELECT count(*) FROM (SELECT id, lag(id) OVER (ORDER BY n) AS prev FROM ids WHERE phase = 2) s
+	WHERE id <= prev}),
+	'0', '3 ms back: IDs kept increasing across the step');
+my ($waits, $waited, $backward) = split /\|/, stats();
+is($waits, '0', '3 ms back: no wait');
+cmp_ok($backward, '>', 0, "3 ms back: backward clock readings counted ($backward)");
+
+# 500 ms back: wait until the clock is within 100 ms of the last ID.
+$node->safe_psql('postgres', 'SELECT idgen_stats_reset()');
+mark_now();
+step_clock('-0.5');
+my $t0 = time();
+($ret) = generate(3);
+my $elapsed = time() - $t0;
+is($ret, 0, '500 ms back: generation continues');
+is(phase_after_all_before(3), 't', '500 ms back: every new ID is greater');
+($waits, $waited, $backward) = split /\|/, stats();
+cmp_ok($backward, '>', 0, "500 ms back: backward clock readings counted ($backward)");
+cmp_ok($waits, '>', 0, "500 ms back: waited ($waits sleeps)");
+cmp_ok($waited, '>=', 300, "500 ms back: waited about 400 ms ($waited ms)");
+cmp_ok($waited, '<=', 1000, '500 ms back: within idgen.clock_wait_ms');
+cmp_ok($elapsed, '>=', 0.3, sprintf('500 ms back: the call took %.2f s', $elapsed));
+
+# 5 s further back: more than clock_wait_ms can absorb; fail at once, clearly.
+mark_now();
+step_clock('-5.5');
+($ret, $stdout, $stderr) = generate(4);
+isnt($ret, 0, '5 s back: generation fails');
+like($stderr, qr/ERROR:  could not generate Snowflake ID: the system clock moved backwards by (4[89]\d\d|50\d\d) ms/,
+	'5 s back: the error says by how much the clock moved back');
+like($stderr, qr/HINT:  Check the server's time source/, '5 s back: with a hint');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM ids WHERE phase = 4'), '0',
+	'5 s back: nothing generated');
+is((split /\|/, stats())[3], '1', '5 s back: the error is counted');
+
+# The clock comes back: generation resumes above everything issued.
+step_clock('+0');
+($ret) = generate(5);
+is($ret, 0, 'clock restored: generation resumes');
+is(phase_after_all_before(5), 't', 'clock restored: every new ID is greater');
+
+my $total = 6000 + $phase2;
+is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM ids'),
+	"$total|$total", 'no duplicate across the clock steps');
+
+$node->stop('fast');
+ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+done_testing();
