@@ -8,6 +8,7 @@
 # installs, then runs every suite as an unprivileged user (PostgreSQL
 # refuses to run as root) on a private copy of the tree:
 #
+#   metadata       idgen.control, META.json and README.md agree on the version
 #   regress        pg_regress on a temporary preloaded instance
 #   regress-genes  pg_regress on a second instance with 4 gene bits
 #   tap            TAP tests (test/t/*.pl): concurrency, layouts, restart,
@@ -81,6 +82,22 @@ run_suite() {
 		done
 	fi
 }
+
+# The version lives in idgen.control; META.json and the README must agree.
+log "metadata"
+version=$(make -s -C "$SRC" version PG_CONFIG="$PG_CONFIG")
+meta_versions=$(perl -MJSON::PP -0777 -ne '$m = decode_json($_);
+	print join("\n", sort { $a cmp $b } keys %{{ map { $_ => 1 } $m->{version},
+		map { $_->{version} } values %{ $m->{provides} } }}), "\n"' "$SRC/META.json")
+if [ -n "$version" ] && [ "$meta_versions" = "$version" ] &&
+   [ -f "$SRC/sql/idgen--$version.sql" ] && grep -q "($version)" "$SRC/README.md"; then
+	echo "version $version: idgen.control, META.json, README.md and sql/idgen--$version.sql agree"
+	passed=$((passed + 1))
+else
+	echo "version mismatch: control '$version', META.json '$meta_versions', or README.md / sql/idgen--$version.sql"
+	failed=$((failed + 1))
+	failures+=(metadata)
+fi
 
 run_suite regress installcheck
 run_suite regress-genes installcheck-genes
