@@ -35,24 +35,11 @@ die() { echo "demo.sh: $*" >&2; exit 1; }
 
 # --- 1. dependencies, build, install -------------------------------------
 
-if [ "$(id -u)" = 0 ]; then
-	missing=()
-	for p in "${PACKAGES[@]}"; do
-		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-	done
-	if [ ${#missing[@]} -gt 0 ]; then
-		log "installing ${missing[*]}"
-		export DEBIAN_FRONTEND=noninteractive
-		{ apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null; } ||
-			die "could not install ${missing[*]}"
-	fi
-	DEMO_USER=postgres
-	id "$DEMO_USER" >/dev/null 2>&1 || useradd --system --no-create-home "$DEMO_USER"
-	as_user() { su "$DEMO_USER" -s /bin/bash -c "$1"; }
-else
-	DEMO_USER=$(id -un)
-	as_user() { bash -c "$1"; }
-fi
+# shellcheck source=test/lib.sh
+. "$SRC/test/lib.sh"
+idgen_prepare_host "${PACKAGES[@]}" || die "could not prepare the host"
+DEMO_USER=$IDGEN_USER
+as_user() { as_idgen_user "$1"; }
 
 [ -x "$PG_CONFIG" ] || die "no pg_config at $PG_CONFIG (set PG_CONFIG)"
 PGBIN=$("$PG_CONFIG" --bindir)

@@ -29,23 +29,9 @@ WARN_FLAGS="-Wextra -Wno-unused-parameter -Werror"
 
 log() { printf '\n=== %s\n' "$*"; }
 
-if [ "$(id -u)" = 0 ]; then
-	missing=()
-	for p in "${PACKAGES[@]}"; do
-		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-	done
-	if [ ${#missing[@]} -gt 0 ]; then
-		log "installing ${missing[*]}"
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null ||
-			{ echo "run.sh: could not install ${missing[*]}" >&2; exit 2; }
-	fi
-	TEST_USER=postgres
-	id "$TEST_USER" >/dev/null 2>&1 || useradd --system --no-create-home "$TEST_USER"
-	as_test_user() { su "$TEST_USER" -s /bin/bash -c "$1"; }
-else
-	as_test_user() { bash -c "$1"; }
-fi
+# shellcheck source=test/lib.sh
+. "$SRC/test/lib.sh"
+idgen_prepare_host "${PACKAGES[@]}" || exit 2
 
 log "build with $WARN_FLAGS and install"
 make -C "$SRC" -s clean >/dev/null 2>&1
@@ -60,7 +46,7 @@ fi
 WORK=$(mktemp -d /tmp/idgen-test.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 cp -a "$SRC/." "$WORK/src"
-[ "$(id -u)" = 0 ] && chown -R "$TEST_USER" "$WORK"
+[ "$(id -u)" = 0 ] && chown -R "$IDGEN_USER" "$WORK"
 chmod 755 "$WORK"
 
 passed=0
@@ -69,7 +55,7 @@ failures=()
 run_suite() {
 	local name=$1 target=$2
 	log "$name"
-	if as_test_user "cd '$WORK/src' && make -s PG_CONFIG='$PG_CONFIG' PG_CFLAGS='$WARN_FLAGS' $target"; then
+	if as_idgen_user "cd '$WORK/src' && make -s PG_CONFIG='$PG_CONFIG' PG_CFLAGS='$WARN_FLAGS' $target"; then
 		passed=$((passed + 1))
 	else
 		failed=$((failed + 1))
