@@ -10,6 +10,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use POSIX qw(strftime);
 use IdgenTest;
 
 my $node = idgen_node('layouts');
@@ -77,6 +78,34 @@ ok($node->log_contains(qr/WARNING:  the Snowflake timestamp field runs out at 20
 is($node->safe_psql('postgres',
 		"SELECT layout_valid, timestamp_end < now() + interval '10 years', idgen_snowflake() > 0 FROM idgen_info()"),
 	't|t|t', 'short lifetime: still generates, idgen_info shows the end');
+
+# A 20-bit timestamp field (17.5 minutes) that ends a few seconds from now:
+# the server starts and generates, then refuses once the field has run out.
+{
+	my $t = time() - 2**20 / 1000 + 6;
+	my $epoch = strftime('%Y-%m-%d %H:%M:%S', gmtime(int($t)))
+	  . sprintf('.%03d+00', int(($t - int($t)) * 1000));
+	$node->stop('fast');
+	open my $fh, '>', $node->data_dir . '/postgresql.conf' or die $!;
+	print $fh $base_conf, "idgen.epoch = '$epoch'\nidgen.timestamp_bits = 20\n",
+	  "idgen.datacenter_bits = 21\nidgen.worker_bits = 10\n";
+	close $fh;
+	$node->start;
+	is($node->safe_psql('postgres', 'SELECT layout_valid, idgen_snowflake() > 0 FROM idgen_info()'),
+		't|t', 'field ending in seconds: generates until then');
+	my $err;
+	for (1 .. 200)
+	{
+		my ($ret, $out, $stderr) = $node->psql('postgres',
+			"\\set VERBOSITY verbose\nSELECT idgen_snowflake()");
+		if ($ret != 0) { $err = $stderr; last; }
+		select(undef, undef, undef, 0.1);
+	}
+	like($err // '', qr/ERROR:  54000: the Snowflake timestamp field has run out/,
+		'field run out: generation refused with 54000');
+	like($err // '', qr/DETAIL:  The 20-bit field counted from idgen.epoch ended at/,
+		'field run out: the detail says when');
+}
 
 # A 1-bit sequence: two IDs per millisecond.  5000 IDs need 2500 ms of
 # clock; at most idgen.max_drift_ms (100) of them can be borrowed, so the
