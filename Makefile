@@ -13,17 +13,19 @@ EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).
 
 MODULE_big = idgen
 OBJS = \
+	src/clock.o \
 	src/idgen.o \
 	src/layout.o \
 	src/shmem.o \
 	src/snowflake.o \
-	src/stats.o
+	src/stats.o \
+	src/uuid7.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
 # Regression tests run on a temporary instance that preloads the library
 # (pg_cron's idiom), so no hand-configured server is needed.
-REGRESS = layout generate errors
+REGRESS = layout generate errors uuid7
 REGRESS_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_regress \
 	--inputdir=. --load-extension=$(EXTENSION)
 

@@ -69,7 +69,7 @@ RESET max_parallel_workers_per_gather;
 -- Statistics counted every ID above.
 SELECT kind, ids >= 200000 + 1 + 1 + 1000 + 200000 AS counted, errors,
        stats_reset <= now() AS reset_recorded
-FROM idgen_stats;
+FROM idgen_stats WHERE kind = 'snowflake';
 SELECT idgen_stats_reset();
 SELECT ids, borrowed_ms, waits, wait_time_ms, errors FROM idgen_stats;
 

@@ -1,4 +1,4 @@
-/* idgen--0.1.0.sql: Snowflake IDs with genes, statistics and server info. */
+/* idgen--0.1.0.sql: Snowflake IDs with genes, UUIDv7, statistics and server info. */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION idgen" to load this file. \quit
@@ -55,6 +55,29 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION @extschema@.idgen_snowflake_debug(id bigint)
 RETURNS text
 AS 'MODULE_PATHNAME', 'idgen_snowflake_debug'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- UUIDv7 (RFC 9562).  idgen_uuid7() is strictly increasing across the whole
+-- server; the others need no shared memory.
+
+CREATE FUNCTION @extschema@.idgen_uuid7()
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'idgen_uuid7'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE FUNCTION @extschema@.idgen_uuid7(ts timestamptz)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'idgen_uuid7_at'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION @extschema@.idgen_uuid7_min(ts timestamptz)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'idgen_uuid7_min'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION @extschema@.idgen_uuid7_time(u uuid)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'idgen_uuid7_time'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 -- Observability.

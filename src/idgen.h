@@ -8,7 +8,9 @@
  *	  layout.c     the Snowflake bit layout: validation, packing, and the
  *	               SQL functions that only read IDs (gene, decode, time, ...)
  *	  shmem.c      the shared-memory segment: size, creation, hooks
- *	  snowflake.c  the generator: clock policy, compare-and-swap, SQL entry
+ *	  clock.c      ticks in shared memory and the clock policy
+ *	  snowflake.c  the Snowflake generator's SQL entry points, trigger
+ *	  uuid7.c      UUIDv7: generator and readers
  *	  stats.c      idgen_stats, idgen_stats_reset, idgen_info
  *
  *-------------------------------------------------------------------------
@@ -75,6 +77,7 @@ typedef struct IdgenLayout
 typedef enum IdgenKind
 {
 	IDGEN_KIND_SNOWFLAKE = 0,
+	IDGEN_KIND_UUID7,
 	IDGEN_NUM_KINDS
 } IdgenKind;
 
@@ -121,6 +124,9 @@ typedef struct IdgenShared
 	/* latest wall-clock millisecond any backend has read (since 2000-01-01) */
 	IdgenPaddedAtomic clock_seen_ms;
 
+	/* UUIDv7 generator word: (Unix ms << 12) | rand_a of the last UUID */
+	IdgenPaddedAtomic uuid7_tick;
+
 	/* the rest is written only at start, or under 'lock' */
 	LWLock	   *lock;			/* guards stats_base and stats_reset */
 	int			ngenes;			/* entries in genes[] */
@@ -135,6 +141,24 @@ typedef struct IdgenShared
 	pg_atomic_uint64 *genes;
 	IdgenStatsSlot *slots;
 } IdgenShared;
+
+/*
+ * A generator's clock (clock.c): ticks are (ms << tick_bits) | counter, ms
+ * counted from 'epoch'.
+ */
+typedef struct IdgenTickClock
+{
+	IdgenKind	kind;			/* whose statistics to count */
+	const char *name;			/* "Snowflake", for messages */
+	const char *item;			/* "Snowflake ID", for messages */
+	TimestampTz epoch;			/* tick 0 */
+	const char *epoch_name;		/* how messages name the epoch */
+	int			tick_bits;		/* log2 of ticks per millisecond */
+	bool		sub_ms;			/* start each ms at the clock's fraction */
+	uint64		max_ms;			/* largest millisecond the field holds */
+	int			field_bits;		/* width of the millisecond field */
+	TimestampTz end_of_time;	/* first instant the field cannot hold */
+} IdgenTickClock;
 
 /* idgen.c: settings */
 extern char *idgen_epoch_string;
@@ -154,6 +178,9 @@ extern void idgen_layout_compute(IdgenLayout *layout, TimestampTz now);
 extern void idgen_layout_report(int elevel);
 extern void idgen_layout_check(void);
 extern int64 idgen_compose(const IdgenLayout *layout, uint64 tick, uint32 gene);
+
+/* clock.c */
+extern uint64 idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *clock);
 
 /* shmem.c */
 extern IdgenShared *idgen_shared;

@@ -13,8 +13,9 @@
  *
  * Locking protocol
  * ----------------
- * genes[g]: (millisecond << sequence_bits) | sequence of the last ID issued
- *	  for gene g.  Written only by pg_atomic_compare_exchange_u64, which
+ * genes[g], uuid7_tick: the tick of the last Snowflake ID issued for gene
+ *	  g, and of the last UUIDv7 (see clock.c).  Written only by
+ *	  pg_atomic_compare_exchange_u64, which
  *	  replaces 'old' by 'next' only if the word still holds 'old', and
  *	  generators only ever propose next > old.  All compare-and-swaps on one
  *	  word are totally ordered, so every successful one moves the word to a
@@ -149,6 +150,7 @@ idgen_shmem_startup(void)
 		IdgenShared *s = idgen_shared;
 
 		pg_atomic_init_u64(&s->clock_seen_ms.value, 0);
+		pg_atomic_init_u64(&s->uuid7_tick.value, 0);
 		s->lock = &(GetNamedLWLockTranche("idgen"))->lock;
 		s->ngenes = idgen_ngenes();
 		s->nslots = idgen_nslots();

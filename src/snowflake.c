@@ -5,30 +5,10 @@
  *
  * State
  *	  For each gene g, shared word genes[g] holds the tick of the last ID
- *	  issued for g, where tick = (millisecond << sequence_bits) | sequence
- *	  and millisecond counts from idgen.epoch.  A tick is a point on one
- *	  number line in units of 1/2^sequence_bits ms, so "the next ID" is
- *	  simply
- *
- *	      next = max(last + 1, now_ms << sequence_bits)
- *
- *	  When a millisecond's sequence is used up, last + 1 carries into the
- *	  next millisecond: that is borrowing, and needs no special case.
- *
- * Clock policy (idgen.max_drift_ms, idgen.clock_wait_ms)
- *	  lead = millisecond(next) - now_ms is how far ahead of the wall clock
- *	  the ID would be.  It is positive after borrowing, or when the clock is
- *	  behind the last ID (it stepped back).
- *	  - lead <= max_drift_ms: issue the ID (continue from the last
- *	    millisecond, borrowing ahead of the clock if needed).
- *	  - otherwise wait until the clock is within max_drift_ms of the ID,
- *	    in slices of at most 10 ms, checking for interrupts;
- *	  - if the wait needed would take the call's total wait past
- *	    clock_wait_ms, fail at once with the clock-back error, which states
- *	    how far the clock is behind the last ID.
- *	  An ID is issued only by a successful compare-and-swap from the value
- *	  the caller computed it from, so it is always greater than every ID of
- *	  its gene issued before, whatever the clock does.
+ *	  issued for g: (millisecond << sequence_bits) | sequence, milliseconds
+ *	  counted from idgen.epoch.  Ticks and the clock policy are in clock.c;
+ *	  this file maps ticks to IDs (layout.c) and provides the SQL entry
+ *	  points.  IDs of one gene increase with their ticks.
  *
  * Trigger
  *	  A column DEFAULT cannot read another column, so "an order's ID carries
@@ -49,7 +29,6 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "pgstat.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
@@ -63,118 +42,31 @@ PG_FUNCTION_INFO_V1(idgen_snowflake);
 PG_FUNCTION_INFO_V1(idgen_snowflake_gene);
 PG_FUNCTION_INFO_V1(idgen_snowflake_trigger);
 
-/* Longest single sleep while waiting for the clock; interrupts between. */
-#define IDGEN_WAIT_SLICE_US		10000
-
 /* This backend's round-robin position for idgen_snowflake(). */
 static uint32 spread_next;
 static bool spread_started = false;
 
-static inline int64
-floor_div(int64 a, int64 b)
-{
-	return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-
 /*
- * Read the wall clock, counting a reading behind the latest millisecond any
- * backend has seen (see clock_seen_ms in shmem.c).
- */
-static TimestampTz
-read_clock(IdgenKind kind)
-{
-	pg_atomic_uint64 *seen_word = &idgen_shared->clock_seen_ms.value;
-	uint64		seen = pg_atomic_read_u64(seen_word);
-	TimestampTz now;
-	uint64		now_ms;
-
-	pg_read_barrier();			/* read 'seen' before the clock */
-	now = GetCurrentTimestamp();
-	now_ms = (uint64) Max(now, 0) / 1000;
-	if (unlikely(now_ms < seen))
-		idgen_count(kind, IDGEN_STAT_CLOCK_BACKWARD, 1);
-	else if (now_ms > seen)
-		(void) pg_atomic_compare_exchange_u64(seen_word, &seen, now_ms);
-	return now;
-}
-
-static void pg_attribute_noreturn()
-clock_behind_error(const IdgenLayout *l, uint64 last_tick, int64 now_ms)
-{
-	int64		behind = (int64) (last_tick >> l->sequence_bits) - now_ms;
-
-	idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_ERRORS, 1);
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("could not generate Snowflake ID: the system clock moved backwards by " INT64_FORMAT " ms",
-					behind),
-			 errdetail("The last ID was issued at %s. Waiting for the clock to come within idgen.max_drift_ms (%d ms) of it would take longer than idgen.clock_wait_ms (%d ms).",
-					   timestamptz_to_str(l->epoch + (TimestampTz) (last_tick >> l->sequence_bits) * 1000),
-					   idgen_max_drift_ms, idgen_clock_wait_ms),
-			 errhint("Check the server's time source. No ID lower than one already issued is ever generated.")));
-}
-
-/*
- * Issue the next ID for 'gene'.  See the file header for the policy.
+ * Issue the next ID for 'gene'.
  */
 static int64
 snowflake_next(uint32 gene)
 {
 	const IdgenLayout *l = &idgen_layout;
-	pg_atomic_uint64 *word = &idgen_shared->genes[gene];
-	const int	seq_bits = l->sequence_bits;
-	uint64		old = pg_atomic_read_u64(word);
-	int64		waited_us = 0;
+	IdgenTickClock c = {
+		.kind = IDGEN_KIND_SNOWFLAKE,
+		.name = "Snowflake",
+		.item = "Snowflake ID",
+		.epoch = l->epoch,
+		.epoch_name = "idgen.epoch",
+		.tick_bits = l->sequence_bits,
+		.sub_ms = false,
+		.max_ms = l->timestamp_max,
+		.field_bits = l->timestamp_bits,
+		.end_of_time = l->end_of_time,
+	};
 
-	for (;;)
-	{
-		TimestampTz now = read_clock(IDGEN_KIND_SNOWFLAKE);
-		int64		now_us = now - l->epoch;
-		int64		now_ms = floor_div(now_us, 1000);
-		uint64		floor_tick = now_ms > 0 ? ((uint64) now_ms << seq_bits) : 0;
-		uint64		next = Max(old + 1, floor_tick);
-		int64		next_ms = (int64) (next >> seq_bits);
-
-		if (unlikely(next_ms - now_ms > idgen_max_drift_ms))
-		{
-			/* Sleep until now_ms >= next_ms - max_drift_ms. */
-			int64		need_us = (next_ms - idgen_max_drift_ms) * 1000 - now_us;
-			int64		slice_us = Min(need_us, IDGEN_WAIT_SLICE_US);
-
-			if (waited_us + need_us > (int64) idgen_clock_wait_ms * 1000)
-				clock_behind_error(l, old, now_ms);
-
-			idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_WAITS, 1);
-			idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_WAIT_US, slice_us);
-			pgstat_report_wait_start(WAIT_EVENT_PG_SLEEP);
-			pg_usleep(slice_us);
-			pgstat_report_wait_end();
-			waited_us += slice_us;
-			CHECK_FOR_INTERRUPTS();
-			old = pg_atomic_read_u64(word);
-			continue;
-		}
-
-		if (unlikely((uint64) next_ms > l->timestamp_max))
-		{
-			idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_ERRORS, 1);
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("the Snowflake timestamp field has run out"),
-					 errdetail("The %d-bit field counted from idgen.epoch ended at %s.",
-							   l->timestamp_bits, timestamptz_to_str(l->end_of_time)),
-					 errhint("Configure a layout with more timestamp bits or a later epoch.")));
-		}
-
-		/* On failure 'old' receives the current value; try again from it. */
-		if (pg_atomic_compare_exchange_u64(word, &old, next))
-		{
-			if (next_ms > now_ms && (int64) (old >> seq_bits) < next_ms)
-				idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_BORROWED, 1);
-			idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_IDS, 1);
-			return idgen_compose(l, next, gene);
-		}
-	}
+	return idgen_compose(l, idgen_next_tick(&idgen_shared->genes[gene], &c), gene);
 }
 
 static void

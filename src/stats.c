@@ -32,6 +32,7 @@ PG_FUNCTION_INFO_V1(idgen_info);
 
 static const char *const kind_names[IDGEN_NUM_KINDS] = {
 	[IDGEN_KIND_SNOWFLAKE] = "snowflake",
+	[IDGEN_KIND_UUID7] = "uuid7",
 };
 
 /* The slot this process owns, or 0 (shared) when it has no backend number. */

@@ -2,7 +2,8 @@
 # moment (released together by an advisory lock), half without a gene and
 # half with explicit genes, on a layout with 2 gene bits.  Invariant 1: no ID
 # repeats, and within each session the IDs of one gene strictly increase.
-# Then a parallel query generates in its workers.
+# Each session then generates 50 000 UUIDv7.  Then a parallel query
+# generates in its workers.
 use strict;
 use warnings;
 
@@ -19,8 +20,10 @@ my $node = idgen_node('concurrency',
 	'idgen.gene_bits' => 2,
 	'idgen.worker_id' => 5,
 	'max_connections' => 30);
-$node->safe_psql('postgres',
-	'CREATE UNLOGGED TABLE ids (session int, n int, id bigint)');
+$node->safe_psql('postgres', q{
+	CREATE UNLOGGED TABLE ids (session int, n int, id bigint);
+	CREATE UNLOGGED TABLE uuids (session int, n int, id uuid);
+});
 
 # The controller holds the lock; every session queues behind it.
 my $ctl = $node->background_psql('postgres');
@@ -34,6 +37,7 @@ for my $k (1 .. $sessions)
 	$w->query_until(qr/queued/, qq{\\echo queued
 SELECT pg_advisory_lock_shared(42);
 INSERT INTO ids SELECT $k, g, $expr FROM generate_series(1, $per_session) g;
+INSERT INTO uuids SELECT $k, g, idgen_uuid7() FROM generate_series(1, $per_session / 2) g;
 });
 	push @workers, $w;
 }
@@ -82,6 +86,18 @@ is( $node->safe_psql(
 		'postgres', q{
 	SELECT count(*) FILTER (WHERE id % 4 <> (n % 4)) FROM ids WHERE session % 2 = 0}),
 	'0', 'explicit genes are carried in the low bits');
+
+# UUIDv7 from the same sessions: unique, and increasing within each session
+# (idgen_uuid7() is increasing across the whole server).
+my $half = $total / 2;
+is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM uuids'),
+	"$half|$half", "$half UUIDv7 from $sessions concurrent sessions, no duplicate");
+is( $node->safe_psql(
+		'postgres', q{
+	SELECT count(*) FROM (
+		SELECT id, lag(id) OVER (PARTITION BY session ORDER BY n) AS prev FROM uuids) s
+	WHERE id <= prev}),
+	'0', 'within each session, UUIDv7 strictly increase');
 
 # Parallel workers share the generator.
 my $par = $node->safe_psql(

@@ -14,7 +14,7 @@ my $node = idgen_node('not_preloaded', shared_preload_libraries => "''",
 	'idgen.sequence_bits' => 8, 'idgen.gene_bits' => 4);
 
 for my $call ('SELECT idgen_snowflake()', 'SELECT idgen_snowflake(0)',
-	'SELECT * FROM idgen_stats', 'SELECT idgen_stats_reset()')
+	'SELECT idgen_uuid7()', 'SELECT * FROM idgen_stats', 'SELECT idgen_stats_reset()')
 {
 	my $err = sql_error($node, $call);
 	like($err, qr/ERROR:  55000: idgen_\w+\(\) requires idgen to be loaded via shared_preload_libraries/,
@@ -42,6 +42,14 @@ like(sql_error($node, 'SELECT idgen_gene(1); SET idgen.gene_bits = 2'),
 	'layout settings cannot be changed in a session');
 is($node->safe_psql('postgres', 'SET idgen.gene_bits = 2; SELECT idgen_gene(189)'),
 	'13', 'a value SET before the library loads is ignored');
+
+is( $node->safe_psql(
+		'postgres', q{
+	SELECT idgen_uuid7_time('017f22e2-79b0-7cc3-98c4-dc0c0c07398f') = '2022-02-22 19:22:22+00',
+	       idgen_uuid7_min('2022-02-22 19:22:22+00'),
+	       idgen_uuid7_time(idgen_uuid7('2022-02-22 19:22:22+00')) = '2022-02-22 19:22:22+00'}),
+	't|017f22e2-79b0-7000-8000-000000000000|t',
+	'UUIDv7 readers and idgen_uuid7(ts) work without preload');
 
 is($node->safe_psql('postgres',
 		'SELECT preloaded, layout_valid, shmem_bytes IS NULL FROM idgen_info()'),

@@ -1,7 +1,7 @@
 # Scenario: the libpq stress client (test/stress/idgen_stress) opens many
 # connections that generate at the same time, then checks every value for
 # global uniqueness and each connection's values for strict order.  It runs
-# on the default layout, then on one with gene bits, where order holds per
+# on the default layout (Snowflake and UUIDv7), then on one with gene bits, where order holds per
 # gene only; a negative control shows the checker does fail.
 use strict;
 use warnings;
@@ -29,6 +29,12 @@ my ($ok, $out) = run_stress('snowflake', '-c', 16, '-n', 20000, '-b', 500);
 ok($ok, '16 connections x 20000 idgen_snowflake(): pass');
 like($out, qr/320000 values, 320000 distinct, 0 duplicates, 0 order violations/,
 	'all 320000 distinct and in order');
+
+($ok, $out) = run_stress('uuid7', '-c', 16, '-n', 20000, '-b', 500,
+	'-e', 'idgen_uuid7()', '-t', 'uuid');
+ok($ok, '16 connections x 20000 idgen_uuid7(): pass');
+like($out, qr/320000 values, 320000 distinct, 0 duplicates, 0 order violations/,
+	'UUIDv7: all distinct and in order per connection');
 
 # Now with 2 gene bits taken from the sequence.
 $node->append_conf('postgresql.conf', "idgen.sequence_bits = 10\nidgen.gene_bits = 2\n");

@@ -5,7 +5,7 @@
 # then 5 s further back (more than idgen.clock_wait_ms = 1000 can absorb: a
 # clear error saying by how much), then forward again (generation resumes).
 # Across all of it no ID repeats and every ID is greater than the ones
-# before it.
+# before it.  idgen_uuid7() follows the same policy.
 use strict;
 use warnings;
 
@@ -61,7 +61,7 @@ sub phase_after_all_before
 # time and the next step puts the clock behind it by the step's full size.
 sub mark_now
 {
-	$node->safe_psql('postgres', 'SELECT idgen_snowflake()');
+	$node->safe_psql('postgres', 'SELECT idgen_snowflake(), idgen_uuid7()');
 }
 
 sub stats
@@ -132,11 +132,16 @@ like($stderr, qr/HINT:  Check the server's time source/, '5 s back: with a hint'
 is($node->safe_psql('postgres', 'SELECT count(*) FROM ids WHERE phase = 4'), '0',
 	'5 s back: nothing generated');
 is((split /\|/, stats())[3], '1', '5 s back: the error is counted');
+($ret, $stdout, $stderr) = $node->psql('postgres', 'SELECT idgen_uuid7()');
+like($stderr, qr/ERROR:  could not generate UUIDv7: the system clock moved backwards by (4[89]\d\d|50\d\d) ms/,
+	'5 s back: idgen_uuid7() refuses too, with the same policy');
 
 # The clock comes back: generation resumes above everything issued.
 step_clock('+0');
 ($ret) = generate(5);
 is($ret, 0, 'clock restored: generation resumes');
+is($node->safe_psql('postgres', 'SELECT idgen_uuid7_time(idgen_uuid7()) IS NOT NULL'), 't',
+	'clock restored: idgen_uuid7() resumes');
 is(phase_after_all_before(5), 't', 'clock restored: every new ID is greater');
 
 my $total = 6000 + $phase2;

@@ -1,0 +1,164 @@
+/*-------------------------------------------------------------------------
+ *
+ * clock.c
+ *	  Time-ordered ticks in shared memory, and the clock policy, shared by
+ *	  the Snowflake and UUIDv7 generators.
+ *
+ * A generator word holds the tick of the last identifier it issued:
+ *
+ *	  tick = (millisecond << tick_bits) | counter
+ *
+ * with milliseconds counted from the generator's epoch.  A tick is a point
+ * on one number line in units of 2^-tick_bits ms, so the next identifier is
+ * simply
+ *
+ *	  next = max(last + 1, floor(now))
+ *
+ * where floor(now) is the current millisecond shifted into place (plus, for
+ * UUIDv7, the fraction of the millisecond in the counter bits: RFC 9562
+ * section 6.2, method 3).  When a millisecond's counter is used up, last + 1
+ * carries into the next millisecond: that is borrowing, and needs no special
+ * case.  The word is advanced only by compare-and-swap from the value 'next'
+ * was computed from, so each tick is issued once and ticks strictly
+ * increase, whatever the clock does (see shmem.c for the memory-ordering
+ * argument).
+ *
+ * Clock policy (idgen.max_drift_ms, idgen.clock_wait_ms)
+ *	  lead = millisecond(next) - now_ms is how far ahead of the wall clock
+ *	  the identifier would be.  It is positive after borrowing, or when the
+ *	  clock is behind the last identifier (it stepped back).
+ *	  - lead <= max_drift_ms: issue it (continue from the last millisecond,
+ *	    borrowing ahead of the clock if needed);
+ *	  - otherwise wait until the clock is within max_drift_ms of it, in
+ *	    slices of at most 10 ms, checking for interrupts;
+ *	  - if the wait needed would take the call's total wait past
+ *	    clock_wait_ms, fail at once with an error that states how far the
+ *	    clock is behind the last identifier.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "utils/timestamp.h"
+
+#include "idgen.h"
+
+/* Longest single sleep while waiting for the clock; interrupts between. */
+#define IDGEN_WAIT_SLICE_US		10000
+
+static inline int64
+floor_div(int64 a, int64 b)
+{
+	return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+/*
+ * Read the wall clock, counting a reading behind the latest millisecond any
+ * backend has seen (see clock_seen_ms in shmem.c).
+ */
+static TimestampTz
+read_clock(IdgenKind kind)
+{
+	pg_atomic_uint64 *seen_word = &idgen_shared->clock_seen_ms.value;
+	uint64		seen = pg_atomic_read_u64(seen_word);
+	TimestampTz now;
+	uint64		now_ms;
+
+	pg_read_barrier();			/* read 'seen' before the clock */
+	now = GetCurrentTimestamp();
+	now_ms = (uint64) Max(now, 0) / 1000;
+	if (unlikely(now_ms < seen))
+		idgen_count(kind, IDGEN_STAT_CLOCK_BACKWARD, 1);
+	else if (now_ms > seen)
+		(void) pg_atomic_compare_exchange_u64(seen_word, &seen, now_ms);
+	return now;
+}
+
+static void pg_attribute_noreturn()
+clock_behind_error(const IdgenTickClock *c, uint64 last_tick, int64 now_ms)
+{
+	int64		last_ms = (int64) (last_tick >> c->tick_bits);
+
+	idgen_count(c->kind, IDGEN_STAT_ERRORS, 1);
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("could not generate %s: the system clock moved backwards by " INT64_FORMAT " ms",
+					c->item, last_ms - now_ms),
+			 errdetail("The last ID was issued at %s. Waiting for the clock to come within idgen.max_drift_ms (%d ms) of it would take longer than idgen.clock_wait_ms (%d ms).",
+					   timestamptz_to_str(c->epoch + (TimestampTz) last_ms * 1000),
+					   idgen_max_drift_ms, idgen_clock_wait_ms),
+			 errhint("Check the server's time source. No ID lower than one already issued is ever generated.")));
+}
+
+/*
+ * Issue the next tick of 'word' under clock 'c'.  See the file header.
+ */
+uint64
+idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *c)
+{
+	const int	bits = c->tick_bits;
+	uint64		old = pg_atomic_read_u64(word);
+	int64		waited_us = 0;
+
+	for (;;)
+	{
+		TimestampTz now = read_clock(c->kind);
+		int64		now_us = now - c->epoch;
+		int64		now_ms = floor_div(now_us, 1000);
+		uint64		floor_tick = 0;
+		uint64		next;
+		int64		next_ms;
+
+		if (now_ms > 0)
+		{
+			floor_tick = (uint64) now_ms << bits;
+			if (c->sub_ms)
+				floor_tick |= ((uint64) (now_us - now_ms * 1000) << bits) / 1000;
+		}
+		next = Max(old + 1, floor_tick);
+		next_ms = (int64) (next >> bits);
+
+		if (unlikely(next_ms - now_ms > idgen_max_drift_ms))
+		{
+			/* Sleep until now_ms >= next_ms - max_drift_ms. */
+			int64		need_us = (next_ms - idgen_max_drift_ms) * 1000 - now_us;
+			int64		slice_us = Min(need_us, IDGEN_WAIT_SLICE_US);
+
+			if (waited_us + need_us > (int64) idgen_clock_wait_ms * 1000)
+				clock_behind_error(c, old, now_ms);
+
+			idgen_count(c->kind, IDGEN_STAT_WAITS, 1);
+			idgen_count(c->kind, IDGEN_STAT_WAIT_US, slice_us);
+			pgstat_report_wait_start(WAIT_EVENT_PG_SLEEP);
+			pg_usleep(slice_us);
+			pgstat_report_wait_end();
+			waited_us += slice_us;
+			CHECK_FOR_INTERRUPTS();
+			old = pg_atomic_read_u64(word);
+			continue;
+		}
+
+		if (unlikely((uint64) next_ms > c->max_ms))
+		{
+			idgen_count(c->kind, IDGEN_STAT_ERRORS, 1);
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("the %s timestamp field has run out", c->name),
+					 errdetail("The %d-bit field counted from %s ended at %s.",
+							   c->field_bits, c->epoch_name,
+							   timestamptz_to_str(c->end_of_time)),
+					 errhint("Configure a layout with more timestamp bits or a later epoch.")));
+		}
+
+		/* On failure 'old' receives the current value; try again from it. */
+		if (pg_atomic_compare_exchange_u64(word, &old, next))
+		{
+			if (next_ms > now_ms && (int64) (old >> bits) < next_ms)
+				idgen_count(c->kind, IDGEN_STAT_BORROWED, 1);
+			idgen_count(c->kind, IDGEN_STAT_IDS, 1);
+			return next;
+		}
+	}
+}

@@ -1,0 +1,182 @@
+/*-------------------------------------------------------------------------
+ *
+ * uuid7.c
+ *	  UUIDv7 (RFC 9562), strictly increasing across the whole server.
+ *
+ * Layout (RFC 9562 section 5.7), most significant first:
+ *
+ *	  unix_ts_ms (48) | ver = 0111 (4) | rand_a (12) | var = 10 (2) | rand_b (62)
+ *
+ * unix_ts_ms and rand_a come from one shared tick, (Unix ms << 12) |
+ * rand_a, advanced by clock.c like a Snowflake gene word: rand_a starts each
+ * millisecond at the clock's sub-millisecond fraction in 1/4096 ms (section
+ * 6.2, method 3) and counts up when calls come faster than the clock, so
+ * every UUID this server issues, in any backend or parallel worker, is
+ * greater than every UUID it issued before (uuid comparison is bytewise).
+ * The same borrowing and clock-back policy applies.
+ *
+ * rand_b comes from pg_strong_random, drawn in blocks into a buffer private
+ * to the backend.  The buffer belongs to the process that filled it: a
+ * process whose pid differs (a forked child) refills before use, so no two
+ * processes ever hand out the same random bytes.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#include "idgen.h"
+
+PG_FUNCTION_INFO_V1(idgen_uuid7);
+PG_FUNCTION_INFO_V1(idgen_uuid7_at);
+PG_FUNCTION_INFO_V1(idgen_uuid7_min);
+PG_FUNCTION_INFO_V1(idgen_uuid7_time);
+
+#define UUID7_TICK_BITS		12
+#define UUID7_MS_BITS		48
+#define UUID7_MAX_MS		((UINT64CONST(1) << UUID7_MS_BITS) - 1)
+
+/* The Unix epoch as a TimestampTz (microseconds since 2000-01-01). */
+#define UNIX_EPOCH_TIMESTAMPTZ \
+	(-((TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY))
+
+/* Random bytes per refill: 512 UUIDs' worth of rand_b. */
+#define RANDOM_BLOCK		4096
+
+static uint8 random_buf[RANDOM_BLOCK];
+static int	random_pos = RANDOM_BLOCK;
+static int	random_owner = 0;	/* pid of the process that filled it */
+
+/* Eight fresh random bytes, unique to this process. */
+static void
+random_8(uint8 *dst)
+{
+	if (unlikely(random_owner != MyProcPid || random_pos > RANDOM_BLOCK - 8))
+	{
+		if (!pg_strong_random(random_buf, RANDOM_BLOCK))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate random values")));
+		random_pos = 0;
+		random_owner = MyProcPid;
+	}
+	memcpy(dst, random_buf + random_pos, 8);
+	random_pos += 8;
+}
+
+/* Build a UUIDv7 from a tick ((unix_ms << 12) | rand_a) and random bytes. */
+static pg_uuid_t *
+uuid7_build(uint64 tick, const uint8 *rand)
+{
+	pg_uuid_t  *u = palloc(sizeof(pg_uuid_t));
+	uint64		ms = tick >> UUID7_TICK_BITS;
+	uint32		rand_a = (uint32) (tick & 0xFFF);
+
+	for (int i = 0; i < 6; i++)
+		u->data[i] = (uint8) (ms >> (8 * (5 - i)));
+	u->data[6] = (uint8) (0x70 | (rand_a >> 8));
+	u->data[7] = (uint8) (rand_a & 0xFF);
+	u->data[8] = (uint8) (0x80 | (rand[0] & 0x3F));
+	memcpy(&u->data[9], rand + 1, 7);
+	return u;
+}
+
+/* Milliseconds since 1970 of 'ts', which must be within UUIDv7 range. */
+static uint64
+unix_ms_of(TimestampTz ts, const char *funcname)
+{
+	if (TIMESTAMP_NOT_FINITE(ts) || ts < UNIX_EPOCH_TIMESTAMPTZ ||
+		(uint64) (ts - UNIX_EPOCH_TIMESTAMPTZ) / 1000 > UUID7_MAX_MS)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp \"%s\" is out of range for %s()",
+						timestamptz_to_str(ts), funcname),
+				 errdetail("UUIDv7 holds 48 bits of milliseconds since 1970-01-01 00:00:00+00, up to %s.",
+						   timestamptz_to_str(UNIX_EPOCH_TIMESTAMPTZ +
+											  (TimestampTz) UUID7_MAX_MS * 1000))));
+	return (uint64) (ts - UNIX_EPOCH_TIMESTAMPTZ) / 1000;
+}
+
+/*
+ * idgen_uuid7() returns uuid
+ *		The next UUIDv7 of this server: greater than every one issued before.
+ */
+Datum
+idgen_uuid7(PG_FUNCTION_ARGS)
+{
+	static const IdgenTickClock c = {
+		.kind = IDGEN_KIND_UUID7,
+		.name = "UUIDv7",
+		.item = "UUIDv7",
+		.epoch = UNIX_EPOCH_TIMESTAMPTZ,
+		.epoch_name = "1970-01-01",
+		.tick_bits = UUID7_TICK_BITS,
+		.sub_ms = true,
+		.max_ms = UUID7_MAX_MS,
+		.field_bits = UUID7_MS_BITS,
+		.end_of_time = UNIX_EPOCH_TIMESTAMPTZ + (TimestampTz) (UUID7_MAX_MS + 1) * 1000,
+	};
+	uint8		rand[8];
+	uint64		tick;
+
+	idgen_require_shmem("idgen_uuid7");
+	tick = idgen_next_tick(&idgen_shared->uuid7_tick.value, &c);
+	random_8(rand);
+	PG_RETURN_UUID_P(uuid7_build(tick, rand));
+}
+
+/*
+ * idgen_uuid7(ts timestamptz) returns uuid
+ *		A UUIDv7 for 'ts' (backfills): rand_a is the sub-millisecond fraction
+ *		of 'ts', the rest random.  Not ordered against other UUIDs of the
+ *		same time, and needs no shared memory.
+ */
+Datum
+idgen_uuid7_at(PG_FUNCTION_ARGS)
+{
+	TimestampTz ts = PG_GETARG_TIMESTAMPTZ(0);
+	uint64		ms = unix_ms_of(ts, "idgen_uuid7");
+	uint64		frac_us = (uint64) (ts - UNIX_EPOCH_TIMESTAMPTZ) % 1000;
+	uint8		rand[8];
+
+	random_8(rand);
+	PG_RETURN_UUID_P(uuid7_build((ms << UUID7_TICK_BITS) |
+								 ((frac_us << UUID7_TICK_BITS) / 1000), rand));
+}
+
+/*
+ * idgen_uuid7_min(ts timestamptz) returns uuid
+ *		The smallest UUIDv7 of the millisecond of 'ts': everything but the
+ *		time, version and variant is zero.
+ */
+Datum
+idgen_uuid7_min(PG_FUNCTION_ARGS)
+{
+	static const uint8 zero[8] = {0};
+	uint64		ms = unix_ms_of(PG_GETARG_TIMESTAMPTZ(0), "idgen_uuid7_min");
+
+	PG_RETURN_UUID_P(uuid7_build(ms << UUID7_TICK_BITS, zero));
+}
+
+/*
+ * idgen_uuid7_time(u uuid) returns timestamptz
+ *		The millisecond of a UUIDv7; NULL for a UUID that is not version 7
+ *		with the RFC 9562 variant.
+ */
+Datum
+idgen_uuid7_time(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *u = PG_GETARG_UUID_P(0);
+	uint64		ms = 0;
+
+	if ((u->data[6] & 0xF0) != 0x70 || (u->data[8] & 0xC0) != 0x80)
+		PG_RETURN_NULL();
+	for (int i = 0; i < 6; i++)
+		ms = (ms << 8) | u->data[i];
+	PG_RETURN_TIMESTAMPTZ(UNIX_EPOCH_TIMESTAMPTZ + (TimestampTz) ms * 1000);
+}
