@@ -181,6 +181,13 @@ WHERE id >= idgen_snowflake_min(now() - interval '1 minute')
   AND id <  idgen_snowflake_min(now() + interval '1 minute');
 
 \echo
+\echo '-- UUIDv7 for uuid keys: strictly increasing across the whole server, random tail.'
+CREATE TABLE events (id uuid PRIMARY KEY DEFAULT idgen_uuid7(), what text NOT NULL);
+INSERT INTO events (what) VALUES ('signup'), ('login'), ('logout')
+    RETURNING id, what, idgen_uuid7_time(id) AS at;
+SELECT idgen_uuid7_time('919108f7-52d1-4320-9bac-f847db4148a8') AS v4_uuid_has_no_time;
+
+\echo
 \echo '-- What the generators did (server-wide, from shared memory):'
 SELECT * FROM idgen_stats;
 SQL
