@@ -18,7 +18,8 @@
 # (16 shards), datacenter 1, worker 7.  The demo then runs SQL through
 # psql with every statement echoed: the extension's info, tables keyed by
 # Snowflake IDs, orders carrying their user's gene (trigger and explicit
-# form), decoding an ID, routing by gene, a time-range scan and the stats.
+# form), decoding an ID, routing by gene, a time-range scan, UUIDv7 keys
+# and the stats.
 #
 # The cluster is stopped and the directory removed on exit, also on
 # failure.  The script exits non-zero if the build or any SQL fails.
