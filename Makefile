@@ -15,6 +15,7 @@ MODULE_big = idgen
 OBJS = \
 	src/clock.o \
 	src/idgen.o \
+	src/keeper.o \
 	src/layout.o \
 	src/shmem.o \
 	src/snowflake.o \

@@ -127,7 +127,14 @@ CREATE FUNCTION @extschema@.idgen_info(
     OUT ids_per_second bigint,
     OUT timestamp_end timestamptz,
     OUT years_left double precision,
-    OUT shmem_bytes bigint)
+    OUT shmem_bytes bigint,
+    OUT keeper_pid int,
+    OUT horizon_restored boolean,
+    OUT horizon timestamptz,
+    OUT horizon_lead_ms bigint,
+    OUT horizon_persists bigint,
+    OUT horizon_failures bigint,
+    OUT horizon_persisted_at timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'idgen_info'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;

@@ -34,6 +34,9 @@
  *	  - if the wait needed would take the call's total wait past
  *	    clock_wait_ms, fail at once with an error that states how far the
  *	    clock is behind the last identifier.
+ *	  - never issue an identifier whose millisecond starts after the durable
+ *	    horizon (keeper.c); if the keeper is late, wake it and wait, within
+ *	    the same clock_wait_ms budget, then fail.
  *
  *-------------------------------------------------------------------------
  */
@@ -47,6 +50,9 @@
 
 /* Longest single sleep while waiting for the clock; interrupts between. */
 #define IDGEN_WAIT_SLICE_US		10000
+
+/* Sleep while waiting for the keeper to advance the horizon. */
+#define IDGEN_HORIZON_SLICE_US	1000
 
 static inline int64
 floor_div(int64 a, int64 b)
@@ -90,6 +96,20 @@ clock_behind_error(const IdgenTickClock *c, uint64 last_tick, int64 now_ms)
 					   timestamptz_to_str(c->epoch + (TimestampTz) last_ms * 1000),
 					   idgen_max_drift_ms, idgen_clock_wait_ms),
 			 errhint("Check the server's time source. No ID lower than one already issued is ever generated.")));
+}
+
+static void pg_attribute_noreturn()
+horizon_error(const IdgenTickClock *c, int64 next_ms)
+{
+	idgen_count(c->kind, IDGEN_STAT_ERRORS, 1);
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("could not generate %s: the durable horizon has not advanced", c->item),
+			 errdetail("The next ID would be at %s, beyond the horizon made durable by the idgen keeper (%s), which did not advance within idgen.clock_wait_ms (%d ms).",
+					   timestamptz_to_str(c->epoch + next_ms * 1000),
+					   timestamptz_to_str((TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value)),
+					   idgen_clock_wait_ms),
+			 errhint("Check that the \"idgen keeper\" background worker is running and can write the file \"idgen.horizon\" in the data directory; see the server log and idgen_info().")));
 }
 
 /*
@@ -150,6 +170,27 @@ idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *c)
 							   c->field_bits, c->epoch_name,
 							   timestamptz_to_str(c->end_of_time)),
 					 errhint("Configure a layout with more timestamp bits or a later epoch.")));
+		}
+
+		/*
+		 * Never beyond the durable horizon (keeper.c).  If the keeper is
+		 * late, wake it and wait, within the same clock_wait_ms budget.
+		 */
+		if (unlikely(c->epoch + next_ms * 1000 >
+					 (TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value)))
+		{
+			if (waited_us + IDGEN_HORIZON_SLICE_US > (int64) idgen_clock_wait_ms * 1000)
+				horizon_error(c, next_ms);
+			idgen_keeper_wake();
+			idgen_count(c->kind, IDGEN_STAT_WAITS, 1);
+			idgen_count(c->kind, IDGEN_STAT_WAIT_US, IDGEN_HORIZON_SLICE_US);
+			pgstat_report_wait_start(WAIT_EVENT_PG_SLEEP);
+			pg_usleep(IDGEN_HORIZON_SLICE_US);
+			pgstat_report_wait_end();
+			waited_us += IDGEN_HORIZON_SLICE_US;
+			CHECK_FOR_INTERRUPTS();
+			old = pg_atomic_read_u64(word);
+			continue;
 		}
 
 		/* On failure 'old' receives the current value; try again from it. */

@@ -36,6 +36,8 @@ int			idgen_datacenter_id = 0;
 int			idgen_worker_id = 0;
 int			idgen_max_drift_ms = 100;
 int			idgen_clock_wait_ms = 1000;
+int			idgen_horizon_lead_ms = 1000;
+int			idgen_horizon_interval_ms = 100;
 
 void		_PG_init(void);
 
@@ -102,6 +104,19 @@ _PG_init(void)
 							&idgen_clock_wait_ms, 1000, 0, 60 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 
+	DefineCustomIntVariable("idgen.horizon_lead_ms",
+							"Sets how far ahead of the clock the keeper makes the durable horizon.",
+							"The keeper renews the horizon when it is less than half this far ahead. "
+							"After a crash, generation resumes once the clock is within idgen.max_drift_ms "
+							"of the last horizon, so this is also the longest wait after a fast restart.",
+							&idgen_horizon_lead_ms, 1000, 100, 60 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("idgen.horizon_interval_ms",
+							"Sets how often the keeper checks the durable horizon.",
+							NULL,
+							&idgen_horizon_interval_ms, 100, 10, 10 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("idgen");
 #else
@@ -114,5 +129,6 @@ _PG_init(void)
 	{
 		idgen_layout_report(WARNING);
 		idgen_shmem_init();
+		idgen_keeper_register();
 	}
 }

@@ -11,6 +11,7 @@
  *	  clock.c      ticks in shared memory and the clock policy
  *	  snowflake.c  the Snowflake generator's SQL entry points, trigger
  *	  uuid7.c      UUIDv7: generator and readers
+ *	  keeper.c     the durable horizon and the keeper background worker
  *	  stats.c      idgen_stats, idgen_stats_reset, idgen_info
  *
  *-------------------------------------------------------------------------
@@ -21,7 +22,9 @@
 #include "postgres.h"
 
 #include "port/atomics.h"
+#include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "storage/spin.h"
 #include "utils/timestamp.h"
 
 /*
@@ -30,6 +33,13 @@
  * sharded deployment uses and keeps the segment small.
  */
 #define IDGEN_MAX_GENE_BITS			16
+
+/* The Unix epoch as a TimestampTz (microseconds since 2000-01-01). */
+#define IDGEN_UNIX_EPOCH \
+	(-((TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY))
+
+/* UUIDv7 ticks: (Unix ms << 12) | rand_a. */
+#define IDGEN_UUID7_TICK_BITS		12
 
 /* Warn at start when the timestamp field has fewer years than this left. */
 #define IDGEN_LIFETIME_WARN_YEARS	10
@@ -116,6 +126,18 @@ typedef union IdgenPaddedAtomic
 	char		pad[PG_CACHE_LINE_SIZE];
 } IdgenPaddedAtomic;
 
+/* The keeper's state, for idgen_info(); protected by 'mutex'. */
+typedef struct IdgenKeeperStatus
+{
+	slock_t		mutex;
+	int			pid;			/* 0 when not running */
+	Latch	   *latch;			/* to wake it early */
+	uint64		persists;		/* horizons made durable */
+	uint64		failures;		/* attempts that failed */
+	TimestampTz last_persist;
+	TimestampTz last_failure;
+} IdgenKeeperStatus;
+
 /*
  * The shared-memory segment.  See shmem.c for the locking protocol.
  */
@@ -126,6 +148,12 @@ typedef struct IdgenShared
 
 	/* UUIDv7 generator word: (Unix ms << 12) | rand_a of the last UUID */
 	IdgenPaddedAtomic uuid7_tick;
+
+	/* durable horizon (a TimestampTz); raised only once it is on disk */
+	IdgenPaddedAtomic horizon;
+
+	IdgenKeeperStatus keeper;
+	bool		horizon_restored;	/* read from the file at start */
 
 	/* the rest is written only at start, or under 'lock' */
 	LWLock	   *lock;			/* guards stats_base and stats_reset */
@@ -171,6 +199,8 @@ extern int	idgen_datacenter_id;
 extern int	idgen_worker_id;
 extern int	idgen_max_drift_ms;
 extern int	idgen_clock_wait_ms;
+extern int	idgen_horizon_lead_ms;
+extern int	idgen_horizon_interval_ms;
 
 /* layout.c */
 extern IdgenLayout idgen_layout;
@@ -181,6 +211,12 @@ extern int64 idgen_compose(const IdgenLayout *layout, uint64 tick, uint32 gene);
 
 /* clock.c */
 extern uint64 idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *clock);
+
+/* keeper.c */
+extern bool idgen_horizon_read(TimestampTz *horizon, char *why, size_t whylen);
+extern uint64 idgen_horizon_start_tick(TimestampTz horizon, TimestampTz epoch, int tick_bits);
+extern void idgen_keeper_wake(void);
+extern void idgen_keeper_register(void);
 
 /* shmem.c */
 extern IdgenShared *idgen_shared;

@@ -47,9 +47,16 @@
  *	  reader into a negative figure, and owners never have their slots
  *	  written by anyone else.
  *
- * Crash and restart: the segment is created anew, so generator words start
- *	  at 0 (the generator then starts from the wall clock) and statistics
- *	  start from zero.
+ * horizon: the durable horizon; written only by the keeper, after the same
+ *	  value is on disk (a write barrier orders the two), and only upwards.
+ *	  Generators read it without a lock: a stale value is smaller, so it can
+ *	  only make a generator wait, never let it pass the durable value.
+ *
+ * keeper: the keeper's pid, latch and counters, under keeper.mutex.
+ *
+ * Crash and restart: the segment is created anew.  Generator words start
+ *	  just above the horizon read from disk (keeper.c); statistics start from
+ *	  zero.
  *
  *-------------------------------------------------------------------------
  */
@@ -71,6 +78,8 @@ bool		idgen_preloaded = false;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 #endif
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static void idgen_start_generators(IdgenShared *s);
 
 static int
 idgen_ngenes(void)
@@ -150,7 +159,6 @@ idgen_shmem_startup(void)
 		IdgenShared *s = idgen_shared;
 
 		pg_atomic_init_u64(&s->clock_seen_ms.value, 0);
-		pg_atomic_init_u64(&s->uuid7_tick.value, 0);
 		s->lock = &(GetNamedLWLockTranche("idgen"))->lock;
 		s->ngenes = idgen_ngenes();
 		s->nslots = idgen_nslots();
@@ -159,8 +167,13 @@ idgen_shmem_startup(void)
 		s->genes = (pg_atomic_uint64 *) (base + header_size());
 		s->slots = (IdgenStatsSlot *) (base + header_size() + genes_size());
 
-		for (int g = 0; g < s->ngenes; g++)
-			pg_atomic_init_u64(&s->genes[g], 0);
+		SpinLockInit(&s->keeper.mutex);
+		s->keeper.pid = 0;
+		s->keeper.latch = NULL;
+		s->keeper.persists = s->keeper.failures = 0;
+		s->keeper.last_persist = s->keeper.last_failure = 0;
+
+		idgen_start_generators(s);
 		for (int i = 0; i < s->nslots; i++)
 			for (int k = 0; k < IDGEN_NUM_KINDS; k++)
 				for (int c = 0; c < IDGEN_NUM_COUNTERS; c++)
@@ -168,6 +181,39 @@ idgen_shmem_startup(void)
 	}
 
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Start every generator word just above the durable horizon, so that after
+ * a restart or a crash nothing issued before can be issued again (see
+ * keeper.c).  Without a readable horizon, start from the wall clock and say
+ * so.  Runs in the postmaster, at start and after every crash.
+ */
+static void
+idgen_start_generators(IdgenShared *s)
+{
+	TimestampTz horizon = 0;
+	char		why[256];
+
+	s->horizon_restored = idgen_horizon_read(&horizon, why, sizeof(why));
+	if (!s->horizon_restored)
+	{
+		horizon = 0;
+		ereport(WARNING,
+				(errmsg("idgen: the durable horizon was lost; generators start from the wall clock"),
+				 errdetail_internal("%s", why),
+				 errhint("This is expected the first time idgen is preloaded in this data directory. Otherwise identifiers issued before this start may be issued again if the clock is behind them.")));
+	}
+
+	pg_atomic_init_u64(&s->horizon.value, (uint64) horizon);
+	for (int g = 0; g < s->ngenes; g++)
+		pg_atomic_init_u64(&s->genes[g],
+						   idgen_layout.valid ?
+						   idgen_horizon_start_tick(horizon, idgen_layout.epoch,
+													idgen_layout.sequence_bits) : 0);
+	pg_atomic_init_u64(&s->uuid7_tick.value,
+					   idgen_horizon_start_tick(horizon, IDGEN_UNIX_EPOCH,
+												IDGEN_UUID7_TICK_BITS));
 }
 
 /*

@@ -21,6 +21,7 @@
 #include "storage/backendid.h"
 #endif
 #include "storage/lwlock.h"
+#include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -169,8 +170,8 @@ idgen_info(PG_FUNCTION_ARGS)
 {
 	const IdgenLayout *l = &idgen_layout;
 	TupleDesc	tupdesc;
-	Datum		values[19];
-	bool		nulls[19] = {0};
+	Datum		values[26];
+	bool		nulls[26] = {0};
 	int			i = 0;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -215,9 +216,43 @@ idgen_info(PG_FUNCTION_ARGS)
 	}
 
 	if (idgen_shared != NULL)
+	{
+		IdgenKeeperStatus *k = &idgen_shared->keeper;
+		TimestampTz horizon = (TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value);
+		IdgenKeeperStatus copy;
+
+		SpinLockAcquire(&k->mutex);
+		copy = *k;
+		SpinLockRelease(&k->mutex);
+
 		values[i++] = Int64GetDatum((int64) idgen_shmem_size());	/* shmem_bytes */
+		if (copy.pid != 0)
+			values[i++] = Int32GetDatum(copy.pid);	/* keeper_pid */
+		else
+			nulls[i++] = true;
+		values[i++] = BoolGetDatum(idgen_shared->horizon_restored);
+		if (horizon != 0)
+		{
+			values[i++] = TimestampTzGetDatum(horizon);	/* horizon */
+			values[i++] = Int64GetDatum((horizon - GetCurrentTimestamp()) / 1000);	/* horizon_lead_ms */
+		}
+		else
+		{
+			nulls[i++] = true;
+			nulls[i++] = true;
+		}
+		values[i++] = Int64GetDatum((int64) copy.persists);
+		values[i++] = Int64GetDatum((int64) copy.failures);
+		if (copy.last_persist != 0)
+			values[i++] = TimestampTzGetDatum(copy.last_persist);
+		else
+			nulls[i++] = true;
+	}
 	else
-		nulls[i++] = true;
+	{
+		for (int n = 0; n < 8; n++)
+			nulls[i++] = true;
+	}
 
 	Assert(i == lengthof(values));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),

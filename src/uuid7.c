@@ -37,13 +37,8 @@ PG_FUNCTION_INFO_V1(idgen_uuid7_at);
 PG_FUNCTION_INFO_V1(idgen_uuid7_min);
 PG_FUNCTION_INFO_V1(idgen_uuid7_time);
 
-#define UUID7_TICK_BITS		12
 #define UUID7_MS_BITS		48
 #define UUID7_MAX_MS		((UINT64CONST(1) << UUID7_MS_BITS) - 1)
-
-/* The Unix epoch as a TimestampTz (microseconds since 2000-01-01). */
-#define UNIX_EPOCH_TIMESTAMPTZ \
-	(-((TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY))
 
 /* Random bytes per refill: 512 UUIDs' worth of rand_b. */
 #define RANDOM_BLOCK		4096
@@ -74,7 +69,7 @@ static pg_uuid_t *
 uuid7_build(uint64 tick, const uint8 *rand)
 {
 	pg_uuid_t  *u = palloc(sizeof(pg_uuid_t));
-	uint64		ms = tick >> UUID7_TICK_BITS;
+	uint64		ms = tick >> IDGEN_UUID7_TICK_BITS;
 	uint32		rand_a = (uint32) (tick & 0xFFF);
 
 	for (int i = 0; i < 6; i++)
@@ -90,16 +85,16 @@ uuid7_build(uint64 tick, const uint8 *rand)
 static uint64
 unix_ms_of(TimestampTz ts, const char *funcname)
 {
-	if (TIMESTAMP_NOT_FINITE(ts) || ts < UNIX_EPOCH_TIMESTAMPTZ ||
-		(uint64) (ts - UNIX_EPOCH_TIMESTAMPTZ) / 1000 > UUID7_MAX_MS)
+	if (TIMESTAMP_NOT_FINITE(ts) || ts < IDGEN_UNIX_EPOCH ||
+		(uint64) (ts - IDGEN_UNIX_EPOCH) / 1000 > UUID7_MAX_MS)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("timestamp \"%s\" is out of range for %s()",
 						timestamptz_to_str(ts), funcname),
 				 errdetail("UUIDv7 holds 48 bits of milliseconds since 1970-01-01 00:00:00+00, up to %s.",
-						   timestamptz_to_str(UNIX_EPOCH_TIMESTAMPTZ +
+						   timestamptz_to_str(IDGEN_UNIX_EPOCH +
 											  (TimestampTz) UUID7_MAX_MS * 1000))));
-	return (uint64) (ts - UNIX_EPOCH_TIMESTAMPTZ) / 1000;
+	return (uint64) (ts - IDGEN_UNIX_EPOCH) / 1000;
 }
 
 /*
@@ -113,13 +108,13 @@ idgen_uuid7(PG_FUNCTION_ARGS)
 		.kind = IDGEN_KIND_UUID7,
 		.name = "UUIDv7",
 		.item = "UUIDv7",
-		.epoch = UNIX_EPOCH_TIMESTAMPTZ,
+		.epoch = IDGEN_UNIX_EPOCH,
 		.epoch_name = "1970-01-01",
-		.tick_bits = UUID7_TICK_BITS,
+		.tick_bits = IDGEN_UUID7_TICK_BITS,
 		.sub_ms = true,
 		.max_ms = UUID7_MAX_MS,
 		.field_bits = UUID7_MS_BITS,
-		.end_of_time = UNIX_EPOCH_TIMESTAMPTZ + (TimestampTz) (UUID7_MAX_MS + 1) * 1000,
+		.end_of_time = IDGEN_UNIX_EPOCH + (TimestampTz) (UUID7_MAX_MS + 1) * 1000,
 	};
 	uint8		rand[8];
 	uint64		tick;
@@ -141,12 +136,12 @@ idgen_uuid7_at(PG_FUNCTION_ARGS)
 {
 	TimestampTz ts = PG_GETARG_TIMESTAMPTZ(0);
 	uint64		ms = unix_ms_of(ts, "idgen_uuid7");
-	uint64		frac_us = (uint64) (ts - UNIX_EPOCH_TIMESTAMPTZ) % 1000;
+	uint64		frac_us = (uint64) (ts - IDGEN_UNIX_EPOCH) % 1000;
 	uint8		rand[8];
 
 	random_8(rand);
-	PG_RETURN_UUID_P(uuid7_build((ms << UUID7_TICK_BITS) |
-								 ((frac_us << UUID7_TICK_BITS) / 1000), rand));
+	PG_RETURN_UUID_P(uuid7_build((ms << IDGEN_UUID7_TICK_BITS) |
+								 ((frac_us << IDGEN_UUID7_TICK_BITS) / 1000), rand));
 }
 
 /*
@@ -160,7 +155,7 @@ idgen_uuid7_min(PG_FUNCTION_ARGS)
 	static const uint8 zero[8] = {0};
 	uint64		ms = unix_ms_of(PG_GETARG_TIMESTAMPTZ(0), "idgen_uuid7_min");
 
-	PG_RETURN_UUID_P(uuid7_build(ms << UUID7_TICK_BITS, zero));
+	PG_RETURN_UUID_P(uuid7_build(ms << IDGEN_UUID7_TICK_BITS, zero));
 }
 
 /*
@@ -178,5 +173,5 @@ idgen_uuid7_time(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	for (int i = 0; i < 6; i++)
 		ms = (ms << 8) | u->data[i];
-	PG_RETURN_TIMESTAMPTZ(UNIX_EPOCH_TIMESTAMPTZ + (TimestampTz) ms * 1000);
+	PG_RETURN_TIMESTAMPTZ(IDGEN_UNIX_EPOCH + (TimestampTz) ms * 1000);
 }

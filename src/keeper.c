@@ -1,0 +1,388 @@
+/*-------------------------------------------------------------------------
+ *
+ * keeper.c
+ *	  The durable horizon and the keeper background worker.
+ *
+ * The horizon is an instant H such that no identifier whose millisecond
+ * starts after H has ever been issued.  It lives in two places:
+ *
+ *	  $PGDATA/idgen.horizon   the durable copy, one line of text with a
+ *	                          CRC-32C, replaced atomically (written to a
+ *	                          temporary file, fsynced, durable_rename)
+ *	  idgen_shared->horizon   the copy generators read; raised only after
+ *	                          the same value is on disk
+ *
+ * so every identifier ever issued is at or below the horizon on disk.  After
+ * a restart or a crash, the shared-memory startup hook reads the file and
+ * starts every generator word just above it (idgen_horizon_start_tick), so
+ * no identifier can repeat whatever the clock says; a clock behind the
+ * horizon then makes generation wait or fail with the clock-back error, as
+ * at run time.
+ *
+ * The keeper wakes every idgen.horizon_interval_ms.  When the horizon is
+ * less than half of idgen.horizon_lead_ms ahead of the clock, it persists
+ * now + horizon_lead_ms: about two writes a second with the defaults, while
+ * the horizon stays at least lead/2 - interval = 400 ms ahead of the clock,
+ * far more than the 100 ms a generator may run ahead (idgen.max_drift_ms).
+ * A generator that reaches the horizon because the keeper is late nudges
+ * the keeper's latch and waits, within idgen.clock_wait_ms, then fails.
+ *
+ * A missing or corrupt file is not fatal: the server starts, logs a
+ * WARNING that the durable horizon was lost, and generators start from the
+ * wall clock.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "portability/instr_time.h"
+#include "port/pg_crc32c.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/spin.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "idgen.h"
+
+#define HORIZON_FILE		"idgen.horizon"
+#define HORIZON_TMP_FILE	"idgen.horizon.tmp"
+#define HORIZON_MAGIC		"idgen horizon 1"
+
+PGDLLEXPORT void idgen_keeper_main(Datum main_arg);
+
+/* ----------
+ * The file: "idgen horizon 1 <horizon, microseconds since 2000> <crc>\n",
+ * the CRC-32C taken over everything before the last space.
+ * ----------
+ */
+static pg_crc32c
+horizon_crc(const char *text, size_t len)
+{
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, text, len);
+	FIN_CRC32C(crc);
+	return crc;
+}
+
+/*
+ * Read the durable horizon.  Returns false, with the reason in 'why', if
+ * the file is missing or not exactly what idgen_horizon_write writes.
+ * Never throws: it runs in the postmaster.
+ */
+bool
+idgen_horizon_read(TimestampTz *horizon, char *why, size_t whylen)
+{
+	char		buf[128];
+	char		body[96];
+	int			fd;
+	ssize_t		n;
+	long long	value;
+	unsigned int crc;
+	int			bodylen;
+	char		tail;
+
+	fd = OpenTransientFile(HORIZON_FILE, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+	{
+		snprintf(why, whylen, "The file \"%s\" could not be opened: %s.",
+				 HORIZON_FILE, strerror(errno));
+		return false;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	CloseTransientFile(fd);
+	if (n <= 0)
+	{
+		snprintf(why, whylen, "The file \"%s\" is empty or unreadable.", HORIZON_FILE);
+		return false;
+	}
+	buf[n] = '\0';
+
+	if (sscanf(buf, HORIZON_MAGIC " %lld %8x%c", &value, &crc, &tail) != 3 ||
+		tail != '\n' || (size_t) n != strlen(buf) || buf[n - 1] != '\n')
+	{
+		snprintf(why, whylen, "The file \"%s\" is corrupt (not in the expected format).",
+				 HORIZON_FILE);
+		return false;
+	}
+	bodylen = snprintf(body, sizeof(body), HORIZON_MAGIC " %lld", value);
+	if (bodylen >= (int) sizeof(body) || strncmp(buf, body, bodylen) != 0 ||
+		horizon_crc(body, bodylen) != (pg_crc32c) crc)
+	{
+		snprintf(why, whylen, "The file \"%s\" is corrupt (checksum mismatch).", HORIZON_FILE);
+		return false;
+	}
+	if (value <= 0 || !IS_VALID_TIMESTAMP((TimestampTz) value))
+	{
+		snprintf(why, whylen, "The file \"%s\" holds an impossible horizon.", HORIZON_FILE);
+		return false;
+	}
+	*horizon = (TimestampTz) value;
+	return true;
+}
+
+/*
+ * Make 'horizon' durable: write it to a temporary file, fsync, and rename it
+ * over the old file (durable_rename fsyncs the file and the directory).
+ * Returns false after logging at LOG if anything fails; the old file is then
+ * still in place.
+ */
+static bool
+horizon_write(TimestampTz horizon)
+{
+	char		body[96];
+	char		line[128];
+	int			bodylen;
+	int			len;
+	int			fd;
+
+	bodylen = snprintf(body, sizeof(body), HORIZON_MAGIC " %lld", (long long) horizon);
+	len = snprintf(line, sizeof(line), "%s %08x\n", body,
+				   (unsigned int) horizon_crc(body, bodylen));
+
+	fd = OpenTransientFile(HORIZON_TMP_FILE, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (fd < 0)
+	{
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", HORIZON_TMP_FILE)));
+		return false;
+	}
+	errno = 0;
+	if (write(fd, line, len) != len)
+	{
+		if (errno == 0)
+			errno = ENOSPC;
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", HORIZON_TMP_FILE)));
+		CloseTransientFile(fd);
+		return false;
+	}
+	if (pg_fsync(fd) != 0)
+	{
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not fsync file \"%s\": %m", HORIZON_TMP_FILE)));
+		CloseTransientFile(fd);
+		return false;
+	}
+	if (CloseTransientFile(fd) != 0)
+	{
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not close file \"%s\": %m", HORIZON_TMP_FILE)));
+		return false;
+	}
+	return durable_rename(HORIZON_TMP_FILE, HORIZON_FILE, LOG) == 0;
+}
+
+/*
+ * The first tick a generator may issue after the horizon was 'horizon':
+ * the word is set so that its next tick starts the first millisecond (of
+ * the generator's own epoch) that begins after 'horizon'.
+ */
+uint64
+idgen_horizon_start_tick(TimestampTz horizon, TimestampTz epoch, int tick_bits)
+{
+	int64		ms;
+
+	if (horizon < epoch)
+		return 0;
+	ms = (horizon - epoch) / 1000 + 1;	/* first ms starting after it */
+	return ((uint64) ms << tick_bits) - 1;
+}
+
+/* Record the outcome of a persist attempt for idgen_info(). */
+static void
+note_persist(bool ok, TimestampTz horizon, TimestampTz now)
+{
+	IdgenKeeperStatus *k = &idgen_shared->keeper;
+
+	SpinLockAcquire(&k->mutex);
+	if (ok)
+	{
+		k->persists++;
+		k->last_persist = now;
+	}
+	else
+	{
+		k->failures++;
+		k->last_failure = now;
+	}
+	SpinLockRelease(&k->mutex);
+	if (ok)
+	{
+		/* Only now may generators use it (see the file header). */
+		pg_write_barrier();
+		pg_atomic_write_u64(&idgen_shared->horizon.value, (uint64) horizon);
+	}
+}
+
+/*
+ * A wall-clock reading paired with a monotonic one: the wall clock stepped
+ * when the two advance by different amounts between rounds.
+ */
+typedef struct ClockPair
+{
+	TimestampTz wall;
+	instr_time	mono;
+	bool		valid;
+} ClockPair;
+
+/* Steps smaller than this are not reported (reading jitter). */
+#define CLOCK_STEP_REPORT_US	2000
+
+/*
+ * One round of the keeper: notice clock steps, and renew the horizon if it
+ * is less than half the lead ahead of the clock.
+ */
+static void
+keeper_round(ClockPair *last)
+{
+	ClockPair	cur;
+	TimestampTz horizon = (TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value);
+	int64		lead_us = (int64) idgen_horizon_lead_ms * 1000;
+
+	INSTR_TIME_SET_CURRENT(cur.mono);
+	cur.wall = GetCurrentTimestamp();
+	cur.valid = true;
+	if (last->valid)
+	{
+		instr_time	mono_delta = cur.mono;
+		int64		step_us;
+
+		INSTR_TIME_SUBTRACT(mono_delta, last->mono);
+		step_us = (cur.wall - last->wall) - (int64) INSTR_TIME_GET_MICROSEC(mono_delta);
+		if (step_us <= -CLOCK_STEP_REPORT_US)
+			ereport(LOG,
+					(errmsg("idgen keeper: the system clock moved backwards by " INT64_FORMAT " ms",
+							-step_us / 1000),
+					 errdetail("The durable horizon stays at %s; generators continue, wait or fail as the clock policy says.",
+							   timestamptz_to_str(horizon))));
+		else if (step_us >= CLOCK_STEP_REPORT_US)
+			ereport(LOG,
+					(errmsg("idgen keeper: the system clock moved forwards by " INT64_FORMAT " ms",
+							step_us / 1000)));
+	}
+	*last = cur;
+	if (horizon - cur.wall < lead_us / 2)
+	{
+		TimestampTz target = Max(horizon, cur.wall + lead_us);
+
+		note_persist(horizon_write(target), target, cur.wall);
+	}
+}
+
+/*
+ * Main entry point of the keeper background worker.
+ */
+void
+idgen_keeper_main(Datum main_arg)
+{
+	IdgenKeeperStatus *k;
+	ClockPair	last = {0};
+	TimestampTz horizon;
+	MemoryContext round_context;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+
+	k = &idgen_shared->keeper;
+	SpinLockAcquire(&k->mutex);
+	k->pid = MyProcPid;
+	k->latch = MyLatch;
+	SpinLockRelease(&k->mutex);
+
+	horizon = (TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value);
+	ereport(LOG,
+			(errmsg("idgen keeper started"),
+			 errdetail("The durable horizon is %s; it is kept %d ms ahead of the clock, checked every %d ms.",
+					   horizon != 0 ? timestamptz_to_str(horizon) : "not set",
+					   idgen_horizon_lead_ms, idgen_horizon_interval_ms)));
+	if (horizon - GetCurrentTimestamp() > (int64) idgen_horizon_lead_ms * 1000)
+		ereport(LOG,
+				(errmsg("idgen keeper: the system clock is " INT64_FORMAT " ms behind the durable horizon",
+						(horizon - GetCurrentTimestamp()) / 1000),
+				 errdetail("Identifiers were issued up to %s before the restart; generators wait or fail until the clock is within idgen.max_drift_ms of it.",
+						   timestamptz_to_str(horizon))));
+
+	round_context = AllocSetContextCreate(TopMemoryContext, "idgen keeper",
+										  ALLOCSET_DEFAULT_SIZES);
+	for (;;)
+	{
+		MemoryContext old;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ShutdownRequestPending)
+			break;
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		old = MemoryContextSwitchTo(round_context);
+		keeper_round(&last);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(round_context);
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 idgen_horizon_interval_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+
+	SpinLockAcquire(&k->mutex);
+	k->pid = 0;
+	k->latch = NULL;
+	SpinLockRelease(&k->mutex);
+	proc_exit(0);
+}
+
+/*
+ * Ask the keeper to run a round now (a generator is waiting for it).
+ */
+void
+idgen_keeper_wake(void)
+{
+	IdgenKeeperStatus *k = &idgen_shared->keeper;
+	Latch	   *latch;
+
+	SpinLockAcquire(&k->mutex);
+	latch = k->latch;
+	SpinLockRelease(&k->mutex);
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
+/*
+ * Register the keeper; called from _PG_init in the postmaster.
+ */
+void
+idgen_keeper_register(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
+	worker.bgw_restart_time = 1;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "idgen");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "idgen_keeper_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "idgen keeper");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "idgen keeper");
+	RegisterBackgroundWorker(&worker);
+}
