@@ -268,13 +268,13 @@ keeper_round(ClockPair *last)
 		step_us = (cur.wall - last->wall) - (int64) INSTR_TIME_GET_MICROSEC(mono_delta);
 		if (step_us <= -CLOCK_STEP_REPORT_US)
 			ereport(LOG,
-					(errmsg("idgen keeper: the system clock moved backwards by " INT64_FORMAT " ms",
+					(errmsg("idgen keeper detected that the system clock moved backwards by " INT64_FORMAT " ms",
 							-step_us / 1000),
 					 errdetail("The durable horizon stays at %s; generators continue, wait or fail as the clock policy says.",
 							   timestamptz_to_str(horizon))));
 		else if (step_us >= CLOCK_STEP_REPORT_US)
 			ereport(LOG,
-					(errmsg("idgen keeper: the system clock moved forwards by " INT64_FORMAT " ms",
+					(errmsg("idgen keeper detected that the system clock moved forwards by " INT64_FORMAT " ms",
 							step_us / 1000)));
 	}
 	*last = cur;
@@ -315,7 +315,7 @@ idgen_keeper_main(Datum main_arg)
 					   idgen_horizon_lead_ms, idgen_horizon_interval_ms)));
 	if (horizon - GetCurrentTimestamp() > (int64) idgen_horizon_lead_ms * 1000)
 		ereport(LOG,
-				(errmsg("idgen keeper: the system clock is " INT64_FORMAT " ms behind the durable horizon",
+				(errmsg("the system clock is " INT64_FORMAT " ms behind the idgen durable horizon",
 						(horizon - GetCurrentTimestamp()) / 1000),
 				 errdetail("Identifiers were issued up to %s before the restart; generators wait or fail until the clock is within idgen.max_drift_ms of it.",
 						   timestamptz_to_str(horizon))));

@@ -200,7 +200,7 @@ idgen_start_generators(IdgenShared *s)
 	{
 		horizon = 0;
 		ereport(WARNING,
-				(errmsg("idgen: the durable horizon was lost; generators start from the wall clock"),
+				(errmsg("the idgen durable horizon was lost; generators start from the wall clock"),
 				 errdetail_internal("%s", why),
 				 errhint("This is expected the first time idgen is preloaded in this data directory. Otherwise identifiers issued before this start may be issued again if the clock is behind them.")));
 	}

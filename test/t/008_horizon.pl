@@ -1,0 +1,125 @@
+# Scenario: the keeper background worker and the durable horizon.  The
+# keeper starts with the server and keeps a horizon, fsynced in
+# $PGDATA/idgen.horizon, ahead of the clock, renewing it only when it is less
+# than half idgen.horizon_lead_ms ahead.  With the keeper stopped (SIGSTOP),
+# generators run up to the horizon and then fail clearly instead of passing
+# it; when it resumes, so do they.  A missing or corrupt horizon file never
+# stops the server: it logs a WARNING and generates from the wall clock.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+use IdgenTest;
+
+my $node = idgen_node('horizon');
+my $horizon_file = $node->data_dir . '/idgen.horizon';
+
+ok($node->log_contains(qr/LOG:  idgen keeper started/), 'the keeper logs that it started');
+ok($node->log_contains(qr/WARNING:  the idgen durable horizon was lost; generators start from the wall clock/),
+	'first start: no horizon yet, said in a WARNING');
+$node->poll_query_until('postgres', 'SELECT horizon IS NOT NULL FROM idgen_info()')
+  or die 'keeper made no horizon';
+
+# The keeper needs no database connection, so it is not in pg_stat_activity;
+# idgen_info() reports its pid, and the process title names it.
+my $keeper_pid = $node->safe_psql('postgres', 'SELECT keeper_pid FROM idgen_info()');
+like($keeper_pid, qr/^\d+$/, 'idgen_info reports the keeper pid');
+like(slurp_file("/proc/$keeper_pid/cmdline"), qr/idgen keeper/,
+	'that process is the "idgen keeper" background worker');
+
+like(slurp_file($horizon_file), qr/^idgen horizon 1 \d+ [0-9a-f]{8}\n$/,
+	'the horizon file is one checksummed line');
+
+# The horizon stays ahead of the clock, and is renewed about twice a second,
+# not on every round (idgen.horizon_interval_ms = 100).
+my ($p0) = $node->safe_psql('postgres', 'SELECT horizon_persists FROM idgen_info()');
+sleep 3;
+my ($p1, $lead, $failures) = split /\|/, $node->safe_psql('postgres',
+	'SELECT horizon_persists, horizon_lead_ms, horizon_failures FROM idgen_info()');
+my $persists = $p1 - $p0;
+cmp_ok($persists, '>=', 3, "the keeper renewed the horizon in 3 s ($persists times)");
+cmp_ok($persists, '<=', 15, 'only when it was less than half the lead ahead (not every 100 ms round)');
+cmp_ok($lead, '>=', 300, "the horizon is ahead of the clock ($lead ms)");
+cmp_ok($lead, '<=', 1100, 'by at most idgen.horizon_lead_ms');
+is($failures, '0', 'no failed persist');
+
+# Horizon as written in the file, as a timestamptz.
+sub file_horizon
+{
+	my ($us) = slurp_file($horizon_file) =~ /^idgen horizon 1 (\d+) /;
+	return "'2000-01-01 00:00:00+00'::timestamptz + $us * interval '1 microsecond'";
+}
+
+# Stop the keeper: generators may use the horizon already on disk, no more.
+$node->safe_psql('postgres', 'CREATE TABLE ids (id bigint)');
+kill 'STOP', $keeper_pid or die "could not stop the keeper: $!";
+my ($err, $rounds) = ('', 0);
+while ($rounds++ < 60)
+{
+	my ($ret, $out, $stderr) = $node->psql('postgres',
+		'INSERT INTO ids SELECT idgen_snowflake() FROM generate_series(1, 1000)');
+	if ($ret != 0) { $err = $stderr; last; }
+	usleep(50_000);
+}
+like($err, qr/ERROR:  could not generate Snowflake ID: the durable horizon has not advanced/,
+	'keeper stopped: generation fails once it reaches the horizon');
+like($err, qr/HINT:  Check that the "idgen keeper" background worker is running/,
+	'with a hint naming the keeper');
+my ($ret, $out, $uuid_err) = $node->psql('postgres', 'SELECT idgen_uuid7()');
+like($uuid_err, qr/could not generate UUIDv7: the durable horizon has not advanced/,
+	'idgen_uuid7() refuses too');
+is( $node->safe_psql(
+		'postgres', 'SELECT count(*) > 0, max(idgen_snowflake_time(id)) <= ' . file_horizon() . ' FROM ids'),
+	't|t', 'no ID was issued beyond the horizon on disk');
+
+kill 'CONT', $keeper_pid or die "could not resume the keeper: $!";
+is($node->safe_psql('postgres', 'SELECT idgen_snowflake() > (SELECT max(id) FROM ids)'), 't',
+	'keeper resumed: generation resumes above every earlier ID');
+
+# A normal restart restores the horizon.
+$node->restart('fast');
+is($node->safe_psql('postgres', 'SELECT horizon_restored FROM idgen_info()'), 't',
+	'restart: the horizon was read back');
+is($node->safe_psql('postgres', 'SELECT idgen_snowflake() > (SELECT max(id) FROM ids)'), 't',
+	'restart: IDs above every earlier one');
+
+# Missing, garbled or tampered files: WARNING, start from the wall clock.
+my @bad = (
+	[ 'missing', undef, qr/could not be opened: No such file or directory/ ],
+	[ 'garbage', "garbage\n", qr/is corrupt \(not in the expected format\)/ ],
+	[ 'empty', '', qr/is empty or unreadable/ ],
+	[ 'checksum', "idgen horizon 1 851234567890123 deadbeef\n", qr/is corrupt \(checksum mismatch\)/ ],
+);
+for my $case (@bad)
+{
+	my ($name, $content, $why) = @$case;
+	$node->stop('fast');
+	unlink $horizon_file;
+	if (defined $content)
+	{
+		open my $fh, '>', $horizon_file or die $!;
+		print $fh $content;
+		close $fh;
+	}
+	my $offset = -s $node->logfile;
+	$node->start;
+	ok($node->log_contains(qr/WARNING:  the idgen durable horizon was lost/, $offset)
+		  && $node->log_contains($why, $offset),
+		"$name horizon file: the server starts and says why");
+	is($node->safe_psql('postgres',
+			'SELECT horizon_restored, idgen_snowflake() > 0, idgen_uuid7() IS NOT NULL FROM idgen_info()'),
+		'f|t|t', "$name horizon file: generators start from the wall clock");
+	like(slurp_file($horizon_file), qr/^idgen horizon 1 \d+ [0-9a-f]{8}\n$/,
+		"$name horizon file: the keeper writes a good one again");
+}
+
+is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM ids'),
+	join('|', ($node->safe_psql('postgres', 'SELECT count(*) FROM ids')) x 2),
+	'no duplicate among the collected IDs');
+
+$node->stop('fast');
+ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+done_testing();
