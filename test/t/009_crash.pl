@@ -1,0 +1,66 @@
+# Scenario: the libpq stress client keeps generating Snowflake IDs and
+# UUIDv7 from several connections (reconnecting when the server goes away)
+# while the test kills a generating backend with SIGKILL (the postmaster then
+# crash-restarts every process and re-creates shared memory) and later stops
+# the server with pg_ctl stop -m immediate and starts it again.  Over
+# everything collected, before and after both crashes: no value repeats, and
+# each connection's values keep increasing, because generators restart
+# above the durable horizon.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IdgenTest;
+
+my $stress = stress_client();
+# PostgreSQL::Test::Cluster turns restart_after_crash off; this test needs it.
+my $node = idgen_node('crash', 'max_connections' => 30, 'restart_after_crash' => 'on');
+my $connstr = $node->connstr('postgres');
+
+my %runs = (
+	snowflake => [ '-c', 4, '-e', 'idgen_snowflake()' ],
+	uuid7 => [ '-c', 2, '-e', 'idgen_uuid7()', '-t', 'uuid' ],);
+my (%out, %err, %h);
+for my $kind (sort keys %runs)
+{
+	$h{$kind} = IPC::Run::start(
+		[ $stress, '-d', $connstr, '-q', '--reconnect', '-D', 9, '-b', 200, @{ $runs{$kind} } ],
+		'>', \$out{$kind}, '2>', \$err{$kind});
+}
+
+sleep 2;
+my $victim = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE application_name = 'idgen_stress' LIMIT 1");
+like($victim, qr/^\d+$/, 'found a generating backend');
+kill 'KILL', $victim or die "kill: $!";
+$node->poll_query_until('postgres', 'SELECT 1', '1')
+  or die 'server did not come back after the crash';
+ok($node->log_contains(qr/server process \(PID $victim\) was terminated by signal 9/),
+	'SIGKILL of a backend: the postmaster crash-restarted');
+
+sleep 2;
+$node->stop('immediate');
+$node->start;
+
+for my $kind (sort keys %runs)
+{
+	my $passed = $h{$kind}->finish;
+	note("$kind:\n$out{$kind}$err{$kind}");
+	ok($passed, "$kind: the stress client passed (exit code 0)");
+	like($out{$kind}, qr/\b0 duplicates, 0 order violations\b/,
+		"$kind: no duplicate, every connection's values kept increasing across both crashes");
+	my ($values) = $out{$kind} =~ /(\d+) values, \d+ distinct/;
+	my ($reconnects) = $out{$kind} =~ /(\d+) reconnects/;
+	cmp_ok($reconnects // 0, '>=', 2 * ($kind eq 'snowflake' ? 4 : 2) - 1,
+		"$kind: connections were lost and re-established ($reconnects reconnects, $values values)");
+}
+
+# The horizon survived both crashes: only the very first start lacked it.
+my $lost = () = slurp_file($node->logfile) =~ /the idgen durable horizon was lost/g;
+is($lost, 1, 'the durable horizon was read back after each crash');
+
+$node->stop('fast');
+ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+done_testing();
