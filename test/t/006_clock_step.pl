@@ -4,6 +4,9 @@
 # then to 500 ms behind (generation waits about 400 ms, then continues),
 # then 5 s further back (more than idgen.clock_wait_ms = 1000 can absorb: a
 # clear error saying by how much), then forward again (generation resumes).
+# Then across restarts: 10 s forward and a crash (pg_ctl stop -m immediate),
+# the clock back on restart (refused, no repeat), forward again (resumes);
+# likewise across a clean restart.  The keeper logs each step it sees.
 # Across all of it no ID repeats and every ID is greater than the ones
 # before it.  idgen_uuid7() follows the same policy.
 use strict;
@@ -32,13 +35,23 @@ sub step_clock
 }
 step_clock('+0');
 
-# Only the server runs under libfaketime.
+# Only the server runs under libfaketime.  Its monotonic clock stays real,
+# as it does when a real wall clock is stepped; the keeper compares the two.
+my %faketime_env = (
+	LD_PRELOAD => $libfaketime,
+	FAKETIME_TIMESTAMP_FILE => $offset_file,
+	FAKETIME_NO_CACHE => 1,
+	FAKETIME_DONT_FAKE_MONOTONIC => 1);
 my $node;
 {
-	local $ENV{LD_PRELOAD} = $libfaketime;
-	local $ENV{FAKETIME_TIMESTAMP_FILE} = $offset_file;
-	local $ENV{FAKETIME_NO_CACHE} = 1;
+	local @ENV{ keys %faketime_env } = values %faketime_env;
 	$node = idgen_node('clock_step');
+}
+
+sub start_server
+{
+	local @ENV{ keys %faketime_env } = values %faketime_env;
+	$node->start;
 }
 $node->safe_psql('postgres', 'CREATE TABLE ids (phase int, n int, id bigint)');
 
@@ -62,6 +75,18 @@ sub phase_after_all_before
 sub mark_now
 {
 	$node->safe_psql('postgres', 'SELECT idgen_snowflake(), idgen_uuid7()');
+}
+
+# Wait up to 5 s for the server log to match.
+sub wait_for_log
+{
+	my ($re) = @_;
+	for (1 .. 50)
+	{
+		return 1 if $node->log_contains($re);
+		select(undef, undef, undef, 0.1);
+	}
+	return 0;
 }
 
 sub stats
@@ -120,6 +145,8 @@ cmp_ok($waits, '>', 0, "500 ms back: waited ($waits sleeps)");
 cmp_ok($waited, '>=', 300, "500 ms back: waited about 400 ms ($waited ms)");
 cmp_ok($waited, '<=', 1000, '500 ms back: within idgen.clock_wait_ms');
 cmp_ok($elapsed, '>=', 0.3, sprintf('500 ms back: the call took %.2f s', $elapsed));
+ok(wait_for_log(qr/LOG:  idgen keeper detected that the system clock moved backwards by (4[6-9]\d|50\d) ms/),
+	'500 ms back: the keeper logged the step');
 
 # 5 s further back: more than clock_wait_ms can absorb; fail at once, clearly.
 mark_now();
@@ -144,7 +171,48 @@ is($node->safe_psql('postgres', 'SELECT idgen_uuid7_time(idgen_uuid7()) IS NOT N
 	'clock restored: idgen_uuid7() resumes');
 is(phase_after_all_before(5), 't', 'clock restored: every new ID is greater');
 
-my $total = 6000 + $phase2;
+# Forward 10 s, then an immediate stop (a crash), and back to the real time
+# before the server starts again.  IDs were issued up to the durable horizon
+# about 11 s ahead of the real clock: the restarted server starts above it,
+# so it refuses to generate (rather than repeat IDs) until the clock is
+# forward again.
+step_clock('+10');
+ok(wait_for_log(qr/LOG:  idgen keeper detected that the system clock moved forwards by (99\d\d|100\d\d) ms/),
+	'10 s forward: the keeper logged the step');
+($ret) = generate(6);
+is($ret, 0, '10 s forward: generation continues');
+is(phase_after_all_before(6), 't', '10 s forward: every new ID is greater');
+$node->stop('immediate');
+step_clock('+0');
+start_server();
+($ret, $stdout, $stderr) = generate(7);
+isnt($ret, 0, 'crash, then the clock back 10 s: generation refuses');
+like($stderr, qr/could not generate Snowflake ID: the system clock moved backwards by (9\d\d\d|1[01]\d\d\d) ms/,
+	'crash, then the clock back 10 s: the clock-back error, measured against the durable horizon');
+ok($node->log_contains(qr/LOG:  the system clock is (9\d\d\d|1[01]\d\d\d) ms behind the idgen durable horizon/),
+	'crash, then the clock back 10 s: the keeper says so at start');
+step_clock('+12');
+$node->poll_query_until('postgres', 'SELECT idgen_snowflake() > 0')
+  or die 'generation did not resume';
+($ret) = generate(7);
+is($ret, 0, 'clock forward again: generation resumes');
+is(phase_after_all_before(7), 't', 'clock forward again: every new ID is greater than before the crash');
+
+# The same across a clean restart with the clock stepped back 3 s.
+$node->stop('fast');
+step_clock('+9');
+start_server();
+($ret, $stdout, $stderr) = generate(8);
+like($stderr, qr/the system clock moved backwards by (2\d\d\d|3\d\d\d) ms/,
+	'clean restart, clock back 3 s: refuses with the clock-back error');
+step_clock('+12');
+$node->poll_query_until('postgres', 'SELECT idgen_snowflake() > 0')
+  or die 'generation did not resume';
+($ret) = generate(8);
+is($ret, 0, 'clock forward again: generation resumes');
+is(phase_after_all_before(8), 't', 'clean restart: every new ID is greater than before it');
+
+my $total = 12000 + $phase2;
 is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM ids'),
 	"$total|$total", 'no duplicate across the clock steps');
 
