@@ -8,7 +8,7 @@
  *
  *	  $PGDATA/idgen.horizon   the durable copy, one line of text with a
  *	                          CRC-32C, replaced atomically (written to a
- *	                          temporary file, fsynced, durable_rename)
+ *	                          temporary file, then durable_rename)
  *	  idgen_shared->horizon   the copy generators read; raised only after
  *	                          the same value is on disk
  *
@@ -134,10 +134,10 @@ idgen_horizon_read(TimestampTz *horizon, char *why, size_t whylen)
 }
 
 /*
- * Make 'horizon' durable: write it to a temporary file, fsync, and rename it
- * over the old file (durable_rename fsyncs the file and the directory).
- * Returns false after logging at LOG if anything fails; the old file is then
- * still in place.
+ * Make 'horizon' durable: write it to a temporary file and rename it over
+ * the old file with durable_rename, which fsyncs the temporary file before
+ * the rename and the file and its directory after it.  Returns false after
+ * logging at LOG if anything fails; the old file is then still in place.
  */
 static bool
 horizon_write(TimestampTz horizon)
@@ -168,14 +168,6 @@ horizon_write(TimestampTz horizon)
 		ereport(LOG,
 				(errcode_for_file_access(),
 				 errmsg("could not write file \"%s\": %m", HORIZON_TMP_FILE)));
-		CloseTransientFile(fd);
-		return false;
-	}
-	if (pg_fsync(fd) != 0)
-	{
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("could not fsync file \"%s\": %m", HORIZON_TMP_FILE)));
 		CloseTransientFile(fd);
 		return false;
 	}

@@ -585,6 +585,18 @@ else
 	section "Part C: skipped (BENCH_BULK_N=0)"
 fi
 
+# --- keeper -------------------------------------------------------------------
+
+# The keeper's cost: how often it made the durable horizon durable while the
+# parts above ran.  Each persist is one small write and durable_rename's four
+# fsyncs (the new file, the old one, the renamed file, the directory).
+section "keeper: durable horizon persists over the whole run"
+read -r K_PERSISTS K_FAILURES K_UPTIME K_LEAD < <(sql "SELECT horizon_persists, horizon_failures,
+	round(extract(epoch FROM now() - pg_postmaster_start_time())::numeric, 1), horizon_lead_ms FROM idgen_info()" | tr '|' ' ')
+K_RATE=$(awk -v p="$K_PERSISTS" -v t="$K_UPTIME" 'BEGIN { printf "%.2f", (t > 0) ? p / t : 0 }')
+K_FSYNC=$(awk -v r="$K_RATE" 'BEGIN { printf "%.1f", 4 * r }')
+echo "horizon persists: $K_PERSISTS in $K_UPTIME s of server uptime = $K_RATE per second (about $K_FSYNC fsyncs/s); failures: $K_FAILURES; horizon now $K_LEAD ms ahead of the clock"
+
 # --- summary ------------------------------------------------------------------
 
 section "summary (markdown)"
@@ -627,3 +639,5 @@ if [ "$BULK_N" -gt 0 ]; then
 	echo "INSERT INTO t (v) SELECT g FROM generate_series(1, $(fmt_int "$BULK_N")) g into a fresh table per load, timed in the server;"
 	echo "mean of $C_RUNS loads per key type (order ${C_ORDER[*]}), CHECKPOINT before and DROP after each, synchronous_commit = off, shared_buffers = 256MB."
 fi
+echo
+echo "Keeper: $K_PERSISTS durable-horizon persists in $K_UPTIME s = $K_RATE/s (about $K_FSYNC fsyncs/s), $K_FAILURES failures."
