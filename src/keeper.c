@@ -137,10 +137,11 @@ idgen_horizon_read(TimestampTz *horizon, char *why, size_t whylen)
  * Make 'horizon' durable: write it to a temporary file and rename it over
  * the old file with durable_rename, which fsyncs the temporary file before
  * the rename and the file and its directory after it.  Returns false after
- * logging at LOG if anything fails; the old file is then still in place.
+ * logging at 'elevel' if anything fails; the old file is then still in
+ * place.
  */
 static bool
-horizon_write(TimestampTz horizon)
+horizon_write(TimestampTz horizon, int elevel)
 {
 	char		body[96];
 	char		line[128];
@@ -155,7 +156,7 @@ horizon_write(TimestampTz horizon)
 	fd = OpenTransientFile(HORIZON_TMP_FILE, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
 	if (fd < 0)
 	{
-		ereport(LOG,
+		ereport(elevel,
 				(errcode_for_file_access(),
 				 errmsg("could not create file \"%s\": %m", HORIZON_TMP_FILE)));
 		return false;
@@ -165,7 +166,7 @@ horizon_write(TimestampTz horizon)
 	{
 		if (errno == 0)
 			errno = ENOSPC;
-		ereport(LOG,
+		ereport(elevel,
 				(errcode_for_file_access(),
 				 errmsg("could not write file \"%s\": %m", HORIZON_TMP_FILE)));
 		CloseTransientFile(fd);
@@ -173,12 +174,12 @@ horizon_write(TimestampTz horizon)
 	}
 	if (CloseTransientFile(fd) != 0)
 	{
-		ereport(LOG,
+		ereport(elevel,
 				(errcode_for_file_access(),
 				 errmsg("could not close file \"%s\": %m", HORIZON_TMP_FILE)));
 		return false;
 	}
-	return durable_rename(HORIZON_TMP_FILE, HORIZON_FILE, LOG) == 0;
+	return durable_rename(HORIZON_TMP_FILE, HORIZON_FILE, elevel) == 0;
 }
 
 /*
@@ -234,6 +235,10 @@ typedef struct ClockPair
 	bool		valid;
 } ClockPair;
 
+/* Since when persisting has failed, and when that was last logged. */
+static TimestampTz failing_since = 0;
+static TimestampTz failing_logged = 0;
+
 /* Steps smaller than this are not reported (reading jitter). */
 #define CLOCK_STEP_REPORT_US	2000
 
@@ -273,8 +278,24 @@ keeper_round(ClockPair *last)
 	if (horizon - cur.wall < lead_us / 2)
 	{
 		TimestampTz target = Max(horizon, cur.wall + lead_us);
+		/* While writes keep failing, say why every 10 s, not every round. */
+		bool		say = failing_since == 0 ||
+			cur.wall - failing_logged >= 10 * USECS_PER_SEC;
+		bool		ok = horizon_write(target, say ? LOG : DEBUG1);
 
-		note_persist(horizon_write(target), target, cur.wall);
+		if (!ok && say)
+			failing_logged = cur.wall;
+		if (!ok && failing_since == 0)
+			failing_since = cur.wall;
+		if (ok && failing_since != 0)
+		{
+			ereport(LOG,
+					(errmsg("idgen keeper is writing the durable horizon again"),
+					 errdetail("Writes failed for " INT64_FORMAT " ms.",
+							   (cur.wall - failing_since) / 1000)));
+			failing_since = 0;
+		}
+		note_persist(ok, target, cur.wall);
 	}
 }
 

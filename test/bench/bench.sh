@@ -73,11 +73,12 @@
 #       t_snow   (id bigint PRIMARY KEY DEFAULT idgen_snowflake(), v int)
 #       t_serial (id bigserial PRIMARY KEY, v int)
 #   and a one-statement script each (INSERT INTO t_x (v) VALUES (1);), run
-#   with pgbench -n -c C -j C -T BENCH_T for C in BENCH_CLIENTS, in the
-#   order snow, serial, serial, snow for each C (cancels slow drift), with
-#   TRUNCATE + CHECKPOINT before every run.  Reported: tps per run, mean tps
-#   per (table, clients) (with two runs the median is the mean) and the
-#   ratio snowflake / bigserial.
+#   with pgbench -n -c C -j C -T BENCH_T for C in BENCH_CLIENTS, in
+#   BENCH_PAIRS adjacent pairs (one run of each table) whose order
+#   alternates (snow serial, serial snow, ...), with TRUNCATE + CHECKPOINT
+#   before every run.  Reported: tps per run, the median tps per (table,
+#   clients), and the median over the pairs of snowflake / bigserial, with
+#   the range of the pair ratios (the machine's noise).
 #
 #   Part C, bulk insert of BENCH_BULK_N rows into a uuid primary key.  For
 #   each key type x in uuid7 (idgen_uuid7()), random (gen_random_uuid()) and
@@ -117,7 +118,9 @@
 #                  its --bindir.
 #   BENCH_N        values per Part A1 run (default 2000000)
 #   BENCH_REPS     Part A1/A2 runs per expression, median reported (default 5)
-#   BENCH_T        seconds per pgbench run (default 15)
+#   BENCH_T        seconds per pgbench run (default 5)
+#   BENCH_PAIRS    pairs of pgbench runs (snowflake, bigserial) per client
+#                  count (default 6), the order alternating between pairs
 #   BENCH_CLIENTS  pgbench client counts (default "1 8")
 #   BENCH_BULK_N   rows per Part C load (default 5000000; 0 skips Part C)
 #   BENCH_INSTALL  as root, run `make install` first, which rebuilds if the
@@ -136,7 +139,8 @@ set -euo pipefail
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 N=${BENCH_N:-2000000}
 REPS=${BENCH_REPS:-5}
-T=${BENCH_T:-15}
+T=${BENCH_T:-5}
+PAIRS=${BENCH_PAIRS:-6}
 CLIENTS=${BENCH_CLIENTS:-1 8}
 BULK_N=${BENCH_BULK_N:-5000000}
 INSTALL=${BENCH_INSTALL:-1}
@@ -149,6 +153,7 @@ positive() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer, go
 positive BENCH_N "$N"
 positive BENCH_REPS "$REPS"
 positive BENCH_T "$T"
+positive BENCH_PAIRS "$PAIRS"
 for c in $CLIENTS; do
 	[[ $c =~ ^[1-9][0-9]*$ ]] || die "BENCH_CLIENTS must list positive integers, got '$CLIENTS'"
 done
@@ -448,45 +453,45 @@ echo "scripts: INSERT INTO t_snow (v) VALUES (1);  /  INSERT INTO t_serial (v) V
 echo "each run: TRUNCATE both tables + CHECKPOINT, then pgbench -n -f <script> -c C -j C -T $T"
 echo
 
-declare -A TPS_SUM TPS_RUNS
-printf '%-8s %-10s %12s %14s\n' "clients" "table" "tps" "latency ms"
+# Runs come in adjacent pairs, one of each table, the order alternating from
+# pair to pair (snow serial, serial snow, ...), so that the machine's drift
+# and noise hit both alike; the ratio reported is the median over the pairs
+# of snowflake tps / bigserial tps.
+declare -A TPS_RUNS TPS_MED PAIR_RATIOS TPS_RATIO RATIO_RANGE
+printf '%-8s %-5s %-10s %12s %14s\n' "clients" "pair" "table" "tps" "latency ms"
 for c in $CLIENTS; do
-	for kind in snow serial serial snow; do
-		sql "TRUNCATE t_snow, t_serial" >/dev/null
-		sql "CHECKPOINT" >/dev/null
-		out=$(as_pg "$BINDIR/pgbench" -n -f "$DIR/$kind.sql" -c "$c" -j "$c" -T "$T" \
-			-h "$DIR" -p "$PORT" bench 2>&1) || { echo "$out" >&2; die "pgbench failed"; }
-		tps=$(awk '/^tps = / { print $3; exit }' <<<"$out")
-		lat=$(awk '/^latency average = / { print $4; exit }' <<<"$out")
-		[ -n "$tps" ] || { echo "$out" >&2; die "could not read tps from pgbench"; }
-		TPS_SUM[$kind,$c]=$(awk -v s="${TPS_SUM[$kind,$c]:-0}" -v t="$tps" 'BEGIN { printf "%.6f", s + t }')
-		TPS_RUNS[$kind,$c]="${TPS_RUNS[$kind,$c]:-} $tps"
-		printf '%-8s %-10s %12.0f %14s\n' "$c" "$kind" "$tps" "${lat:-?}"
+	for ((p = 1; p <= PAIRS; p++)); do
+		if ((p % 2)); then order="snow serial"; else order="serial snow"; fi
+		declare -A PAIR_TPS=()
+		for kind in $order; do
+			sql "TRUNCATE t_snow, t_serial" >/dev/null
+			sql "CHECKPOINT" >/dev/null
+			out=$(as_pg "$BINDIR/pgbench" -n -f "$DIR/$kind.sql" -c "$c" -j "$c" -T "$T" \
+				-h "$DIR" -p "$PORT" bench 2>&1) || { echo "$out" >&2; die "pgbench failed"; }
+			tps=$(awk '/^tps = / { print $3; exit }' <<<"$out")
+			lat=$(awk '/^latency average = / { print $4; exit }' <<<"$out")
+			[ -n "$tps" ] || { echo "$out" >&2; die "could not read tps from pgbench"; }
+			PAIR_TPS[$kind]=$tps
+			TPS_RUNS[$kind,$c]="${TPS_RUNS[$kind,$c]:-} $tps"
+			printf '%-8s %-5s %-10s %12.0f %14s\n' "$c" "$p" "$kind" "$tps" "${lat:-?}"
+		done
+		PAIR_RATIOS[$c]="${PAIR_RATIOS[$c]:-} $(awk -v a="${PAIR_TPS[snow]}" -v b="${PAIR_TPS[serial]}" 'BEGIN { printf "%.4f", a / b }')"
 	done
 done
 
 echo
-printf '%-8s %-26s %-26s %8s\n' "clients" "snowflake tps mean (runs)" "bigserial tps mean (runs)" "ratio"
-declare -A TPS_MEAN TPS_RATIO
-noisy=()
+printf '%-8s %-22s %-22s %-14s %s\n' "clients" "snowflake tps median" "bigserial tps median" "ratio median" "pair ratios (min .. max)"
 for c in $CLIENTS; do
 	for kind in snow serial; do
-		TPS_MEAN[$kind,$c]=$(awk -v s="${TPS_SUM[$kind,$c]}" 'BEGIN { printf "%.0f", s / 2 }')
-		# Spread of the two runs of a cell, as a percentage of their mean.
-		spread=$(awk '{ d = $1 - $2; if (d < 0) d = -d; printf "%.0f", 200 * d / ($1 + $2) }' <<<"${TPS_RUNS[$kind,$c]}")
-		if [ "$spread" -gt 20 ]; then
-			noisy+=("$kind/$c clients: the two runs differ by ${spread}%")
-		fi
+		TPS_MED[$kind,$c]=$(tr ' ' '\n' <<<"${TPS_RUNS[$kind,$c]}" | grep . | median)
 	done
-	TPS_RATIO[$c]=$(awk -v a="${TPS_MEAN[snow,$c]}" -v b="${TPS_MEAN[serial,$c]}" 'BEGIN { printf "%.3f", a / b }')
-	runs_s=$(awk '{ printf "%.0f/%.0f", $1, $2 }' <<<"${TPS_RUNS[snow,$c]}")
-	runs_b=$(awk '{ printf "%.0f/%.0f", $1, $2 }' <<<"${TPS_RUNS[serial,$c]}")
-	printf '%-8s %-26s %-26s %8s\n' "$c" "${TPS_MEAN[snow,$c]} ($runs_s)" "${TPS_MEAN[serial,$c]} ($runs_b)" "${TPS_RATIO[$c]}"
+	TPS_RATIO[$c]=$(tr ' ' '\n' <<<"${PAIR_RATIOS[$c]}" | grep . | median | awk '{ printf "%.3f", $1 }')
+	RATIO_RANGE[$c]=$(tr ' ' '\n' <<<"${PAIR_RATIOS[$c]}" | grep . | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.3f .. %.3f", lo, hi }')
+	printf '%-8s %-22s %-22s %-14s %s\n' "$c" "$(fmt_int "${TPS_MED[snow,$c]}")" "$(fmt_int "${TPS_MED[serial,$c]}")" \
+		"${TPS_RATIO[$c]}" "${RATIO_RANGE[$c]}"
 done
-echo "(two runs per cell, so the median equals the mean; ratio = snowflake / bigserial)"
-for w in "${noisy[@]}"; do
-	echo "noisy: $w; that ratio is within the machine's noise."
-done
+echo "(ratio = median over $PAIRS adjacent pairs of snowflake tps / bigserial tps; the spread of the pair"
+echo " ratios is the machine's noise: a difference inside it is not a measured difference)"
 
 # --- Part C -------------------------------------------------------------------
 
@@ -619,13 +624,14 @@ echo "At $(fmt_int "$N") values idgen_snowflake() ran at ${PCT[A1,snowflake]}% o
 echo "idgen_uuid7() at ${PCT[A1,uuid7]}% of its $(fmt_int "$UUID7_CEILING") UUIDs/s ceiling (below it: ${PCT[A2,uuid7]}%); their cost is the below-ceiling column."
 echo "Target idgen_uuid7() <= ${TARGET}x gen_random_uuid(): measured ${RRATIO[A2,$I_UUID7]}x below the ceiling, $(verdict "${RRATIO[A2,$I_UUID7]}")."
 echo
-echo "| pgbench INSERT, clients | idgen_snowflake() tps | bigserial tps | ratio |"
-echo "|---:|---:|---:|---:|"
+echo "| pgbench INSERT, clients | idgen_snowflake() tps | bigserial tps | ratio (median of pairs) | pair ratios |"
+echo "|---:|---:|---:|---:|---:|"
 for c in $CLIENTS; do
-	printf '| %s | %s | %s | %s |\n' "$c" "$(fmt_int "${TPS_MEAN[snow,$c]}")" "$(fmt_int "${TPS_MEAN[serial,$c]}")" "${TPS_RATIO[$c]}"
+	printf '| %s | %s | %s | %s | %s |\n' "$c" "$(fmt_int "${TPS_MED[snow,$c]}")" "$(fmt_int "${TPS_MED[serial,$c]}")" \
+		"${TPS_RATIO[$c]}" "${RATIO_RANGE[$c]}"
 done
 echo
-echo "Mean of 2 runs of $T s each (order snow, serial, serial, snow), synchronous_commit = off."
+echo "Median tps of $PAIRS runs of $T s each per cell, in $PAIRS adjacent pairs alternating the order; synchronous_commit = off."
 
 if [ "$BULK_N" -gt 0 ]; then
 	echo

@@ -3,7 +3,8 @@
 # $PGDATA/idgen.horizon, ahead of the clock, renewing it only when it is less
 # than half idgen.horizon_lead_ms ahead.  With the keeper stopped (SIGSTOP),
 # generators run up to the horizon and then fail clearly instead of passing
-# it; when it resumes, so do they.  A missing or corrupt horizon file never
+# it; when it resumes, so do they.  Likewise when the keeper cannot write
+# the file (its failures show in idgen_info()).  A missing or corrupt horizon file never
 # stops the server: it logs a WARNING and generates from the wall clock.
 use strict;
 use warnings;
@@ -78,6 +79,29 @@ is( $node->safe_psql(
 kill 'CONT', $keeper_pid or die "could not resume the keeper: $!";
 is($node->safe_psql('postgres', 'SELECT idgen_snowflake() > (SELECT max(id) FROM ids)'), 't',
 	'keeper resumed: generation resumes above every earlier ID');
+
+# The keeper cannot write (a directory stands where its temporary file
+# goes): the failures show in idgen_info() and the log, generation stops at
+# the horizon on disk, and resumes once the keeper can write again.
+mkdir $node->data_dir . '/idgen.horizon.tmp' or die $!;
+$node->poll_query_until('postgres', 'SELECT horizon_failures > 0 FROM idgen_info()')
+  or die 'no failure counted';
+ok($node->log_contains(qr/LOG:  could not create file "idgen.horizon.tmp": Is a directory/),
+	'keeper cannot write: the log says why');
+($err, $rounds) = ('', 0);
+while ($rounds++ < 60)
+{
+	my ($ret, $out, $stderr) = $node->psql('postgres',
+		'INSERT INTO ids SELECT idgen_snowflake() FROM generate_series(1, 1000)');
+	if ($ret != 0) { $err = $stderr; last; }
+	usleep(50_000);
+}
+like($err, qr/the durable horizon has not advanced/,
+	'keeper cannot write: generation stops at the horizon on disk');
+rmdir $node->data_dir . '/idgen.horizon.tmp' or die $!;
+$node->poll_query_until('postgres', 'SELECT idgen_snowflake() > (SELECT max(id) FROM ids)')
+  or die 'generation did not resume';
+pass('keeper can write again: generation resumes above every earlier ID');
 
 # A normal restart restores the horizon.
 $node->restart('fast');
