@@ -6,7 +6,8 @@
 # clear error saying by how much), then forward again (generation resumes).
 # Then across restarts: 10 s forward and a crash (pg_ctl stop -m immediate),
 # the clock back on restart (refused, no repeat), forward again (resumes);
-# likewise across a clean restart.  The keeper logs each step it sees.
+# likewise across a clean restart.  The libpq stress client generates while
+# the clock steps.  The keeper logs each step it sees.
 # Across all of it no ID repeats and every ID is greater than the ones
 # before it.  idgen_uuid7() follows the same policy.
 use strict;
@@ -170,6 +171,28 @@ is($ret, 0, 'clock restored: generation resumes');
 is($node->safe_psql('postgres', 'SELECT idgen_uuid7_time(idgen_uuid7()) IS NOT NULL'), 't',
 	'clock restored: idgen_uuid7() resumes');
 is(phase_after_all_before(5), 't', 'clock restored: every new ID is greater');
+
+# The stress client generates from four connections for 3 s while the clock
+# steps back 3 ms, then 300 ms (a wait of about 200 ms), then forward again:
+# over everything collected, no duplicate and no connection's values going
+# backwards, and no error.
+{
+	my ($sout, $serr);
+	my $h = IPC::Run::start(
+		[ stress_client(), '-d', $node->connstr('postgres'), '-q', '-c', 4, '-D', 3, '-b', 200 ],
+		'>', \$sout, '2>', \$serr);
+	select(undef, undef, undef, 0.7);
+	step_clock('-0.003');
+	select(undef, undef, undef, 0.7);
+	step_clock('-0.3');
+	select(undef, undef, undef, 0.7);
+	step_clock('+0');
+	my $passed = $h->finish;
+	note("stress client:\n$sout$serr");
+	ok($passed, 'stress client across clock steps: passed');
+	like($sout, qr/\b0 duplicates, 0 order violations, 0 errors\b/,
+		'stress client across clock steps: no duplicate, no disorder, no error');
+}
 
 # Forward 10 s, then an immediate stop (a crash), and back to the real time
 # before the server starts again.  IDs were issued up to the durable horizon
