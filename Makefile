@@ -16,6 +16,7 @@ OBJS = \
 	src/clock.o \
 	src/idgen.o \
 	src/keeper.o \
+	src/keyseq.o \
 	src/layout.o \
 	src/shmem.o \
 	src/snowflake.o \

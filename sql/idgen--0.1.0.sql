@@ -80,6 +80,83 @@ RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'idgen_uuid7_time'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
+-- Per-key business sequences (transactional).  One row per key; the table
+-- belongs to the extension's owner and nobody else may read or write it:
+-- the functions below switch to that owner around their own SQL.
+
+CREATE TABLE @extschema@.idgen_seq (
+    key text PRIMARY KEY CHECK (octet_length(key) BETWEEN 1 AND 256),
+    value bigint NOT NULL CHECK (value >= 0),
+    step bigint NOT NULL CHECK (step > 0),
+    max_value bigint NOT NULL CHECK (max_value = 0 OR max_value >= step),
+    ttl interval,
+    last_used timestamptz NOT NULL
+);
+REVOKE ALL ON @extschema@.idgen_seq FROM PUBLIC;
+-- pg_dump dumps the counters with the data, not the extension script.
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.idgen_seq', '');
+
+CREATE FUNCTION @extschema@.idgen_seq_next(key text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_seq_next'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.idgen_seq_next(key text, count int)
+RETURNS SETOF bigint
+AS 'MODULE_PATHNAME', 'idgen_seq_next_n'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
+CREATE FUNCTION @extschema@.idgen_seq_current(key text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_seq_current'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+-- The administrative functions can reset a counter, and so produce
+-- duplicate business numbers: not granted to PUBLIC.
+CREATE FUNCTION @extschema@.idgen_seq_set(key text, value bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idgen_seq_set'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.idgen_seq_set_if_absent(key text, value bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'idgen_seq_set_if_absent'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.idgen_seq_configure(
+    key text,
+    step bigint DEFAULT 1,
+    max_value bigint DEFAULT 0,
+    ttl interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idgen_seq_configure'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.idgen_seq_drop(key text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'idgen_seq_drop'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.idgen_seq_purge()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_seq_purge'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION @extschema@.idgen_seq_set(text, bigint),
+    @extschema@.idgen_seq_set_if_absent(text, bigint),
+    @extschema@.idgen_seq_configure(text, bigint, bigint, interval),
+    @extschema@.idgen_seq_drop(text),
+    @extschema@.idgen_seq_purge() FROM PUBLIC;
+
+-- Keys with their options; expired keys are not shown.  Like the
+-- administrative functions, not granted to PUBLIC.
+CREATE VIEW @extschema@.idgen_seq_keys AS
+    SELECT key, value, step, max_value, ttl, last_used,
+           last_used OPERATOR(pg_catalog.+) ttl AS expires_at
+    FROM @extschema@.idgen_seq
+    WHERE ttl IS NULL OR last_used OPERATOR(pg_catalog.+) ttl OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
+REVOKE ALL ON @extschema@.idgen_seq_keys FROM PUBLIC;
+
 -- Observability.
 
 CREATE FUNCTION @extschema@.idgen_stats(
