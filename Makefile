@@ -27,7 +27,7 @@ DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
 # Regression tests run on a temporary instance that preloads the library
 # (pg_cron's idiom), so no hand-configured server is needed.
-REGRESS = layout generate errors uuid7
+REGRESS = layout generate errors uuid7 keyseq
 REGRESS_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_regress \
 	--inputdir=. --load-extension=$(EXTENSION)
 

@@ -1,0 +1,150 @@
+--
+-- Per-key business sequences (transactional mode).
+--
+
+-- Keys spring into existence; values are step, 2 * step, ...
+SELECT idgen_seq_next('conv:42') AS first, idgen_seq_next('conv:42') AS second,
+       idgen_seq_next('conv:43') AS other_key;
+SELECT idgen_seq_current('conv:42') AS current, idgen_seq_current('absent') IS NULL AS absent_is_null;
+
+-- Seed 003's example: step 5, count 3 on a new key gives 5, 10, 15.
+SELECT idgen_seq_configure('order', step => 5);
+SELECT * FROM idgen_seq_next('order', 3);
+-- A batch gives the same values as single calls, in order.
+SELECT idgen_seq_configure('batch', step => 3);
+SELECT array_agg(v) AS batch FROM idgen_seq_next('batch', 4) v;
+SELECT idgen_seq_next('batch') AS single_after_batch;
+
+-- max_value: a value past it wraps to step.
+SELECT idgen_seq_configure('wrap', step => 2, max_value => 7);
+SELECT array_agg(v) AS wrapped FROM idgen_seq_next('wrap', 9) v;
+SELECT idgen_seq_configure('wrap1', max_value => 3);
+SELECT idgen_seq_next('wrap1'), idgen_seq_next('wrap1'), idgen_seq_next('wrap1'), idgen_seq_next('wrap1');
+-- Reconfiguring keeps the value; options not given take their defaults.
+SELECT idgen_seq_configure('order', step => 10);
+SELECT idgen_seq_next('order') AS after_reconfigure;
+SELECT key, value, step, max_value, ttl FROM idgen_seq_keys ORDER BY key;
+
+-- set / set_if_absent.
+SELECT idgen_seq_set_if_absent('invoice:2026', 1000) AS initialised,
+       idgen_seq_set_if_absent('invoice:2026', 5) AS again;
+SELECT idgen_seq_next('invoice:2026') AS next_invoice;
+SELECT idgen_seq_set('invoice:2026', 7);
+SELECT idgen_seq_next('invoice:2026') AS after_set;
+SELECT idgen_seq_set('fresh', 41);
+SELECT idgen_seq_next('fresh') AS set_creates;
+
+-- drop.
+SELECT idgen_seq_drop('fresh') AS dropped, idgen_seq_drop('fresh') AS dropped_again;
+SELECT idgen_seq_next('fresh') AS restarts;
+
+-- Transactional: a rollback gives the value back.
+BEGIN;
+SELECT idgen_seq_next('tx') AS in_rolled_back_transaction;
+ROLLBACK;
+SELECT idgen_seq_next('tx') AS after_rollback;
+BEGIN;
+SELECT idgen_seq_next('tx');
+SAVEPOINT s;
+SELECT idgen_seq_next('tx');
+ROLLBACK TO SAVEPOINT s;
+SELECT idgen_seq_next('tx') AS after_savepoint_rollback;
+COMMIT;
+
+-- ttl: a key unused for its ttl is forgotten (value and options).
+SELECT idgen_seq_configure('short', step => 4, ttl => '1 s');
+SELECT idgen_seq_next('short'), idgen_seq_next('short');
+SELECT pg_sleep(1.2);
+SELECT idgen_seq_current('short') IS NULL AS expired,
+       (SELECT count(*) FROM idgen_seq_keys WHERE key = 'short') AS listed;
+SELECT idgen_seq_configure('short2', ttl => '1 s');
+SELECT idgen_seq_next('short2');
+SELECT pg_sleep(1.2);
+SELECT idgen_seq_set_if_absent('short2', 9) AS expired_counts_as_absent;
+SELECT idgen_seq_next('short') AS restarted_with_defaults;
+SELECT idgen_seq_configure('gone', ttl => '200 ms');
+SELECT pg_sleep(0.3);
+SELECT idgen_seq_purge() AS purged;
+SELECT count(*) AS gone_rows FROM idgen_seq WHERE key = 'gone';
+
+-- Bad input: an error, and nothing changes.
+SELECT idgen_seq_next(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_next('');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_next(repeat('x', 257));
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_next(repeat('x', 256)) AS key_of_256_bytes;
+SELECT * FROM idgen_seq_next('batch', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_seq_next('batch', 1000001);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_seq_next('batch', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_configure('batch', step => 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_configure('batch', step => -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_configure('batch', step => 5, max_value => 4);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_configure('batch', max_value => -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_configure('batch', ttl => '-1 s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_configure('batch', ttl => '0 s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_set('batch', -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_set('batch', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_set(NULL, 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT key, value, step, max_value, ttl FROM idgen_seq_keys WHERE key = 'batch';
+-- The end of the bigint range without max_value.
+SELECT idgen_seq_set('edge', 9223372036854775806);
+SELECT idgen_seq_next('edge');
+SELECT idgen_seq_next('edge');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_current('edge') AS unchanged;
+
+-- Privileges: next, current and batches for everyone; set, set_if_absent,
+-- configure, drop, purge and the key list only for roles granted them; the
+-- table for nobody.
+CREATE ROLE idgen_seq_user;
+CREATE ROLE idgen_seq_admin;
+GRANT EXECUTE ON FUNCTION idgen_seq_set(text, bigint), idgen_seq_drop(text) TO idgen_seq_admin;
+SET ROLE idgen_seq_user;
+SELECT idgen_seq_next('conv:42') AS user_next, idgen_seq_current('conv:42') AS user_current;
+SELECT count(*) AS user_batch FROM idgen_seq_next('conv:42', 10);
+SELECT idgen_seq_set('conv:42', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_set_if_absent('conv:99', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_configure('conv:42', step => 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_drop('conv:42');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_purge();
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_seq_keys;
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_seq;
+\echo :LAST_ERROR_SQLSTATE
+UPDATE idgen_seq SET value = 0;
+\echo :LAST_ERROR_SQLSTATE
+SET ROLE idgen_seq_admin;
+SELECT idgen_seq_set('conv:42', 100);
+SELECT idgen_seq_next('conv:42') AS after_admin_set;
+SELECT idgen_seq_drop('conv:43') AS admin_drop;
+RESET ROLE;
+-- search_path cannot change what the functions run.
+CREATE SCHEMA evil;
+CREATE TABLE evil.idgen_seq (key text PRIMARY KEY, value bigint);
+SET search_path = evil, public;
+SELECT public.idgen_seq_next('conv:42') AS with_other_search_path;
+RESET search_path;
+SELECT count(*) AS evil_rows FROM evil.idgen_seq;
+DROP SCHEMA evil CASCADE;
+DROP ROLE idgen_seq_user;
+REVOKE ALL ON FUNCTION idgen_seq_set(text, bigint), idgen_seq_drop(text) FROM idgen_seq_admin;
+DROP ROLE idgen_seq_admin;
