@@ -31,6 +31,12 @@ REGRESS = layout generate errors uuid7 keyseq
 REGRESS_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_regress \
 	--inputdir=. --load-extension=$(EXTENSION)
 
+# Isolation tests (specs/*.spec): races between sessions, on their own
+# temporary preloaded instance.
+ISOLATION = keyseq_race
+ISOLATION_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_isolation \
+	--load-extension=$(EXTENSION)
+
 # The gene tests need a different layout (gene_bits > 0), which is fixed at
 # server start, so they run on a second temporary instance.
 REGRESS_GENES = genes
@@ -38,7 +44,8 @@ REGRESS_GENES_OPTS = --temp-config=test/idgen_genes.conf \
 	--temp-instance=./tmp_regress_genes --inputdir=. --load-extension=$(EXTENSION)
 
 PROVE_TESTS = test/t/*.pl
-EXTRA_CLEAN = tmp_regress tmp_regress_genes tmp_check results regression.diffs regression.out
+EXTRA_CLEAN = tmp_regress tmp_regress_genes tmp_isolation tmp_check results output_iso \
+	regression.diffs regression.out
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
