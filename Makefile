@@ -18,6 +18,7 @@ OBJS = \
 	src/keeper.o \
 	src/keyseq.o \
 	src/layout.o \
+	src/purge.o \
 	src/shmem.o \
 	src/snowflake.o \
 	src/stats.o \

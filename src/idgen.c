@@ -38,6 +38,8 @@ int			idgen_max_drift_ms = 100;
 int			idgen_clock_wait_ms = 1000;
 int			idgen_horizon_lead_ms = 1000;
 int			idgen_horizon_interval_ms = 100;
+char	   *idgen_purge_database = NULL;
+int			idgen_purge_interval_s = 60;
 
 void		_PG_init(void);
 
@@ -117,6 +119,17 @@ _PG_init(void)
 							&idgen_horizon_interval_ms, 100, 10, 10 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 
+	DefineCustomStringVariable("idgen.database",
+							   "Sets the database whose expired per-key sequences the purge worker deletes.",
+							   NULL,
+							   &idgen_purge_database, "postgres",
+							   layout_context(), 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("idgen.purge_interval",
+							"Sets how often expired per-key sequences are deleted.",
+							NULL,
+							&idgen_purge_interval_s, 60, 1, 24 * 3600,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("idgen");
 #else
@@ -130,5 +143,6 @@ _PG_init(void)
 		idgen_layout_report(WARNING);
 		idgen_shmem_init();
 		idgen_keeper_register();
+		idgen_purge_register();
 	}
 }

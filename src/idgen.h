@@ -12,6 +12,8 @@
  *	  snowflake.c  the Snowflake generator's SQL entry points, trigger
  *	  uuid7.c      UUIDv7: generator and readers
  *	  keeper.c     the durable horizon and the keeper background worker
+ *	  keyseq.c     per-key business sequences
+ *	  purge.c      the background worker that deletes expired keys
  *	  stats.c      idgen_stats, idgen_stats_reset, idgen_info
  *
  *-------------------------------------------------------------------------
@@ -201,6 +203,8 @@ extern int	idgen_max_drift_ms;
 extern int	idgen_clock_wait_ms;
 extern int	idgen_horizon_lead_ms;
 extern int	idgen_horizon_interval_ms;
+extern char *idgen_purge_database;
+extern int	idgen_purge_interval_s;
 
 /* layout.c */
 extern IdgenLayout idgen_layout;
@@ -217,6 +221,9 @@ extern bool idgen_horizon_read(TimestampTz *horizon, char *why, size_t whylen);
 extern uint64 idgen_horizon_start_tick(TimestampTz horizon, TimestampTz epoch, int tick_bits);
 extern void idgen_keeper_wake(void);
 extern void idgen_keeper_register(void);
+
+/* purge.c */
+extern void idgen_purge_register(void);
 
 /* shmem.c */
 extern IdgenShared *idgen_shared;

@@ -1,0 +1,133 @@
+/*-------------------------------------------------------------------------
+ *
+ * purge.c
+ *	  The purge background worker: forgets expired per-key sequences.
+ *
+ * Keys whose ttl has passed are already treated as absent by every
+ * function (keyseq.c); this worker deletes their rows so that the table of
+ * an application that makes a key per conversation, say, does not grow
+ * without bound.  It connects to the database named by idgen.database and,
+ * every idgen.purge_interval, if the extension is installed there, deletes
+ * the expired rows in a transaction of its own.  A DELETE that meets a row
+ * being used again waits for that transaction and then re-checks the row,
+ * so a key in use is never purged.
+ *
+ * Other databases with the extension are not visited: there, expired rows
+ * are only ignored (and overwritten on their next use) until someone runs
+ * idgen_seq_purge().
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/snapmgr.h"
+
+#include "idgen.h"
+
+PGDLLEXPORT void idgen_purge_main(Datum main_arg);
+
+/*
+ * One purge: delete the expired rows if the extension is installed in this
+ * database.  Returns the number of rows deleted.
+ */
+static uint64
+purge_once(void)
+{
+	uint64		deleted = 0;
+	int			rc;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "idgen purge");
+
+	rc = SPI_execute("SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e "
+					 "JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
+					 "WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'", true, 1);
+	if (rc == SPI_OK_SELECT && SPI_processed == 1)
+	{
+		char	   *schema = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+		rc = SPI_execute(psprintf("DELETE FROM %s.idgen_seq WHERE ttl IS NOT NULL "
+								  "AND last_used OPERATOR(pg_catalog.+) ttl "
+								  "OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()",
+								  schema), false, 0);
+		if (rc != SPI_OK_DELETE)
+			elog(ERROR, "idgen purge: DELETE failed: %s", SPI_result_code_string(rc));
+		deleted = SPI_processed;
+	}
+
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return deleted;
+}
+
+/*
+ * Main entry point of the purge background worker.
+ */
+void
+idgen_purge_main(Datum main_arg)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(idgen_purge_database, NULL, 0);
+
+	ereport(LOG,
+			(errmsg("idgen purge started"),
+			 errdetail("Expired per-key sequences in database \"%s\" are deleted every %d s.",
+					   idgen_purge_database, idgen_purge_interval_s)));
+
+	for (;;)
+	{
+		uint64		deleted;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		deleted = purge_once();
+		if (deleted > 0)
+			elog(DEBUG1, "idgen purge deleted " UINT64_FORMAT " expired keys", deleted);
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 (long) idgen_purge_interval_s * 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/*
+ * Register the purge worker; called from _PG_init in the postmaster.
+ */
+void
+idgen_purge_register(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 10;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "idgen");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "idgen_purge_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "idgen purge");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "idgen purge");
+	RegisterBackgroundWorker(&worker);
+}
