@@ -18,8 +18,8 @@
 # (16 shards), datacenter 1, worker 7.  The demo then runs SQL through
 # psql with every statement echoed: the extension's info, tables keyed by
 # Snowflake IDs, orders carrying their user's gene (trigger and explicit
-# form), decoding an ID, routing by gene, a time-range scan, UUIDv7 keys
-# and the stats.
+# form), decoding an ID, routing by gene, a time-range scan, UUIDv7 keys,
+# per-key sequences and the stats.
 #
 # The cluster is stopped and the directory removed on exit, also on
 # failure.  The script exits non-zero if the build or any SQL fails.
@@ -187,6 +187,16 @@ CREATE TABLE events (id uuid PRIMARY KEY DEFAULT idgen_uuid7(), what text NOT NU
 INSERT INTO events (what) VALUES ('signup'), ('login'), ('logout')
     RETURNING id, what, idgen_uuid7_time(id) AS at;
 SELECT idgen_uuid7_time('919108f7-52d1-4320-9bac-f847db4148a8') AS v4_uuid_has_no_time;
+
+\echo
+\echo '-- Per-key business sequences: gap-free, transactional, one row per key.'
+SELECT idgen_seq_next('conv:42') AS msg1, idgen_seq_next('conv:42') AS msg2, idgen_seq_next('conv:7') AS other_conv;
+BEGIN;
+SELECT idgen_seq_next('conv:42') AS rolled_back;
+ROLLBACK;
+SELECT idgen_seq_next('conv:42') AS given_back;
+SELECT idgen_seq_configure('order', step => 5);
+SELECT array_agg(v) AS batch_of_three FROM idgen_seq_next('order', 3) v;
 
 \echo
 \echo '-- What the generators did (server-wide, from shared memory):'
