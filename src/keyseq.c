@@ -10,10 +10,12 @@
  *	  last_used timestamptz
  *
  * Semantics
- *	  idgen_seq_next(key, count) locks the key's row (SELECT ... FOR UPDATE),
- *	  computes the next 'count' values in C, and writes the last of them back
- *	  with one UPDATE; a missing key is inserted (ON CONFLICT DO NOTHING, and
- *	  if another session inserted it first, lock that row instead).  The
+ *	  idgen_seq_next(key, count) is, in the common case, one UPDATE ...
+ *	  RETURNING of a live key (Q_NEXT).  Otherwise (a new or expired key, a
+ *	  batch that wraps, the end of the bigint range) it locks the key's row
+ *	  (SELECT ... FOR UPDATE), computes the values in C and writes the last
+ *	  back; a missing key is inserted (ON CONFLICT DO NOTHING, and if another
+ *	  session inserted it first, lock that row instead).  The
  *	  values therefore belong to the caller's transaction: a rollback gives
  *	  them back, and concurrent callers of one key queue on its row lock, so
  *	  the committed values of a key are gap-free and in commit order.
@@ -84,6 +86,7 @@ typedef struct SeqRow
 /* The statements, prepared once per backend for one table name. */
 enum
 {
+	Q_NEXT,						/* the common case of idgen_seq_next, in place */
 	Q_LOCK,						/* the row of $1, locked */
 	Q_READ,						/* the row of $1, not locked */
 	Q_INSERT,					/* a new row, unless one exists */
@@ -161,6 +164,25 @@ static void
 prepare_plans(Oid fn_oid)
 {
 	static const char *const sql[NUM_QUERIES] = {
+		/*
+		 * $2 values of a live key in one statement, when that cannot
+		 * overflow and does not wrap more than once (count 1 with a
+		 * max_value); everything else takes the general path.  The CASE in
+		 * WHERE fixes the order of evaluation, so the SET never overflows.
+		 * OPERATOR() binds like any other operator, so every operation is
+		 * parenthesised.
+		 */
+		[Q_NEXT] = "UPDATE %s SET last_used = $3, value = CASE "
+		"WHEN (max_value OPERATOR(pg_catalog.>) 0) THEN CASE "
+		"WHEN (value OPERATOR(pg_catalog.>) (max_value OPERATOR(pg_catalog.-) step)) THEN step "
+		"ELSE (value OPERATOR(pg_catalog.+) step) END "
+		"ELSE (value OPERATOR(pg_catalog.+) (step OPERATOR(pg_catalog.*) $2)) END "
+		"WHERE (key OPERATOR(pg_catalog.=) $1) "
+		"AND (ttl IS NULL OR ((last_used OPERATOR(pg_catalog.+) ttl) OPERATOR(pg_catalog.>) $3)) "
+		"AND CASE WHEN (max_value OPERATOR(pg_catalog.>) 0) THEN ($2 OPERATOR(pg_catalog.=) 1) "
+		"ELSE (step OPERATOR(pg_catalog.<=) "
+		"((9223372036854775807 OPERATOR(pg_catalog.-) value) OPERATOR(pg_catalog./) $2)) END "
+		"RETURNING value, step",
 		[Q_LOCK] = "SELECT value, step, max_value, ttl, last_used, ctid FROM %s "
 		"WHERE key OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 		[Q_READ] = "SELECT value, step, max_value, ttl, last_used, ctid FROM %s "
@@ -174,9 +196,10 @@ prepare_plans(Oid fn_oid)
 		"AND last_used OPERATOR(pg_catalog.+) ttl OPERATOR(pg_catalog.<=) $1",
 	};
 	static const int nargs[NUM_QUERIES] = {
-		[Q_LOCK] = 1,[Q_READ] = 1,[Q_INSERT] = 6,[Q_WRITE] = 6,[Q_DELETE] = 1,[Q_PURGE] = 1,
+		[Q_NEXT] = 3,[Q_LOCK] = 1,[Q_READ] = 1,[Q_INSERT] = 6,[Q_WRITE] = 6,[Q_DELETE] = 1,[Q_PURGE] = 1,
 	};
 	static Oid	types[NUM_QUERIES][6] = {
+		[Q_NEXT] = {TEXTOID, INT8OID, TIMESTAMPTZOID},
 		[Q_LOCK] = {TEXTOID},
 		[Q_READ] = {TEXTOID},
 		[Q_INSERT] = {TEXTOID, INT8OID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID},
@@ -394,13 +417,33 @@ seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 	NextArgs	a = {key, count, out};
 	SqlContext	cx;
 	int64		last = 0;
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		args[3];
 
 	if (out == NULL)
 		a.out = &last, a.count = 1;
 	begin_sql(fcinfo, &cx);
-	(void) apply(key, GetCurrentTimestamp(), op_next, &a);
+
+	/* The common case: one UPDATE of a live key (see Q_NEXT). */
+	args[0] = PointerGetDatum(key);
+	args[1] = Int64GetDatum((int64) a.count);
+	args[2] = TimestampTzGetDatum(now);
+	if (run(Q_NEXT, args, NULL) == 1)
+	{
+		bool		isnull;
+		int64		v = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+												SPI_tuptable->tupdesc, 1, &isnull));
+		int64		step = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+												   SPI_tuptable->tupdesc, 2, &isnull));
+
+		/* Without a wrap the values are v - (count - 1) * step, ..., v. */
+		for (int i = 0; i < a.count; i++)
+			a.out[i] = v - (int64) (a.count - 1 - i) * step;
+	}
+	else
+		(void) apply(key, now, op_next, &a);	/* new, expired, wrapping, at the end */
 	end_sql(&cx);
-	return out ? out[count - 1] : last;
+	return a.out[a.count - 1];
 }
 
 /*

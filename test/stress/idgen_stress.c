@@ -29,9 +29,32 @@
  * generator stays unique and monotonic across backend restarts); other
  * query errors are counted and the batch is retried.
  *
+ * Sequence mode (--keys=N) exercises a transactional per-key sequence
+ * function such as idgen_seq_next(key text) instead: every batch is one
+ * transaction,
+ *
+ *		BEGIN;
+ *		SELECT k, <func>(k) FROM (SELECT <random key> AS k
+ *			FROM generate_series(1, <batch>) ORDER BY 1 OFFSET 0) s;
+ *		COMMIT;		-- or ROLLBACK, with probability --rollback
+ *
+ * where each row's key is 'hot' with probability --hot and 'k:<i>' with i
+ * uniform in 1..N otherwise.  The keys are sorted within the batch so that
+ * concurrent transactions lock the keys' rows in one order and cannot
+ * deadlock (OFFSET 0 keeps the sort below the function call).  The
+ * (key, value) pairs of committed batches are kept, those of rolled-back
+ * batches are discarded, and at the end the committed values of every key
+ * must be exactly 1, 2, ..., count: no duplicates and no gaps (a rollback
+ * gives its values back); so the keys must not have been used before the
+ * run (empty the sequence table first).  There is no per-connection order check.  With
+ * --reconnect a batch whose transaction was cut off by a lost connection is
+ * discarded and retried; as a connection lost while COMMIT was in flight
+ * leaves it unknown whether the batch committed, only distinctness is
+ * checked then, not gaps.
+ *
  * Exit status: 0 if all checks pass, 1 if any check fails (a duplicate, an
- * order violation or missing values), 2 on usage, connection or query
- * errors.
+ * order violation, a gap or missing values), 2 on usage, connection or
+ * query errors.
  *
  * test/stress/idgen_stress.c
  *
@@ -44,6 +67,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "common/pg_prng.h"
 #include "getopt_long.h"
 #include "libpq-fe.h"
 
@@ -73,6 +97,14 @@
 #define UUID_TEXT_LEN		36
 #define MAX_VALUE_TEXT		64
 
+/* sequence mode */
+#define MAX_KEYS			10000000
+#define DEFAULT_SEQ_FUNC	"idgen_seq_next"
+/* per problem key: how many duplicated values and gaps to print */
+#define MAX_KEY_DETAILS		5
+/* key text printed in reports is cut to this many bytes */
+#define MAX_KEY_REPORT		64
+
 typedef enum ValueType
 {
 	VALUE_BIGINT,
@@ -92,6 +124,13 @@ typedef struct Options
 	double		duration;		/* seconds; 0 means generate "ids" values */
 	bool		reconnect;
 	bool		quiet;
+	/* sequence mode: keys > 0 */
+	int			keys;			/* keys 'k:1' .. 'k:<keys>' besides 'hot' */
+	double		hot;			/* probability of the key 'hot' */
+	double		rollback;		/* probability of rolling a batch back */
+	const char *seq_func;		/* validated identifier, spliced into SQL */
+	char		hot_text[32];	/* hot and rollback as SQL literals */
+	char		rollback_text[32];
 } Options;
 
 /* a growable array of fixed-size values */
@@ -102,6 +141,42 @@ typedef struct ValueArray
 	size_t		n;				/* values stored */
 	size_t		cap;			/* values allocated */
 } ValueArray;
+
+/* sequence mode: one committed value of a key (a local or global key id) */
+typedef struct SeqValue
+{
+	int64		value;
+	int32		key;
+} SeqValue;
+
+/*
+ * Interned key strings: key id <-> text, with an open-addressing hash table
+ * (ids, -1 for empty) over them.  Keys are arbitrary text without NUL bytes.
+ */
+typedef struct KeyTable
+{
+	char	   *text;			/* the keys' text, each NUL-terminated */
+	size_t		textlen;
+	size_t		textcap;
+	size_t	   *offset;			/* key id -> its text */
+	uint32	   *length;			/* key id -> length of its text */
+	uint32	   *hash;			/* key id -> hash of its text */
+	int32		nkeys;
+	int32		keycap;
+	int32	   *slots;			/* key ids, -1 for an empty slot */
+	uint32		nslots;			/* a power of 2, at least 2 * nkeys */
+} KeyTable;
+
+/* what the sequence-mode check found */
+typedef struct SeqCheck
+{
+	int64		keys;			/* keys with committed values */
+	int64		duplicates;
+	int64		gaps;			/* runs of missing values */
+	int64		missing;		/* values missing in them */
+	int64		below;			/* values below 1 */
+	int64		bad_keys;		/* keys with any of these */
+} SeqCheck;
 
 /*
  * Start gate: the threads connect, report ready and wait until the main
@@ -137,7 +212,13 @@ typedef struct Client
 	bool		capped;			/* --duration run hit the value limit */
 	int64		errors;			/* query errors other than connection loss */
 	int64		reconnects;		/* connection losses survived */
-	ValueArray	values;
+	ValueArray	values;			/* SeqValue entries in sequence mode */
+	/* sequence mode */
+	int64		generated;		/* rows of finished batches, incl. rolled back */
+	int64		commits;		/* batches committed */
+	int64		rollbacks;		/* batches rolled back on purpose */
+	int64		in_doubt;		/* connection lost while COMMIT was in flight */
+	KeyTable	keytab;			/* key text of this connection's local key ids */
 	char		errmsg[1024];
 } Client;
 
@@ -148,6 +229,9 @@ static int64 parse_integer(const char *arg, const char *option,
 						   int64 min, int64 max);
 static double parse_seconds(const char *arg, const char *option,
 							double max);
+static double parse_fraction(const char *arg, const char *option);
+static void format_fraction(char *buf, size_t len, double value);
+static bool valid_function_name(const char *name);
 static double now_seconds(void);
 static int	compare_bigint(const void *a, const void *b);
 static int	compare_uuid(const void *a, const void *b);
@@ -166,13 +250,28 @@ static void run_client(Client *cl);
 static void *client_thread(void *arg);
 static int64 check_order(const Options *opts, Client *clients);
 static int64 check_unique(const Options *opts, Client *clients, int64 total);
+static uint32 hash_key(const char *key, size_t len);
+static void keytable_init(KeyTable *kt);
+static void keytable_free(KeyTable *kt);
+static int32 keytable_intern(KeyTable *kt, const char *key, size_t len);
+static const char *report_key(char *buf, size_t len, const char *key);
+static void appendf(char *buf, size_t len, const char *fmt,...) pg_attribute_printf(3, 4);
+static bool seq_query_error(Client *cl, PGresult *res, double *last_ok);
+static bool parse_seq_result(Client *cl, PGresult *res, int expected,
+							 SeqValue *out);
+static void run_seq_client(Client *cl);
+static void *xrealloc(void *p, size_t size);
+static void check_seq(const Options *opts, Client *clients, int64 total,
+					  bool check_gaps, SeqCheck *out);
 
 
 static void
 usage(void)
 {
 	printf("%s generates values of an SQL expression from many concurrent connections\n"
-		   "and checks them for global uniqueness and per-connection order.\n\n",
+		   "and checks them for global uniqueness and per-connection order; or, with\n"
+		   "-k, values of a per-key transactional sequence function, and checks that\n"
+		   "the committed values of every key are exactly 1, 2, 3, ...\n\n",
 		   PROGNAME);
 	printf("Usage:\n  %s [OPTION]...\n\n", PROGNAME);
 	printf("Options:\n");
@@ -187,7 +286,8 @@ usage(void)
 	printf("  -t, --type=bigint|uuid   how to parse and compare values (default bigint);\n"
 		   "                           uuid values are compared as their 36-char text\n");
 	printf("  -o, --order=strict|none  strict (default): each connection's values must\n"
-		   "                           strictly increase in the order received\n");
+		   "                           strictly increase in the order received\n"
+		   "                           (ignored with -k)\n");
 	printf("  -D, --duration=SECONDS   generate until SECONDS elapse (at most %.0f) instead\n"
 		   "                           of M values per connection; stops early at\n"
 		   "                           " INT64_FORMAT " values in all\n",
@@ -197,9 +297,34 @@ usage(void)
 		   RECONNECT_TIMEOUT);
 	printf("  -q, --quiet              print only the summary, not the individual\n"
 		   "                           violations, duplicates, errors and reconnects\n");
-	printf("  -?, --help               show this help, then exit\n\n");
-	printf("Exit status: 0 pass, 1 fail (duplicates, order violations or missing values),\n"
-		   "2 usage, connection or query error.\n");
+	printf("  -?, --help               show this help, then exit\n");
+	printf("\nSequence mode:\n");
+	printf("  -k, --keys=N             call the sequence function on keys instead of -e\n"
+		   "                           (N at most %d). Each row picks a key: with\n"
+		   "                           probability --hot the key 'hot', otherwise 'k:<i>'\n"
+		   "                           with i uniform in 1..N. Each batch is one\n"
+		   "                           transaction: BEGIN; SELECT k, <seq-func>(k) for B\n"
+		   "                           keys, sorted (so that concurrent batches lock in\n"
+		   "                           one order); COMMIT, or ROLLBACK with probability\n"
+		   "                           --rollback. The values of committed batches must be\n"
+		   "                           exactly 1, 2, ..., count for every key: no\n"
+		   "                           duplicates, no gaps; so the keys must be new (not\n"
+		   "                           used before the run). -n counts rows including\n"
+		   "                           rolled-back ones; -e and -t are ignored; -o is\n"
+		   "                           ignored: there is no per-connection order check.\n"
+		   "                           With --reconnect a batch cut off by a lost\n"
+		   "                           connection is discarded and retried, and only\n"
+		   "                           distinctness is checked, not gaps (a lost COMMIT\n"
+		   "                           may or may not have committed)\n",
+		   MAX_KEYS);
+	printf("      --hot=FRACTION       probability of the hot key (default 0.1), 0..1\n");
+	printf("      --seq-func=NAME      the function to call (default %s); a name\n"
+		   "                           matching ^[a-zA-Z_][a-zA-Z0-9_.]*$\n",
+		   DEFAULT_SEQ_FUNC);
+	printf("      --rollback=FRACTION  probability that a batch's transaction is rolled\n"
+		   "                           back instead of committed (default 0), 0..1\n");
+	printf("\nExit status: 0 pass, 1 fail (duplicates, order violations, gaps or missing\n"
+		   "values), 2 usage, connection or query error.\n");
 }
 
 static void
@@ -258,6 +383,53 @@ parse_seconds(const char *arg, const char *option, double max)
 		usage_error("invalid value \"%s\" for option %s: must be a number of seconds greater than 0 and at most %.0f",
 					arg, option, max);
 	return val;
+}
+
+/* a probability: a number from 0 to 1 */
+static double
+parse_fraction(const char *arg, const char *option)
+{
+	char	   *end;
+	double		val;
+
+	errno = 0;
+	val = strtod(arg, &end);
+	if (end == arg || *end != '\0' || errno == ERANGE ||
+		!(val >= 0.0 && val <= 1.0))
+		usage_error("invalid value \"%s\" for option %s: must be a number from 0 to 1",
+					arg, option);
+	return val;
+}
+
+/*
+ * The shortest %g text that reads back as the same double: a valid SQL
+ * numeric literal (digits, a point, an exponent) and readable in summaries.
+ */
+static void
+format_fraction(char *buf, size_t len, double value)
+{
+	for (int prec = 1; prec <= 17; prec++)
+	{
+		snprintf(buf, len, "%.*g", prec, value);
+		if (strtod(buf, NULL) == value)
+			return;
+	}
+}
+
+/* ^[a-zA-Z_][a-zA-Z0-9_.]*$, spelled out (it is spliced into SQL) */
+static bool
+valid_function_name(const char *name)
+{
+	if (!((name[0] >= 'a' && name[0] <= 'z') ||
+		  (name[0] >= 'A' && name[0] <= 'Z') || name[0] == '_'))
+		return false;
+	for (const char *p = name + 1; *p != '\0'; p++)
+	{
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			  (*p >= '0' && *p <= '9') || *p == '_' || *p == '.'))
+			return false;
+	}
+	return true;
 }
 
 static double
@@ -594,6 +766,370 @@ run_client(Client *cl)
 	free(query);
 }
 
+/*
+ * Key hash: FNV-1a with a final mix, so that the low bits used for the
+ * slots depend on every byte (keys like 'k:123' differ only at the end).
+ */
+static uint32
+hash_key(const char *key, size_t len)
+{
+	uint32		h = 2166136261u;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		h ^= (unsigned char) key[i];
+		h *= 16777619u;
+	}
+	h ^= h >> 16;
+	h *= 0x85ebca6bu;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35u;
+	h ^= h >> 16;
+	return h;
+}
+
+static void
+keytable_init(KeyTable *kt)
+{
+	memset(kt, 0, sizeof(KeyTable));
+	kt->nslots = 64;
+	kt->slots = xmalloc(sizeof(int32) * kt->nslots);
+	memset(kt->slots, 0xff, sizeof(int32) * kt->nslots);	/* all -1 */
+}
+
+static void
+keytable_free(KeyTable *kt)
+{
+	free(kt->text);
+	free(kt->offset);
+	free(kt->length);
+	free(kt->hash);
+	free(kt->slots);
+	memset(kt, 0, sizeof(KeyTable));
+}
+
+/* realloc that exits with status 2 */
+static void *
+xrealloc(void *p, size_t size)
+{
+	void	   *q = realloc(p, size > 0 ? size : 1);
+
+	if (q == NULL)
+	{
+		fprintf(stderr, "%s: out of memory (%zu bytes)\n", PROGNAME, size);
+		exit(2);
+	}
+	return q;
+}
+
+/* the id of a key, added to the table if it is new */
+static int32
+keytable_intern(KeyTable *kt, const char *key, size_t len)
+{
+	uint32		h = hash_key(key, len);
+	uint32		mask = kt->nslots - 1;
+	uint32		i;
+	int32		id;
+
+	for (i = h & mask; (id = kt->slots[i]) >= 0; i = (i + 1) & mask)
+	{
+		if (kt->hash[id] == h && kt->length[id] == len &&
+			memcmp(kt->text + kt->offset[id], key, len) == 0)
+			return id;
+	}
+
+	/* a new key */
+	if (kt->nkeys == kt->keycap)
+	{
+		if (kt->keycap >= PG_INT32_MAX / 4)
+		{
+			fprintf(stderr, "%s: too many distinct keys\n", PROGNAME);
+			exit(2);
+		}
+		kt->keycap = Max(kt->keycap * 2, 1024);
+		kt->offset = xrealloc(kt->offset, sizeof(size_t) * kt->keycap);
+		kt->length = xrealloc(kt->length, sizeof(uint32) * kt->keycap);
+		kt->hash = xrealloc(kt->hash, sizeof(uint32) * kt->keycap);
+	}
+	if (kt->textlen + len + 1 > kt->textcap)
+	{
+		kt->textcap = Max(kt->textcap * 2, kt->textlen + len + 1);
+		kt->textcap = Max(kt->textcap, 16384);
+		kt->text = xrealloc(kt->text, kt->textcap);
+	}
+	id = kt->nkeys++;
+	memcpy(kt->text + kt->textlen, key, len);
+	kt->text[kt->textlen + len] = '\0';
+	kt->offset[id] = kt->textlen;
+	kt->length[id] = (uint32) len;
+	kt->hash[id] = h;
+	kt->textlen += len + 1;
+	kt->slots[i] = id;
+
+	/* keep the load factor at most 1/2 */
+	if ((size_t) kt->nkeys * 2 > kt->nslots)
+	{
+		kt->nslots *= 2;
+		mask = kt->nslots - 1;
+		kt->slots = xrealloc(kt->slots, sizeof(int32) * kt->nslots);
+		memset(kt->slots, 0xff, sizeof(int32) * kt->nslots);
+		for (int32 k = 0; k < kt->nkeys; k++)
+		{
+			for (i = kt->hash[k] & mask; kt->slots[i] >= 0; i = (i + 1) & mask)
+				;
+			kt->slots[i] = k;
+		}
+	}
+	return id;
+}
+
+/* a key for messages, cut to MAX_KEY_REPORT bytes */
+static const char *
+report_key(char *buf, size_t len, const char *key)
+{
+	if (strlen(key) > MAX_KEY_REPORT)
+		snprintf(buf, len, "%.*s...", MAX_KEY_REPORT, key);
+	else
+		snprintf(buf, len, "%s", key);
+	return buf;
+}
+
+/* append to a NUL-terminated buffer, silently cutting at its end */
+static void
+appendf(char *buf, size_t len, const char *fmt,...)
+{
+	size_t		used = strlen(buf);
+	va_list		ap;
+
+	if (used + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf + used, len - used, fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * Deal with a failed statement of a sequence-mode batch.  The batch is lost:
+ * its values are discarded and its rows are not counted, it is generated
+ * anew.  Returns true if the client should go on, with the connection
+ * outside any transaction, false if it must stop.
+ */
+static bool
+seq_query_error(Client *cl, PGresult *res, double *last_ok)
+{
+	if (!handle_query_error(cl, res, last_ok))
+		return false;
+	if (PQstatus(cl->conn) == CONNECTION_OK &&
+		PQtransactionStatus(cl->conn) != PQTRANS_IDLE)
+	{
+		/* if this fails, the next BEGIN fails alike and is handled there */
+		PQclear(PQexec(cl->conn, "ROLLBACK"));
+	}
+	return true;
+}
+
+/*
+ * Parse the (key, value) rows of a sequence-mode batch into "out", with the
+ * keys interned in the client's key table; false on a fatal error.
+ */
+static bool
+parse_seq_result(Client *cl, PGresult *res, int expected, SeqValue *out)
+{
+	const Options *opts = cl->shared->opts;
+	int			ntuples = PQntuples(res);
+	const char *prev_key = NULL;
+	int			prev_len = 0;
+	int32		prev_id = -1;
+	char		kbuf[MAX_KEY_REPORT + 8];
+
+	if (PQnfields(res) != 2)
+	{
+		client_fail(cl, "sequence query returned %d columns, expected 2",
+					PQnfields(res));
+		return false;
+	}
+	if (ntuples != expected)
+	{
+		client_fail(cl, "sequence query returned %d rows, expected %d",
+					ntuples, expected);
+		return false;
+	}
+
+	for (int i = 0; i < ntuples; i++)
+	{
+		const char *key = PQgetvalue(res, i, 0);
+		int			keylen = PQgetlength(res, i, 0);
+		const char *text = PQgetvalue(res, i, 1);
+		char	   *end;
+		long long	val;
+
+		if (PQgetisnull(res, i, 0))
+		{
+			client_fail(cl, "sequence query returned a NULL key");
+			return false;
+		}
+		if (PQgetisnull(res, i, 1))
+		{
+			client_fail(cl, "%s('%s') returned NULL", opts->seq_func,
+						report_key(kbuf, sizeof(kbuf), key));
+			return false;
+		}
+		errno = 0;
+		val = strtoll(text, &end, 10);
+		if (end == text || *end != '\0' || errno == ERANGE)
+		{
+			client_fail(cl, "%s('%s') returned \"%s\", not a valid bigint",
+						opts->seq_func, report_key(kbuf, sizeof(kbuf), key), text);
+			return false;
+		}
+
+		/* the keys come sorted: look up each distinct one once */
+		if (prev_key == NULL || keylen != prev_len ||
+			memcmp(key, prev_key, keylen) != 0)
+		{
+			prev_id = keytable_intern(&cl->keytab, key, (size_t) keylen);
+			prev_key = key;
+			prev_len = keylen;
+		}
+		out[i].value = (int64) val;
+		out[i].key = prev_id;
+	}
+	return true;
+}
+
+/* the generating loop of one connection in sequence mode */
+static void
+run_seq_client(Client *cl)
+{
+	const Options *opts = cl->shared->opts;
+	size_t		qlen = strlen(opts->seq_func) + 512;
+	char	   *query = xmalloc(qlen);
+	SeqValue   *batch = xmalloc(sizeof(SeqValue) * opts->batch);
+	pg_prng_state prng;
+	double		start = now_seconds();
+	double		last_ok = start;
+
+	/* a different seed for every thread and run; it need not be strong */
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		pg_prng_seed(&prng,
+					 ((uint64) ts.tv_sec * UINT64CONST(1000000000) + (uint64) ts.tv_nsec) ^
+					 ((uint64) getpid() << 32) ^
+					 ((uint64) (cl->id + 1) * UINT64CONST(0x9E3779B97F4A7C15)));
+	}
+
+	while (!atomic_load(&cl->shared->stop))
+	{
+		int			n;
+		PGresult   *res;
+		bool		rollback;
+		const char *endcmd;
+		bool		go_on;
+
+		if (opts->duration > 0)
+		{
+			/* the limit is on the values kept: the committed ones */
+			int64		left = MAX_TOTAL_IDS / opts->clients - (int64) cl->values.n;
+
+			if (now_seconds() - start >= opts->duration)
+				break;
+			if (left <= 0)
+			{
+				cl->capped = true;
+				break;
+			}
+			n = (int) Min(left, (int64) opts->batch);
+		}
+		else
+		{
+			/* -n counts rows generated, rolled back or not */
+			int64		left = opts->ids - cl->generated;
+
+			if (left <= 0)
+				break;
+			n = (int) Min(left, (int64) opts->batch);
+		}
+
+		snprintf(query, qlen,
+				 "SELECT k, %s(k) FROM (SELECT CASE WHEN random() < %s THEN 'hot' "
+				 "ELSE 'k:' || (1 + floor(random() * %d))::int END AS k "
+				 "FROM generate_series(1, %d) ORDER BY 1 OFFSET 0) s",
+				 opts->seq_func, opts->hot_text, opts->keys, n);
+
+		res = PQexec(cl->conn, "BEGIN");
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		{
+			go_on = seq_query_error(cl, res, &last_ok);
+			PQclear(res);
+			if (!go_on)
+				break;
+			continue;
+		}
+		PQclear(res);
+
+		res = PQexec(cl->conn, query);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		{
+			go_on = seq_query_error(cl, res, &last_ok);
+			PQclear(res);
+			if (!go_on)
+				break;
+			continue;
+		}
+		if (!parse_seq_result(cl, res, n, batch))
+		{
+			PQclear(res);
+			break;
+		}
+		PQclear(res);
+
+		rollback = opts->rollback > 0 && pg_prng_double(&prng) < opts->rollback;
+		endcmd = rollback ? "ROLLBACK" : "COMMIT";
+		res = PQexec(cl->conn, endcmd);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		{
+			/*
+			 * Lost while COMMIT was in flight: the batch may or may not have
+			 * committed.  It is discarded all the same (which cannot make
+			 * a duplicate), and gaps are not checked with --reconnect.
+			 */
+			if (!rollback && PQstatus(cl->conn) == CONNECTION_BAD)
+				cl->in_doubt++;
+			go_on = seq_query_error(cl, res, &last_ok);
+			PQclear(res);
+			if (!go_on)
+				break;
+			continue;
+		}
+		/* COMMIT of a failed transaction "succeeds" with the tag ROLLBACK */
+		if (strcmp(PQcmdStatus(res), endcmd) != 0)
+		{
+			client_fail(cl, "%s reported \"%s\"", endcmd, PQcmdStatus(res));
+			PQclear(res);
+			break;
+		}
+		PQclear(res);
+
+		cl->generated += n;
+		if (rollback)
+			cl->rollbacks++;
+		else
+		{
+			ValueArray *va = &cl->values;
+
+			values_reserve(va, (size_t) n);
+			memcpy(va->data + va->n * va->esize, batch, sizeof(SeqValue) * n);
+			va->n += n;
+			cl->commits++;
+		}
+		last_ok = now_seconds();
+	}
+	free(batch);
+	free(query);
+}
+
 static void *
 client_thread(void *arg)
 {
@@ -610,7 +1146,12 @@ client_thread(void *arg)
 					strip_message(msg, sizeof(msg), PQerrorMessage(cl->conn)));
 
 	if (wait_at_gate(cl->shared))
-		run_client(cl);
+	{
+		if (cl->shared->opts->keys > 0)
+			run_seq_client(cl);
+		else
+			run_client(cl);
+	}
 	return NULL;
 }
 
@@ -724,6 +1265,170 @@ check_unique(const Options *opts, Client *clients, int64 total)
 	return duplicates;
 }
 
+/*
+ * Sequence-mode check: the committed values of every key must be exactly
+ * 1, 2, ..., count.  Counts duplicates (a value that occurs k times counts
+ * k - 1), gaps (runs of missing values, and the values missing in them; only
+ * if check_gaps) and values below 1, and prints the first few keys with any
+ * of them.  The clients' key ids are turned into global ones on the way.
+ */
+static void
+check_seq(const Options *opts, Client *clients, int64 total, bool check_gaps,
+		  SeqCheck *out)
+{
+	KeyTable	global;
+	int64	   *start;
+	int64	   *fill;
+	int64	   *vals;
+	int32		nk;
+	int			reported = 0;
+
+	memset(out, 0, sizeof(SeqCheck));
+
+	/* local key ids -> global ones */
+	keytable_init(&global);
+	for (int c = 0; c < opts->clients; c++)
+	{
+		KeyTable   *kt = &clients[c].keytab;
+		SeqValue   *sv = (SeqValue *) clients[c].values.data;
+		int32	   *map = xmalloc(sizeof(int32) * Max(kt->nkeys, 1));
+
+		for (int32 k = 0; k < kt->nkeys; k++)
+			map[k] = keytable_intern(&global, kt->text + kt->offset[k],
+									 kt->length[k]);
+		for (size_t i = 0; i < clients[c].values.n; i++)
+			sv[i].key = map[sv[i].key];
+		free(map);
+	}
+	nk = global.nkeys;
+
+	/* gather the values key by key (a counting sort by key) */
+	start = xmalloc(sizeof(int64) * ((size_t) nk + 1));
+	memset(start, 0, sizeof(int64) * ((size_t) nk + 1));
+	for (int c = 0; c < opts->clients; c++)
+	{
+		const SeqValue *sv = (const SeqValue *) clients[c].values.data;
+
+		for (size_t i = 0; i < clients[c].values.n; i++)
+			start[sv[i].key + 1]++;
+	}
+	for (int32 k = 0; k < nk; k++)
+		start[k + 1] += start[k];
+	Assert(start[nk] == total);
+	fill = xmalloc(sizeof(int64) * Max(nk, 1));
+	if (nk > 0)
+		memcpy(fill, start, sizeof(int64) * nk);
+	vals = xmalloc(sizeof(int64) * (size_t) Max(total, 1));
+	for (int c = 0; c < opts->clients; c++)
+	{
+		const SeqValue *sv = (const SeqValue *) clients[c].values.data;
+
+		for (size_t i = 0; i < clients[c].values.n; i++)
+			vals[fill[sv[i].key]++] = sv[i].value;
+	}
+	free(fill);
+
+	for (int32 k = 0; k < nk; k++)
+	{
+		int64	   *v = vals + start[k];
+		int64		n = start[k + 1] - start[k];
+		int64		expect = 1;
+		int64		kdups = 0;
+		int64		kgaps = 0;
+		int64		kmissing = 0;
+		int64		kbelow = 0;
+		int			ndupvals = 0;
+		char		dupstr[512] = "";
+		char		gapstr[512] = "";
+		char		belowstr[512] = "";
+		char		kbuf[MAX_KEY_REPORT + 8];
+
+		if (n == 0)				/* only in rolled-back or lost batches */
+			continue;
+		out->keys++;
+		qsort(v, (size_t) n, sizeof(int64), compare_bigint);
+
+		for (int64 i = 0; i < n; i++)
+		{
+			if (i > 0 && v[i] == v[i - 1])
+			{
+				kdups++;
+				/* describe each duplicated value once */
+				if (i < 2 || v[i - 2] != v[i])
+				{
+					int64		j = i + 1;
+
+					while (j < n && v[j] == v[i])
+						j++;
+					if (ndupvals++ < MAX_KEY_DETAILS)
+						appendf(dupstr, sizeof(dupstr), "%s" INT64_FORMAT " (x" INT64_FORMAT ")",
+								ndupvals > 1 ? ", " : "", v[i], j - i + 1);
+					else if (ndupvals == MAX_KEY_DETAILS + 1)
+						appendf(dupstr, sizeof(dupstr), ", ...");
+				}
+				continue;
+			}
+			if (v[i] < 1)
+			{
+				kbelow++;
+				if (kbelow <= MAX_KEY_DETAILS)
+					appendf(belowstr, sizeof(belowstr), "%s" INT64_FORMAT,
+							kbelow > 1 ? ", " : "", v[i]);
+				else if (kbelow == MAX_KEY_DETAILS + 1)
+					appendf(belowstr, sizeof(belowstr), ", ...");
+				continue;
+			}
+			if (check_gaps && v[i] > expect)
+			{
+				kgaps++;
+				kmissing += v[i] - expect;
+				if (kgaps <= MAX_KEY_DETAILS)
+				{
+					if (v[i] - 1 == expect)
+						appendf(gapstr, sizeof(gapstr), "%s" INT64_FORMAT,
+								kgaps > 1 ? ", " : "", expect);
+					else
+						appendf(gapstr, sizeof(gapstr), "%s" INT64_FORMAT ".." INT64_FORMAT,
+								kgaps > 1 ? ", " : "", expect, v[i] - 1);
+				}
+				else if (kgaps == MAX_KEY_DETAILS + 1)
+					appendf(gapstr, sizeof(gapstr), ", ...");
+			}
+			expect = v[i] + 1;
+		}
+
+		out->duplicates += kdups;
+		out->gaps += kgaps;
+		out->missing += kmissing;
+		out->below += kbelow;
+		if (kdups == 0 && kgaps == 0 && kbelow == 0)
+			continue;
+		out->bad_keys++;
+		if (!opts->quiet && reported++ < MAX_REPORT)
+		{
+			printf("%s: key '%s': " INT64_FORMAT " values, max " INT64_FORMAT,
+				   PROGNAME,
+				   report_key(kbuf, sizeof(kbuf), global.text + global.offset[k]),
+				   n, v[n - 1]);
+			if (kdups > 0)
+				printf("; " INT64_FORMAT " duplicates: %s", kdups, dupstr);
+			if (kgaps > 0)
+				printf("; " INT64_FORMAT " gaps, " INT64_FORMAT " values missing: %s",
+					   kgaps, kmissing, gapstr);
+			if (kbelow > 0)
+				printf("; " INT64_FORMAT " values below 1: %s", kbelow, belowstr);
+			printf("\n");
+		}
+	}
+	if (!opts->quiet && out->bad_keys > MAX_REPORT)
+		printf("%s: ... and " INT64_FORMAT " more keys with duplicates or gaps\n",
+			   PROGNAME, out->bad_keys - MAX_REPORT);
+
+	free(vals);
+	free(start);
+	keytable_free(&global);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -738,6 +1443,10 @@ main(int argc, char **argv)
 		{"duration", required_argument, NULL, 'D'},
 		{"reconnect", no_argument, NULL, 1},
 		{"quiet", no_argument, NULL, 'q'},
+		{"keys", required_argument, NULL, 'k'},
+		{"hot", required_argument, NULL, 2},
+		{"seq-func", required_argument, NULL, 3},
+		{"rollback", required_argument, NULL, 4},
 		{"help", no_argument, NULL, '?'},
 		{NULL, 0, NULL, 0}
 	};
@@ -752,7 +1461,17 @@ main(int argc, char **argv)
 		.duration = 0,
 		.reconnect = false,
 		.quiet = false,
+		.keys = 0,
+		.hot = 0.1,
+		.rollback = 0,
+		.seq_func = DEFAULT_SEQ_FUNC,
 	};
+	bool		seq_option = false;	/* --hot, --seq-func or --rollback given */
+	int64		generated = 0;
+	int64		commits = 0;
+	int64		rollbacks = 0;
+	int64		in_doubt = 0;
+	SeqCheck	sc;
 	Shared		shared;
 	Client	   *clients;
 	pthread_t  *threads;
@@ -768,7 +1487,7 @@ main(int argc, char **argv)
 	int64		errors = 0;
 	int64		reconnects = 0;
 	int64		violations = 0;
-	int64		duplicates;
+	int64		duplicates = 0;
 	bool		short_count;
 	bool		pass;
 
@@ -778,7 +1497,7 @@ main(int argc, char **argv)
 		exit(0);
 	}
 
-	while ((c = getopt_long(argc, argv, "d:c:n:b:e:t:o:D:q?",
+	while ((c = getopt_long(argc, argv, "d:c:n:b:e:t:o:D:qk:?",
 							long_options, &optindex)) != -1)
 	{
 		switch (c)
@@ -827,6 +1546,24 @@ main(int argc, char **argv)
 			case 'q':
 				opts.quiet = true;
 				break;
+			case 'k':
+				opts.keys = (int) parse_integer(optarg, "-k/--keys", 1, MAX_KEYS);
+				break;
+			case 2:
+				opts.hot = parse_fraction(optarg, "--hot");
+				seq_option = true;
+				break;
+			case 3:
+				if (!valid_function_name(optarg))
+					usage_error("invalid value \"%s\" for option --seq-func: must match ^[a-zA-Z_][a-zA-Z0-9_.]*$",
+								optarg);
+				opts.seq_func = optarg;
+				seq_option = true;
+				break;
+			case 4:
+				opts.rollback = parse_fraction(optarg, "--rollback");
+				seq_option = true;
+				break;
 			case '?':
 			default:
 				/* getopt_long has complained already */
@@ -836,6 +1573,10 @@ main(int argc, char **argv)
 	}
 	if (optind < argc)
 		usage_error("too many command-line arguments (first is \"%s\")", argv[optind]);
+	if (seq_option && opts.keys == 0)
+		usage_error("options --hot, --seq-func and --rollback need -k/--keys");
+	format_fraction(opts.hot_text, sizeof(opts.hot_text), opts.hot);
+	format_fraction(opts.rollback_text, sizeof(opts.rollback_text), opts.rollback);
 	if (opts.duration == 0 && (int64) opts.clients * opts.ids > MAX_TOTAL_IDS)
 		usage_error("too many values: %d clients x " INT64_FORMAT " values exceeds " INT64_FORMAT,
 					opts.clients, opts.ids, MAX_TOTAL_IDS);
@@ -865,7 +1606,13 @@ main(int argc, char **argv)
 		memset(cl, 0, sizeof(Client));
 		cl->id = i;
 		cl->shared = &shared;
-		cl->values.esize = opts.type == VALUE_BIGINT ? sizeof(int64) : UUID_TEXT_LEN;
+		if (opts.keys > 0)
+		{
+			cl->values.esize = sizeof(SeqValue);
+			keytable_init(&cl->keytab);
+		}
+		else
+			cl->values.esize = opts.type == VALUE_BIGINT ? sizeof(int64) : UUID_TEXT_LEN;
 		if (opts.duration == 0)
 			values_reserve(&cl->values, (size_t) opts.ids);
 	}
@@ -920,6 +1667,10 @@ main(int argc, char **argv)
 		total += (int64) cl->values.n;
 		errors += cl->errors;
 		reconnects += cl->reconnects;
+		generated += cl->generated;
+		commits += cl->commits;
+		rollbacks += cl->rollbacks;
+		in_doubt += cl->in_doubt;
 		PQfinish(cl->conn);
 		cl->conn = NULL;
 	}
@@ -930,51 +1681,123 @@ main(int argc, char **argv)
 	if (any_failed)
 	{
 		for (int i = 0; i < opts.clients; i++)
+		{
 			free(clients[i].values.data);
+			keytable_free(&clients[i].keytab);
+		}
 		free(clients);
 		free(threads);
 		exit(2);
 	}
 
-	/* the checks */
-	if (opts.strict)
-		violations = check_order(&opts, clients);
-	duplicates = check_unique(&opts, clients, total);
-	if (opts.duration > 0)
-		short_count = (total == 0);
-	else
-		short_count = (total < (int64) opts.clients * opts.ids);
-	pass = (duplicates == 0 && violations == 0 && !short_count);
-
-	/* the summary */
-	if (opts.duration > 0)
-		printf("%s: %d clients x %g s of %s in %.3f s (%.0f values/s)\n",
-			   PROGNAME, opts.clients, opts.duration, opts.expr, elapsed,
-			   elapsed > 0 ? (double) total / elapsed : 0.0);
-	else
-		printf("%s: %d clients x " INT64_FORMAT " values of %s in %.3f s (%.0f values/s)\n",
-			   PROGNAME, opts.clients, opts.ids, opts.expr, elapsed,
-			   elapsed > 0 ? (double) total / elapsed : 0.0);
-	printf("%s: " INT64_FORMAT " values, " INT64_FORMAT " distinct, "
-		   INT64_FORMAT " duplicates, " INT64_FORMAT " order violations, "
-		   INT64_FORMAT " errors, " INT64_FORMAT " reconnects\n",
-		   PROGNAME, total, total - duplicates, duplicates, violations,
-		   errors, reconnects);
-	if (capped)
-		printf("%s: stopped early: reached the limit of " INT64_FORMAT " values per connection\n",
-			   PROGNAME, MAX_TOTAL_IDS / opts.clients);
-	if (short_count)
+	if (opts.keys > 0)
 	{
+		/* sequence mode: its own checks and summary */
+		bool		check_gaps = !opts.reconnect;
+		int64		expected = (int64) opts.clients * opts.ids;
+		/* keys the query can pick ('hot' with probability 1 > random()) */
+		int64		possible = (opts.hot < 1.0 ? opts.keys : 0) + (opts.hot > 0.0 ? 1 : 0);
+
+		check_seq(&opts, clients, total, check_gaps, &sc);
 		if (opts.duration > 0)
-			printf("%s: no values were collected\n", PROGNAME);
+			short_count = (generated == 0 || (opts.rollback == 0 && total == 0));
 		else
-			printf("%s: expected " INT64_FORMAT " values, collected " INT64_FORMAT "\n",
-				   PROGNAME, (int64) opts.clients * opts.ids, total);
+			short_count = (generated < expected ||
+						   (opts.rollback == 0 && total < expected));
+		pass = (sc.duplicates == 0 && sc.gaps == 0 && sc.below == 0 &&
+				!short_count);
+
+		if (opts.duration > 0)
+			printf("%s: %d clients x %g s of %s(key) over " INT64_FORMAT " keys",
+				   PROGNAME, opts.clients, opts.duration, opts.seq_func, possible);
+		else
+			printf("%s: %d clients x " INT64_FORMAT " values of %s(key) over " INT64_FORMAT " keys",
+				   PROGNAME, opts.clients, opts.ids, opts.seq_func, possible);
+		printf(" (hot %s, rollback %s) in %.3f s (%.0f values/s, %.0f transactions/s)\n",
+			   opts.hot_text, opts.rollback_text, elapsed,
+			   elapsed > 0 ? (double) generated / elapsed : 0.0,
+			   elapsed > 0 ? (double) (commits + rollbacks) / elapsed : 0.0);
+		printf("%s: " INT64_FORMAT " committed values, " INT64_FORMAT " keys, "
+			   INT64_FORMAT " duplicates, ",
+			   PROGNAME, total, sc.keys, sc.duplicates);
+		if (!check_gaps)
+			printf("gaps not checked, ");
+		else if (sc.gaps > 0)
+			printf(INT64_FORMAT " gaps (" INT64_FORMAT " values missing), ",
+				   sc.gaps, sc.missing);
+		else
+			printf("0 gaps, ");
+		printf(INT64_FORMAT " batches rolled back, " INT64_FORMAT " errors, "
+			   INT64_FORMAT " reconnects\n",
+			   rollbacks, errors, reconnects);
+		if (sc.below > 0)
+			printf("%s: " INT64_FORMAT " values below 1\n", PROGNAME, sc.below);
+		if (!check_gaps)
+			printf("%s: --reconnect: only distinctness checked, not gaps; "
+				   INT64_FORMAT " batches were lost while COMMIT was in flight and may or may not have committed\n",
+				   PROGNAME, in_doubt);
+		if (capped)
+			printf("%s: stopped early: reached the limit of " INT64_FORMAT " committed values per connection\n",
+				   PROGNAME, MAX_TOTAL_IDS / opts.clients);
+		if (short_count)
+		{
+			if (opts.duration > 0)
+				printf("%s: no values were %s\n", PROGNAME,
+					   generated == 0 ? "generated" : "committed");
+			else if (generated < expected)
+				printf("%s: expected " INT64_FORMAT " values generated, got " INT64_FORMAT "\n",
+					   PROGNAME, expected, generated);
+			else
+				printf("%s: expected " INT64_FORMAT " committed values, collected " INT64_FORMAT "\n",
+					   PROGNAME, expected, total);
+		}
+		printf("%s: %s\n", PROGNAME, pass ? "PASS" : "FAIL");
 	}
-	printf("%s: %s\n", PROGNAME, pass ? "PASS" : "FAIL");
+	else
+	{
+		/* the checks */
+		if (opts.strict)
+			violations = check_order(&opts, clients);
+		duplicates = check_unique(&opts, clients, total);
+		if (opts.duration > 0)
+			short_count = (total == 0);
+		else
+			short_count = (total < (int64) opts.clients * opts.ids);
+		pass = (duplicates == 0 && violations == 0 && !short_count);
+
+		/* the summary */
+		if (opts.duration > 0)
+			printf("%s: %d clients x %g s of %s in %.3f s (%.0f values/s)\n",
+				   PROGNAME, opts.clients, opts.duration, opts.expr, elapsed,
+				   elapsed > 0 ? (double) total / elapsed : 0.0);
+		else
+			printf("%s: %d clients x " INT64_FORMAT " values of %s in %.3f s (%.0f values/s)\n",
+				   PROGNAME, opts.clients, opts.ids, opts.expr, elapsed,
+				   elapsed > 0 ? (double) total / elapsed : 0.0);
+		printf("%s: " INT64_FORMAT " values, " INT64_FORMAT " distinct, "
+			   INT64_FORMAT " duplicates, " INT64_FORMAT " order violations, "
+			   INT64_FORMAT " errors, " INT64_FORMAT " reconnects\n",
+			   PROGNAME, total, total - duplicates, duplicates, violations,
+			   errors, reconnects);
+		if (capped)
+			printf("%s: stopped early: reached the limit of " INT64_FORMAT " values per connection\n",
+				   PROGNAME, MAX_TOTAL_IDS / opts.clients);
+		if (short_count)
+		{
+			if (opts.duration > 0)
+				printf("%s: no values were collected\n", PROGNAME);
+			else
+				printf("%s: expected " INT64_FORMAT " values, collected " INT64_FORMAT "\n",
+					   PROGNAME, (int64) opts.clients * opts.ids, total);
+		}
+		printf("%s: %s\n", PROGNAME, pass ? "PASS" : "FAIL");
+	}
 
 	for (int i = 0; i < opts.clients; i++)
+	{
 		free(clients[i].values.data);
+		keytable_free(&clients[i].keytab);
+	}
 	free(clients);
 	free(threads);
 	pthread_cond_destroy(&shared.gate.open_cond);

@@ -1,0 +1,59 @@
+# Scenario: per-key sequences under load and over time.  The purge worker
+# deletes keys whose ttl has passed without anyone calling anything, and
+# leaves keys in use alone; the libpq stress client runs many connections
+# over a mix of one hot key and many cold keys, committing most batches and
+# rolling some back, and checks that each key's committed values are exactly
+# 1, 2, 3, ... (distinct and gap-free).
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IdgenTest;
+
+my $node = idgen_node('keyseq', 'idgen.purge_interval' => '1s', 'max_connections' => 30);
+
+ok($node->log_contains(qr/LOG:  idgen purge started/), 'the purge worker started');
+
+# Keys with a 1 s ttl, one of them kept in use; and a key without ttl.
+$node->safe_psql('postgres', q{
+	SELECT idgen_seq_configure('k' || g, ttl => '1 s') FROM generate_series(1, 100) g;
+	SELECT idgen_seq_configure('busy', ttl => '1 s');
+	SELECT idgen_seq_next('forever');
+});
+for (1 .. 8)
+{
+	$node->safe_psql('postgres', "SELECT idgen_seq_next('busy')");
+	select(undef, undef, undef, 0.4);
+}
+$node->poll_query_until('postgres',
+	"SELECT count(*) = 0 FROM idgen_seq WHERE key LIKE 'k%'")
+  or die 'expired keys were not purged';
+pass('the purge worker deleted the 100 expired keys');
+is( $node->safe_psql(
+		'postgres', q{SELECT string_agg(key || '=' || value, ',' ORDER BY key) FROM idgen_seq}),
+	'busy=8,forever=1',
+	'keys in use, and keys without ttl, were left alone');
+
+{
+	my $stress = stress_client();
+	my ($stdout, $stderr);
+
+	for my $case ([ 'mixed keys', '--keys', 200, '--hot', '0.2' ],
+		[ 'one hot key', '--keys', 1, '--hot', '1' ])
+	{
+		my ($name, @args) = @$case;
+		# Each run checks its keys start at 1.
+		$node->safe_psql('postgres', 'DELETE FROM idgen_seq');
+		IPC::Run::run([ $stress, '-d', $node->connstr('postgres'), '-q', '-c', 8, '-n', 2000,
+				'-b', 20, '--rollback', '0.2', @args ], '>', \$stdout, '2>', \$stderr);
+		note("$name:\n$stdout$stderr");
+		like($stdout, qr/\b0 duplicates, 0 gaps\b/, "$name: committed values distinct and gap-free per key");
+		like($stdout, qr/PASS/, "$name: stress client passed");
+	}
+}
+
+$node->stop('fast');
+ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+done_testing();
