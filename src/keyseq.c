@@ -97,7 +97,7 @@ enum
 };
 
 static SPIPlanPtr plans[NUM_QUERIES];
-static char *plans_table = NULL;	/* the qualified table they were made for */
+static Oid	plans_namespace = InvalidOid;	/* the schema they were made for */
 
 /* ----------
  * Arguments
@@ -157,11 +157,11 @@ row_defaults(SeqRow *row)
 
 /*
  * The table idgen_seq lives in the schema of the function being called.
- * Prepare the statements for it (again, if the extension was re-created
- * elsewhere since).
+ * Prepare the statements for it, once per backend (again if the extension
+ * was re-created in another schema since).
  */
 static void
-prepare_plans(Oid fn_oid)
+prepare_plans(Oid nspid)
 {
 	static const char *const sql[NUM_QUERIES] = {
 		/*
@@ -207,11 +207,11 @@ prepare_plans(Oid fn_oid)
 		[Q_DELETE] = {TEXTOID},
 		[Q_PURGE] = {TIMESTAMPTZOID},
 	};
-	char	   *nspname = get_namespace_name(get_func_namespace(fn_oid));
-	char	   *table = psprintf("%s.idgen_seq", quote_identifier(nspname));
+	char	   *table;
 
-	if (plans_table != NULL && strcmp(plans_table, table) == 0)
+	if (likely(nspid == plans_namespace))
 		return;
+	table = psprintf("%s.idgen_seq", quote_identifier(get_namespace_name(nspid)));
 	for (int q = 0; q < NUM_QUERIES; q++)
 	{
 		SPIPlanPtr	plan = SPI_prepare(psprintf(sql[q], table), nargs[q], types[q]);
@@ -223,9 +223,7 @@ prepare_plans(Oid fn_oid)
 		plans[q] = plan;
 		SPI_keepplan(plan);
 	}
-	if (plans_table != NULL)
-		pfree(plans_table);
-	plans_table = MemoryContextStrdup(TopMemoryContext, table);
+	plans_namespace = nspid;
 }
 
 /* State saved by begin_sql() for end_sql(). */
@@ -245,10 +243,12 @@ begin_sql(FunctionCallInfo fcinfo, SqlContext *cx)
 	Oid			fn_oid = fcinfo->flinfo->fn_oid;
 	HeapTuple	tp = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
 	Oid			owner;
+	Oid			nspid;
 
 	if (!HeapTupleIsValid(tp))
 		elog(ERROR, "cache lookup failed for function %u", fn_oid);
 	owner = ((Form_pg_proc) GETSTRUCT(tp))->proowner;
+	nspid = ((Form_pg_proc) GETSTRUCT(tp))->pronamespace;
 	ReleaseSysCache(tp);
 
 	GetUserIdAndSecContext(&cx->save_userid, &cx->save_sec_context);
@@ -256,7 +256,7 @@ begin_sql(FunctionCallInfo fcinfo, SqlContext *cx)
 						   SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	prepare_plans(fn_oid);
+	prepare_plans(nspid);
 }
 
 static void
@@ -325,10 +325,10 @@ row_args(const SeqRow *row, Datum first, TimestampTz now, Datum *values, char *n
 typedef bool (*SeqOp) (SeqRow *row, bool existed, void *arg);
 
 /*
- * Apply 'op' to the key's row under its row lock: lock the row if there is
- * one, or insert it if there is none (and if another session inserted it
- * first, lock that row instead).  A row whose ttl has passed counts as
- * absent.  Returns whether the key existed.
+ * Apply 'op' to the key's row under its row lock: insert the row if there is
+ * none, or else lock it.  A row whose ttl has passed counts as absent.
+ * Returns whether the key existed.  'op' may run twice (on the defaults for
+ * the insert, then on the row), so it must only compute from its row.
  */
 static bool
 apply(text *key, TimestampTz now, SeqOp op, void *arg)
@@ -340,6 +340,14 @@ apply(text *key, TimestampTz now, SeqOp op, void *arg)
 		SeqRow		row;
 		bool		existed;
 
+		/* A new key first: this path is taken mostly for new keys. */
+		row_defaults(&row);
+		(void) op(&row, false, arg);
+		row_args(&row, PointerGetDatum(key), now, values, nulls);
+		if (run(Q_INSERT, values, nulls) == 1)
+			return false;
+
+		/* It exists (or another session inserted it first): lock it. */
 		if (fetch_row(key, true, &row))
 		{
 			ItemPointerData ctid = row.ctid;
@@ -355,12 +363,7 @@ apply(text *key, TimestampTz now, SeqOp op, void *arg)
 			}
 			return existed;
 		}
-		row_defaults(&row);
-		(void) op(&row, false, arg);
-		row_args(&row, PointerGetDatum(key), now, values, nulls);
-		if (run(Q_INSERT, values, nulls) == 1)
-			return false;
-		/* Another session inserted it first: lock that row instead. */
+		/* Deleted again before we could lock it: start over. */
 	}
 }
 
