@@ -87,13 +87,15 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 -- The functions validate every value they write (keys of 1 to 256 bytes,
 -- value >= 0, step > 0, max_value 0 or >= step, ttl NULL or positive);
 -- CHECK constraints would repeat that on every update at a measurable cost.
+-- value is the last column, and last_used changes only for keys with a ttl,
+-- so that the WAL record of the common update logs little more than value.
 CREATE TABLE @extschema@.idgen_seq (
     key text PRIMARY KEY,
-    value bigint NOT NULL,
     step bigint NOT NULL,
     max_value bigint NOT NULL,
     ttl interval,
-    last_used timestamptz NOT NULL
+    last_used timestamptz NOT NULL,
+    value bigint NOT NULL
 );
 REVOKE ALL ON @extschema@.idgen_seq FROM PUBLIC;
 -- pg_dump dumps the counters with the data, not the extension script.

@@ -5,9 +5,13 @@
  *
  * One row per key in the extension's table idgen_seq:
  *
- *	  key text PRIMARY KEY, value bigint (last value handed out, 0 = none),
- *	  step bigint, max_value bigint (0 = no wrap), ttl interval (NULL = keep),
- *	  last_used timestamptz
+ *	  key text PRIMARY KEY, step bigint, max_value bigint (0 = no wrap),
+ *	  ttl interval (NULL = keep), last_used timestamptz, value bigint (last
+ *	  value handed out, 0 = none)
+ *
+ *	  last_used is kept up to date for keys with a ttl; for the others it is
+ *	  when the key was created or last changed by an administrative function
+ *	  (so that their common update writes value only).
  *
  * Semantics
  *	  idgen_seq_next(key, count) is, in the common case, one UPDATE ...
@@ -172,7 +176,8 @@ prepare_plans(Oid nspid)
 		 * OPERATOR() binds like any other operator, so every operation is
 		 * parenthesised.
 		 */
-		[Q_NEXT] = "UPDATE %s SET last_used = $3, value = CASE "
+		[Q_NEXT] = "UPDATE %s SET last_used = CASE WHEN ttl IS NULL THEN last_used ELSE $3 END, "
+		"value = CASE "
 		"WHEN (max_value OPERATOR(pg_catalog.>) 0) THEN CASE "
 		"WHEN (value OPERATOR(pg_catalog.>) (max_value OPERATOR(pg_catalog.-) step)) THEN step "
 		"ELSE (value OPERATOR(pg_catalog.+) step) END "
