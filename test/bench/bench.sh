@@ -159,79 +159,11 @@ for c in $CLIENTS; do
 done
 [[ $BULK_N =~ ^(0|[1-9][0-9]*)$ ]] || die "BENCH_BULK_N must be 0 or a positive integer, got '$BULK_N'"
 
-[ -x "$PG_CONFIG" ] || command -v "$PG_CONFIG" >/dev/null || die "no pg_config at $PG_CONFIG"
-BINDIR=$("$PG_CONFIG" --bindir)
-PKGLIBDIR=$("$PG_CONFIG" --pkglibdir)
-SHAREDIR=$("$PG_CONFIG" --sharedir)
-
-if [ "$(id -u)" = 0 ]; then
-	RUN_USER=postgres
-	id "$RUN_USER" >/dev/null 2>&1 || die "user $RUN_USER does not exist"
-	# Run one command, given as words, as the postgres user.
-	as_pg() { su "$RUN_USER" -s /bin/bash -c "$(printf '%q ' "$@")"; }
-	if [ "$INSTALL" != 0 ]; then
-		make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" install >/dev/null ||
-			die "make install failed"
-	fi
-else
-	RUN_USER=$(id -un)
-	as_pg() { "$@"; }
-fi
-if [ ! -f "$PKGLIBDIR/idgen.so" ] || [ ! -f "$SHAREDIR/extension/idgen.control" ]; then
-	die "idgen is not installed for $PG_CONFIG (run make install)"
-fi
-for b in initdb pg_ctl psql pgbench postgres; do
-	[ -x "$BINDIR/$b" ] || die "missing $BINDIR/$b"
-done
-
-# --- throwaway cluster --------------------------------------------------------
-
-DIR=$(mktemp -d "${TMPDIR:-/tmp}/idgen-bench.XXXXXX")
-PGDATA_DIR=$DIR/data
-LOG=$DIR/server.log
-STARTED=0
-
-cleanup() {
-	local rc=$?
-	set +e
-	if [ "$STARTED" = 1 ]; then
-		as_pg "$BINDIR/pg_ctl" -D "$PGDATA_DIR" -m fast -w stop >/dev/null 2>&1
-	fi
-	if [ "$rc" != 0 ] && [ -f "$LOG" ]; then
-		echo "bench.sh: failed (exit $rc); last lines of the server log:" >&2
-		tail -n 30 "$LOG" >&2
-	fi
-	rm -rf "$DIR"
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-if [ "$(id -u)" = 0 ]; then chown "$RUN_USER" "$DIR"; fi
-chmod 700 "$DIR"
-cd "$DIR"	# su keeps the cwd; the postgres user must be able to enter it
-
-if [ -n "${BENCH_PORT:-}" ]; then
-	PORT=$BENCH_PORT
-else
-	# The server listens on no TCP port; the number only names the socket
-	# (in our own directory) and seeds the shared memory key.  Still avoid
-	# numbers some other local server uses.
-	PORT=
-	for _ in $(seq 50); do
-		p=$((55000 + RANDOM % 1000))
-		if ! ls /tmp/.s.PGSQL."$p" /var/run/postgresql/.s.PGSQL."$p" >/dev/null 2>&1 &&
-		   ! { command -v ss >/dev/null && ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; }; then
-			PORT=$p
-			break
-		fi
-	done
-	[ -n "$PORT" ] || die "found no free port number"
-fi
-
-PSQL=("$BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -d bench)
-sql() { as_pg "${PSQL[@]}" -At -c "$1"; }		# one value per line, no headers
+# The throwaway cluster, the postgres user, psql helpers: shared with the
+# other benchmark script.
+PROG=bench.sh
+# shellcheck source=test/bench/lib.sh
+. "$SRC/test/bench/lib.sh"
 sql_table() { as_pg "${PSQL[@]}" -P pager=off -c "$1"; }	# aligned, for people
 
 # --- the machine --------------------------------------------------------------
