@@ -9,10 +9,12 @@
 # refuses to run as root) on a private copy of the tree:
 #
 #   metadata       idgen.control, META.json and README.md agree on the version
-#   regress        pg_regress on a temporary preloaded instance
+#   regress        pg_regress on a temporary preloaded instance, then the
+#                  isolation specs (specs/) on another
 #   regress-genes  pg_regress on a second instance with 4 gene bits
 #   tap            TAP tests (test/t/*.pl): concurrency, layouts, restart,
-#                  not preloaded, and the libpq stress client
+#                  not preloaded, clock steps under libfaketime, the keeper
+#                  and crashes, per-key sequences, and the libpq stress client
 #
 # Run as another user, it assumes the packages are installed and that it
 # may run `make install` (PG_CONFIG may point at a writable installation).
