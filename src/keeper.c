@@ -19,11 +19,14 @@
  * horizon then makes generation wait or fail with the clock-back error, as
  * at run time.
  *
- * The keeper wakes every idgen.horizon_interval_ms.  When the horizon is
- * less than half of idgen.horizon_lead_ms ahead of the clock, it persists
- * now + horizon_lead_ms: about two writes a second with the defaults, while
- * the horizon stays at least lead/2 - interval = 400 ms ahead of the clock,
- * far more than the 100 ms a generator may run ahead (idgen.max_drift_ms).
+ * The keeper wakes every idgen.horizon_interval_ms.  Generators may run up
+ * to idgen.max_drift_ms ahead of the clock, so when the horizon is less than
+ * max_drift_ms + horizon_lead_ms / 2 ahead of the clock, the keeper persists
+ * now + max_drift_ms + horizon_lead_ms: about two writes a second with the
+ * defaults, while the horizon stays at least lead/2 - interval = 400 ms
+ * beyond anything a generator may issue.  After a fast restart generators
+ * wait at most horizon_lead_ms for the clock to pass the stored horizon
+ * (less max_drift_ms).
  * A generator that reaches the horizon because the keeper is late nudges
  * the keeper's latch and waits, within idgen.clock_wait_ms, then fails.
  *
@@ -252,6 +255,7 @@ keeper_round(ClockPair *last)
 	ClockPair	cur;
 	TimestampTz horizon = (TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value);
 	int64		lead_us = (int64) idgen_horizon_lead_ms * 1000;
+	int64		drift_us = (int64) idgen_max_drift_ms * 1000;
 
 	INSTR_TIME_SET_CURRENT(cur.mono);
 	cur.wall = GetCurrentTimestamp();
@@ -275,9 +279,14 @@ keeper_round(ClockPair *last)
 							step_us / 1000)));
 	}
 	*last = cur;
-	if (horizon - cur.wall < lead_us / 2)
+
+	/*
+	 * Generators run up to max_drift_ms ahead of the clock, so the horizon
+	 * is kept at least lead/2 beyond that, and renewed to lead beyond it.
+	 */
+	if (horizon - cur.wall < lead_us / 2 + drift_us)
 	{
-		TimestampTz target = Max(horizon, cur.wall + lead_us);
+		TimestampTz target = Max(horizon, cur.wall + lead_us + drift_us);
 		/* While writes keep failing, say why every 10 s, not every round. */
 		bool		say = failing_since == 0 ||
 			cur.wall - failing_logged >= 10 * USECS_PER_SEC;
@@ -299,6 +308,18 @@ keeper_round(ClockPair *last)
 	}
 }
 
+/* On any exit, forget the keeper's pid and latch (its PGPROC is reused). */
+static void
+keeper_exit(int code, Datum arg)
+{
+	IdgenKeeperStatus *k = &idgen_shared->keeper;
+
+	SpinLockAcquire(&k->mutex);
+	k->pid = 0;
+	k->latch = NULL;
+	SpinLockRelease(&k->mutex);
+}
+
 /*
  * Main entry point of the keeper background worker.
  */
@@ -315,6 +336,7 @@ idgen_keeper_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 
 	k = &idgen_shared->keeper;
+	on_shmem_exit(keeper_exit, (Datum) 0);
 	SpinLockAcquire(&k->mutex);
 	k->pid = MyProcPid;
 	k->latch = MyLatch;
@@ -330,7 +352,7 @@ idgen_keeper_main(Datum main_arg)
 		ereport(LOG,
 				(errmsg("the system clock is " INT64_FORMAT " ms behind the idgen durable horizon",
 						(horizon - GetCurrentTimestamp()) / 1000),
-				 errdetail("Identifiers were issued up to %s before the restart; generators wait or fail until the clock is within idgen.max_drift_ms of it.",
+				 errdetail("No identifier issued before the restart is beyond %s; generators wait or fail until the clock is within idgen.max_drift_ms of it.",
 						   timestamptz_to_str(horizon))));
 
 	round_context = AllocSetContextCreate(TopMemoryContext, "idgen keeper",
@@ -358,11 +380,12 @@ idgen_keeper_main(Datum main_arg)
 		ResetLatch(MyLatch);
 	}
 
-	SpinLockAcquire(&k->mutex);
-	k->pid = 0;
-	k->latch = NULL;
-	SpinLockRelease(&k->mutex);
-	proc_exit(0);
+	/*
+	 * Exit code 1: the postmaster restarts the worker after
+	 * bgw_restart_time (it does not during a shutdown).  Exit code 0 would
+	 * unregister it for good, and generation would stop.
+	 */
+	proc_exit(1);
 }
 
 /*

@@ -197,8 +197,16 @@ prepare_plans(Oid nspid)
 		[Q_WRITE] = "UPDATE %s SET value = $2, step = $3, max_value = $4, ttl = $5, last_used = $6 "
 		"WHERE ctid OPERATOR(pg_catalog.=) $1",
 		[Q_DELETE] = "DELETE FROM %s WHERE key OPERATOR(pg_catalog.=) $1",
-		[Q_PURGE] = "DELETE FROM %s WHERE ttl IS NOT NULL "
-		"AND last_used OPERATOR(pg_catalog.+) ttl OPERATOR(pg_catalog.<=) $1",
+		/*
+		 * A batch of expired rows that nobody holds: rows locked by others
+		 * are skipped (so a purge never makes a caller wait, nor deadlocks
+		 * with one), and a row revived meanwhile fails the re-checked
+		 * condition.
+		 */
+		[Q_PURGE] = "DELETE FROM %1$s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+		"SELECT ctid FROM %1$s WHERE ttl IS NOT NULL "
+		"AND ((last_used OPERATOR(pg_catalog.+) ttl) OPERATOR(pg_catalog.<=) $1) "
+		"LIMIT 1000 FOR UPDATE SKIP LOCKED))",
 	};
 	static const int nargs[NUM_QUERIES] = {
 		[Q_NEXT] = 3,[Q_LOCK] = 1,[Q_READ] = 1,[Q_INSERT] = 6,[Q_WRITE] = 6,[Q_DELETE] = 1,[Q_PURGE] = 1,
@@ -692,17 +700,24 @@ idgen_seq_drop(PG_FUNCTION_ARGS)
 
 /*
  * idgen_seq_purge() returns bigint
- *		Delete every key whose ttl has passed; the number deleted.
+ *		Delete the keys whose ttl has passed, in batches of 1000, skipping
+ *		rows other transactions hold; the number deleted.
  */
 Datum
 idgen_seq_purge(PG_FUNCTION_ARGS)
 {
 	Datum		arg = TimestampTzGetDatum(GetCurrentTimestamp());
 	SqlContext	cx;
-	uint64		n;
+	uint64		n = 0;
+	uint64		batch;
 
 	begin_sql(fcinfo, &cx);
-	n = run(Q_PURGE, &arg, NULL);
+	do
+	{
+		CHECK_FOR_INTERRUPTS();
+		batch = run(Q_PURGE, &arg, NULL);
+		n += batch;
+	} while (batch == 1000);
 	end_sql(&cx);
 	PG_RETURN_INT64((int64) n);
 }

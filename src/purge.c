@@ -7,10 +7,10 @@
  * function (keyseq.c); this worker deletes their rows so that the table of
  * an application that makes a key per conversation, say, does not grow
  * without bound.  It connects to the database named by idgen.database and,
- * every idgen.purge_interval, if the extension is installed there, deletes
- * the expired rows in a transaction of its own.  A DELETE that meets a row
- * being used again waits for that transaction and then re-checks the row,
- * so a key in use is never purged.
+ * every idgen.purge_interval, if the extension is installed there, calls
+ * idgen_seq_purge() in a transaction of its own (keyseq.c: it deletes in
+ * small batches and skips rows other transactions hold, so it never makes a
+ * caller wait and cannot deadlock with one).
  *
  * Other databases with the extension are not visited: there, expired rows
  * are only ignored (and overwritten on their next use) until someone runs
@@ -46,6 +46,7 @@ purge_once(void)
 {
 	uint64		deleted = 0;
 	int			rc;
+	bool		isnull;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -60,18 +61,19 @@ purge_once(void)
 	{
 		char	   *schema = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 
-		rc = SPI_execute(psprintf("DELETE FROM %s.idgen_seq WHERE ttl IS NOT NULL "
-								  "AND last_used OPERATOR(pg_catalog.+) ttl "
-								  "OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()",
-								  schema), false, 0);
-		if (rc != SPI_OK_DELETE)
-			elog(ERROR, "idgen purge: DELETE failed: %s", SPI_result_code_string(rc));
-		deleted = SPI_processed;
+		char	   *sql = psprintf("SELECT %s.idgen_seq_purge()", schema);
+
+		rc = SPI_execute(sql, false, 1);
+		if (rc != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "idgen purge: %s failed: %s", sql, SPI_result_code_string(rc));
+		deleted = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+													   SPI_tuptable->tupdesc, 1, &isnull));
 	}
 
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	pgstat_report_stat(false);	/* so autovacuum sees the deleted rows */
 	pgstat_report_activity(STATE_IDLE, NULL);
 	return deleted;
 }

@@ -103,6 +103,19 @@ $node->poll_query_until('postgres', 'SELECT idgen_snowflake() > (SELECT max(id) 
   or die 'generation did not resume';
 pass('keeper can write again: generation resumes above every earlier ID');
 
+# SIGTERM to the keeper (an administrator's kill): the postmaster starts a
+# new one, and generation goes on.
+kill 'TERM', $keeper_pid or die "kill: $!";
+$node->poll_query_until('postgres',
+	"SELECT keeper_pid IS NOT NULL AND keeper_pid <> $keeper_pid FROM idgen_info()")
+  or die 'no new keeper';
+pass('keeper terminated: the postmaster started a new one');
+$keeper_pid = $node->safe_psql('postgres', 'SELECT keeper_pid FROM idgen_info()');
+$node->poll_query_until('postgres',
+	"SELECT horizon_lead_ms > 0 AND idgen_snowflake() > (SELECT max(id) FROM ids) FROM idgen_info()")
+  or die 'generation did not go on';
+pass('keeper terminated: generation goes on');
+
 # A normal restart restores the horizon.
 $node->restart('fast');
 is($node->safe_psql('postgres', 'SELECT horizon_restored FROM idgen_info()'), 't',

@@ -36,6 +36,25 @@ is( $node->safe_psql(
 	'busy=8,forever=1',
 	'keys in use, and keys without ttl, were left alone');
 
+# A purge skips an expired row another transaction holds (so it never makes
+# a caller wait, nor deadlocks with one), and deletes it once released.
+{
+	$node->safe_psql('postgres',
+		"SELECT idgen_seq_configure('held', ttl => '1 s'), idgen_seq_configure('free', ttl => '1 s')");
+	my $holder = $node->background_psql('postgres');
+	$holder->query_safe("BEGIN; SELECT key FROM idgen_seq WHERE key = 'held' FOR UPDATE");
+	$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM idgen_seq WHERE key = 'free'")
+	  or die 'the free expired key was not purged';
+	is($node->safe_psql('postgres',
+			"SET lock_timeout = '5s'; SELECT idgen_seq_purge(), (SELECT count(*) FROM idgen_seq WHERE key = 'held')"),
+		'0|1', 'purge: the worker and idgen_seq_purge() skip the held row without waiting');
+	$holder->query_safe('COMMIT');
+	$holder->quit;
+	$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM idgen_seq WHERE key = 'held'")
+	  or die 'the released key was not purged';
+	pass('purge: the row is deleted once released');
+}
+
 {
 	my $stress = stress_client();
 	my ($stdout, $stderr);
