@@ -107,10 +107,10 @@ _PG_init(void)
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("idgen.horizon_lead_ms",
-							"Sets how far ahead of the clock the keeper makes the durable horizon.",
-							"The keeper renews the horizon when it is less than half this far ahead. "
-							"After a crash, generation resumes once the clock is within idgen.max_drift_ms "
-							"of the last horizon, so this is also the longest wait after a fast restart.",
+							"Sets how far beyond what generators may issue the keeper makes the durable horizon.",
+							"Generators may issue up to idgen.max_drift_ms ahead of the clock; the keeper "
+							"renews the horizon when less than half of this lead is left beyond that. "
+							"This is also the longest wait for the clock after a fast restart.",
 							&idgen_horizon_lead_ms, 1000, 100, 60 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("idgen.horizon_interval_ms",
