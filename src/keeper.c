@@ -257,10 +257,21 @@ keeper_round(ClockPair *last)
 	int64		lead_us = (int64) idgen_horizon_lead_ms * 1000;
 	int64		drift_us = (int64) idgen_max_drift_ms * 1000;
 
-	INSTR_TIME_SET_CURRENT(cur.mono);
-	cur.wall = GetCurrentTimestamp();
-	cur.valid = true;
-	if (last->valid)
+	/*
+	 * Read the monotonic clock on both sides of the wall clock; a pair read
+	 * across a preemption (the two monotonic readings far apart) would look
+	 * like a step, so it is not compared.
+	 */
+	{
+		instr_time	after;
+
+		INSTR_TIME_SET_CURRENT(cur.mono);
+		cur.wall = GetCurrentTimestamp();
+		INSTR_TIME_SET_CURRENT(after);
+		INSTR_TIME_SUBTRACT(after, cur.mono);
+		cur.valid = INSTR_TIME_GET_MICROSEC(after) < CLOCK_STEP_REPORT_US / 4;
+	}
+	if (last->valid && cur.valid)
 	{
 		instr_time	mono_delta = cur.mono;
 		int64		step_us;
@@ -278,7 +289,8 @@ keeper_round(ClockPair *last)
 					(errmsg("idgen keeper detected that the system clock moved forwards by " INT64_FORMAT " ms",
 							step_us / 1000)));
 	}
-	*last = cur;
+	if (cur.valid)
+		*last = cur;			/* else compare the next round with the last good pair */
 
 	/*
 	 * Generators run up to max_drift_ms ahead of the clock, so the horizon
