@@ -147,7 +147,6 @@ INSTALL=${BENCH_INSTALL:-1}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 die() { echo "bench.sh: $*" >&2; exit 1; }
-section() { printf '\n== %s\n\n' "$*"; }
 
 positive() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer, got '$2'"; }
 positive BENCH_N "$N"
@@ -166,41 +165,11 @@ PROG=bench.sh
 . "$SRC/test/bench/lib.sh"
 sql_table() { as_pg "${PSQL[@]}" -P pager=off -c "$1"; }	# aligned, for people
 
-# --- the machine --------------------------------------------------------------
+# --- the machine and the cluster -----------------------------------------------
 
-section "machine"
-cpu_model=$(sed -n 's/^\(model name\|Model\|cpu model\|Processor\)[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -n 1)
-mem_kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo 2>/dev/null || true)
-printf '%-10s %s\n' "nproc" "$(nproc)"
-printf '%-10s %s\n' "cpu" "${cpu_model:-unknown}"
-mem_gib() { awk -v k="${mem_kb:-0}" 'BEGIN { printf "%.1f", k / 1048576 }'; }
-printf '%-10s %s\n' "memory" "$(mem_gib) GiB"
-printf '%-10s %s\n' "kernel" "$(uname -srm)"
-printf '%-10s %s\n' "postgres" "$("$BINDIR/postgres" --version)"
-printf '%-10s %s\n' "date" "$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-printf '%-10s %s\n' "idgen" "$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$SHAREDIR/extension/idgen.control") ($(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo 'no git'))"
-
-section "cluster"
-as_pg "$BINDIR/initdb" -D "$PGDATA_DIR" -U "$RUN_USER" -A trust -E UTF8 --locale=C --no-sync >/dev/null ||
-	die "initdb failed"
-cat >>"$PGDATA_DIR/postgresql.conf" <<EOF
-
-# bench.sh
-listen_addresses = ''
-unix_socket_directories = '$DIR'
-port = $PORT
-shared_preload_libraries = 'idgen'
-synchronous_commit = off
-max_connections = 50
-shared_buffers = 256MB
-jit = off
-max_parallel_workers_per_gather = 0
-EOF
-echo "data directory $PGDATA_DIR, socket in $DIR, port $PORT (no TCP)"
-sed -n '/^# bench.sh/,$p' "$PGDATA_DIR/postgresql.conf" | sed '1d; s/^/  /'
-as_pg "$BINDIR/pg_ctl" -D "$PGDATA_DIR" -l "$LOG" -w -t 60 start >/dev/null || die "server did not start"
-STARTED=1
-as_pg "${PSQL[@]}" -d postgres -c "CREATE DATABASE bench" >/dev/null
+print_machine
+init_cluster "synchronous_commit = off"
+start_cluster
 sql "CREATE EXTENSION idgen"
 sql_table "SELECT sequence_bits, gene_bits, max_drift_ms, ids_per_second FROM idgen_info()"
 

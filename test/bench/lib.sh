@@ -5,7 +5,8 @@
 # picks the user that runs the server (postgres when root) and as_pg to run
 # a command as that user, makes the throwaway cluster's directory DIR with a
 # cleanup trap that stops the server and removes it, chooses PORT, and
-# defines PSQL and sql.  The caller starts the server and sets STARTED=1.
+# defines PSQL and sql, section, print_machine, init_cluster and
+# start_cluster.
 
 [ -x "$PG_CONFIG" ] || command -v "$PG_CONFIG" >/dev/null || die "no pg_config at $PG_CONFIG"
 BINDIR=$("$PG_CONFIG" --bindir)
@@ -80,3 +81,52 @@ fi
 
 PSQL=("$BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -d bench)
 sql() { as_pg "${PSQL[@]}" -At -c "$1"; }		# one value per line, no headers
+
+section() { printf '\n== %s\n\n' "$*"; }
+
+# print_machine: the machine the figures come from.  Sets cpu_model and
+# mem_kb, which the summaries use again.
+mem_gib() { awk -v k="${mem_kb:-0}" 'BEGIN { printf "%.1f", k / 1048576 }'; }
+print_machine() {
+	section "machine"
+	cpu_model=$(sed -n 's/^\(model name\|Model\|cpu model\|Processor\)[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -n 1)
+	mem_kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo 2>/dev/null || true)
+	printf '%-10s %s\n' "nproc" "$(nproc)"
+	printf '%-10s %s\n' "cpu" "${cpu_model:-unknown}"
+	printf '%-10s %s\n' "memory" "$(mem_gib) GiB"
+	printf '%-10s %s\n' "kernel" "$(uname -srm)"
+	printf '%-10s %s\n' "postgres" "$("$BINDIR/postgres" --version)"
+	printf '%-10s %s\n' "date" "$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+	printf '%-10s %s\n' "idgen" "$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$SHAREDIR/extension/idgen.control") ($(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo 'no git'))"
+	printf '%-10s %s\n' "data on" "$(df -PT "$DIR" 2>/dev/null | awk 'NR == 2 { print $1 " (" $2 ")" }')"
+}
+
+# init_cluster 'EXTRA SETTINGS': initdb, then the settings both benchmarks
+# use (a socket in DIR only, idgen preloaded) and EXTRA; print them.
+init_cluster() {
+	section "cluster"
+	as_pg "$BINDIR/initdb" -D "$PGDATA_DIR" -U "$RUN_USER" -A trust -E UTF8 --locale=C --no-sync >/dev/null ||
+		die "initdb failed"
+	cat >>"$PGDATA_DIR/postgresql.conf" <<EOF
+
+# $PROG
+listen_addresses = ''
+unix_socket_directories = '$DIR'
+port = $PORT
+shared_preload_libraries = 'idgen'
+max_connections = 50
+shared_buffers = 256MB
+jit = off
+max_parallel_workers_per_gather = 0
+$1
+EOF
+	echo "data directory $PGDATA_DIR, socket in $DIR, port $PORT (no TCP)"
+	sed -n "/^# $PROG/,\$p" "$PGDATA_DIR/postgresql.conf" | sed '1d; /^$/d; s/^/  /'
+}
+
+# start_cluster: start it and create the database "bench".
+start_cluster() {
+	as_pg "$BINDIR/pg_ctl" -D "$PGDATA_DIR" -l "$LOG" -w -t 60 start >/dev/null || die "server did not start"
+	STARTED=1
+	as_pg "${PSQL[@]}" -d postgres -c "CREATE DATABASE bench" >/dev/null
+}

@@ -111,7 +111,6 @@ MEASUREMENTS=5		# Part C measurements of each, median reported
 TARGET=1.0			# project target: idgen / hand-written tps >= 1.0x; printed, never enforced
 
 die() { echo "seq_bench.sh: $*" >&2; exit 1; }
-section() { printf '\n== %s\n\n' "$*"; }
 
 positive() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer, got '$2'"; }
 positive SEQ_BENCH_T "$T"
@@ -136,43 +135,13 @@ verdict() {
 words_median() { tr ' ' '\n' | grep . | median; }
 words_range() { tr ' ' '\n' | grep . | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.3f .. %.3f", lo, hi }'; }
 
-# --- the machine --------------------------------------------------------------
+# --- the machine and the cluster -----------------------------------------------
 
-section "machine"
-cpu_model=$(sed -n 's/^\(model name\|Model\|cpu model\|Processor\)[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -n 1)
-mem_kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo 2>/dev/null || true)
-printf '%-10s %s\n' "nproc" "$(nproc)"
-printf '%-10s %s\n' "cpu" "${cpu_model:-unknown}"
-mem_gib() { awk -v k="${mem_kb:-0}" 'BEGIN { printf "%.1f", k / 1048576 }'; }
-printf '%-10s %s\n' "memory" "$(mem_gib) GiB"
-printf '%-10s %s\n' "kernel" "$(uname -srm)"
-printf '%-10s %s\n' "postgres" "$("$BINDIR/postgres" --version)"
-printf '%-10s %s\n' "date" "$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-printf '%-10s %s\n' "idgen" "$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$SHAREDIR/extension/idgen.control") ($(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo 'no git'))"
-printf '%-10s %s\n' "data on" "$(df -PT "$DIR" 2>/dev/null | awk 'NR == 2 { print $1 " (" $2 ")" }')"
-
-section "cluster"
-as_pg "$BINDIR/initdb" -D "$PGDATA_DIR" -U "$RUN_USER" -A trust -E UTF8 --locale=C --no-sync >/dev/null ||
-	die "initdb failed"
-cat >>"$PGDATA_DIR/postgresql.conf" <<EOF
-
-# seq_bench.sh
-listen_addresses = ''
-unix_socket_directories = '$DIR'
-port = $PORT
-shared_preload_libraries = 'idgen'
-max_connections = 50
-shared_buffers = 256MB
-jit = off
-max_parallel_workers_per_gather = 0
-EOF
-echo "data directory $PGDATA_DIR, socket in $DIR, port $PORT (no TCP)"
-sed -n '/^# seq_bench.sh/,$p' "$PGDATA_DIR/postgresql.conf" | sed '1d; s/^/  /'
+print_machine
+init_cluster ""
 echo "  synchronous_commit: the default (on) for the first round of Parts A and B and for Part C,"
 echo "  off (ALTER SYSTEM + pg_reload_conf()) for the second round of Parts A and B"
-as_pg "$BINDIR/pg_ctl" -D "$PGDATA_DIR" -l "$LOG" -w -t 60 start >/dev/null || die "server did not start"
-STARTED=1
-as_pg "${PSQL[@]}" -d postgres -c "CREATE DATABASE bench" >/dev/null
+start_cluster
 
 # fresh_tables: the extension (and so its idgen_seq table) and the
 # hand-written counters table, created anew and empty.
