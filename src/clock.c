@@ -92,7 +92,7 @@ clock_behind_error(const IdgenTickClock *c, uint64 last_tick, int64 now_ms)
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not generate %s: the system clock moved backwards by " INT64_FORMAT " ms",
 					c->item, last_ms - now_ms),
-			 errdetail("The last ID was issued at %s. Waiting for the clock to come within idgen.max_drift_ms (%d ms) of it would take longer than idgen.clock_wait_ms (%d ms).",
+			 errdetail("The generator is at %s (its last ID, or the durable horizon after a restart). Waiting for the clock to come within idgen.max_drift_ms (%d ms) of it would take longer than idgen.clock_wait_ms (%d ms).",
 					   timestamptz_to_str(c->epoch + (TimestampTz) last_ms * 1000),
 					   idgen_max_drift_ms, idgen_clock_wait_ms),
 			 errhint("Check the server's time source. No ID lower than one already issued is ever generated.")));
