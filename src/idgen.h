@@ -24,6 +24,7 @@
 #include "postgres.h"
 
 #include "port/atomics.h"
+#include "postmaster/bgworker.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
@@ -221,6 +222,8 @@ extern bool idgen_horizon_read(TimestampTz *horizon, char *why, size_t whylen);
 extern uint64 idgen_horizon_start_tick(TimestampTz horizon, TimestampTz epoch, int tick_bits);
 extern void idgen_keeper_wake(void);
 extern void idgen_keeper_register(void);
+extern void idgen_register_worker(const char *name, const char *function, int flags,
+								  BgWorkerStartTime start_time, int restart_seconds);
 
 /* purge.c */
 extern void idgen_purge_register(void);

@@ -417,20 +417,30 @@ idgen_keeper_wake(void)
 }
 
 /*
- * Register the keeper; called from _PG_init in the postmaster.
+ * Register one of idgen's background workers; called from _PG_init in the
+ * postmaster.
  */
 void
-idgen_keeper_register(void)
+idgen_register_worker(const char *name, const char *function, int flags,
+					  BgWorkerStartTime start_time, int restart_seconds)
 {
 	BackgroundWorker worker;
 
 	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
-	worker.bgw_restart_time = 1;
+	worker.bgw_flags = flags;
+	worker.bgw_start_time = start_time;
+	worker.bgw_restart_time = restart_seconds;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "idgen");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "idgen_keeper_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "idgen keeper");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "idgen keeper");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", name);
 	RegisterBackgroundWorker(&worker);
+}
+
+/* The keeper starts with the postmaster, needs no database, restarts in 1 s. */
+void
+idgen_keeper_register(void)
+{
+	idgen_register_worker("idgen keeper", "idgen_keeper_main", BGWORKER_SHMEM_ACCESS,
+						  BgWorkerStart_PostmasterStart, 1);
 }

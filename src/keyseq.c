@@ -572,16 +572,25 @@ op_set(SeqRow *row, bool existed, void *arg)
 	return true;
 }
 
-Datum
-idgen_seq_set(PG_FUNCTION_ARGS)
+/* Apply a value-setting 'op' to the key; whether the key existed. */
+static bool
+set_value(FunctionCallInfo fcinfo, SeqOp op)
 {
 	text	   *key = key_arg(fcinfo);
 	int64		value = value_arg(fcinfo, 1);
 	SqlContext	cx;
+	bool		existed;
 
 	begin_sql(fcinfo, &cx);
-	(void) apply(key, GetCurrentTimestamp(), op_set, &value);
+	existed = apply(key, GetCurrentTimestamp(), op, &value);
 	end_sql(&cx);
+	return existed;
+}
+
+Datum
+idgen_seq_set(PG_FUNCTION_ARGS)
+{
+	(void) set_value(fcinfo, op_set);
 	PG_RETURN_VOID();
 }
 
@@ -602,15 +611,7 @@ op_set_if_absent(SeqRow *row, bool existed, void *arg)
 Datum
 idgen_seq_set_if_absent(PG_FUNCTION_ARGS)
 {
-	text	   *key = key_arg(fcinfo);
-	int64		value = value_arg(fcinfo, 1);
-	SqlContext	cx;
-	bool		existed;
-
-	begin_sql(fcinfo, &cx);
-	existed = apply(key, GetCurrentTimestamp(), op_set_if_absent, &value);
-	end_sql(&cx);
-	PG_RETURN_BOOL(!existed);
+	PG_RETURN_BOOL(!set_value(fcinfo, op_set_if_absent));
 }
 
 /* Take the options of 'arg', keep the value. */

@@ -116,20 +116,13 @@ idgen_purge_main(Datum main_arg)
 }
 
 /*
- * Register the purge worker; called from _PG_init in the postmaster.
+ * Register the purge worker; called from _PG_init in the postmaster.  It
+ * needs a database connection, so it starts once recovery has finished.
  */
 void
 idgen_purge_register(void)
 {
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 10;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "idgen");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "idgen_purge_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "idgen purge");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "idgen purge");
-	RegisterBackgroundWorker(&worker);
+	idgen_register_worker("idgen purge", "idgen_purge_main",
+						  BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
+						  BgWorkerStart_RecoveryFinished, 10);
 }
