@@ -148,3 +148,43 @@ DROP SCHEMA evil CASCADE;
 DROP ROLE idgen_seq_user;
 REVOKE ALL ON FUNCTION idgen_seq_set(text, bigint), idgen_seq_drop(text) FROM idgen_seq_admin;
 DROP ROLE idgen_seq_admin;
+
+-- Writes go to the table directly: a read-only transaction refuses them, and
+-- so does a table altered under idgen's feet.
+BEGIN READ ONLY;
+SELECT idgen_seq_next('conv:42');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT idgen_seq_drop('conv:42');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+CREATE INDEX idgen_seq_value_idx ON idgen_seq (value);
+SELECT idgen_seq_next('conv:42');
+\echo :LAST_ERROR_SQLSTATE
+DROP INDEX idgen_seq_value_idx;
+SELECT idgen_seq_next('conv:42') AS after_index_dropped;
+
+-- Many versions of a few rows in one transaction cannot all stay on their
+-- page (nothing can be pruned while it runs), so some updates are not HOT
+-- and add primary key entries: every row must still be found, exactly once,
+-- by the index.
+CREATE EXTENSION amcheck;
+SELECT pg_stat_force_next_flush();
+CREATE TEMP TABLE upd_before AS
+    SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'idgen_seq';
+BEGIN;
+SELECT count(*) AS calls FROM (SELECT idgen_seq_next('bulk:' || (i % 50)) FROM generate_series(1, 20000) i) s;
+COMMIT;
+SELECT pg_stat_force_next_flush();
+SELECT s.n_tup_upd - b.n_tup_upd >= 20000 - 50 AS all_counted,
+       (s.n_tup_upd - b.n_tup_upd) - (s.n_tup_hot_upd - b.n_tup_hot_upd) > 0 AS some_not_hot
+FROM pg_stat_user_tables s, upd_before b WHERE s.relname = 'idgen_seq';
+SELECT bt_index_parent_check('idgen_seq_pkey', heapallindexed => true);
+SELECT min(idgen_seq_current('bulk:' || i)) AS min_value, max(idgen_seq_current('bulk:' || i)) AS max_value
+FROM generate_series(0, 49) i;
+SET enable_seqscan = off;
+SELECT count(*) AS rows_by_index FROM idgen_seq WHERE key LIKE 'bulk:%' AND key >= 'bulk:' AND key < 'bulk;';
+RESET enable_seqscan;
+SELECT idgen_seq_next('bulk:7') AS after_many_versions;
+DROP EXTENSION amcheck;

@@ -14,16 +14,15 @@
  *	  (so that their common update writes value only).
  *
  * Semantics
- *	  idgen_seq_next(key, count) is, in the common case, one UPDATE ...
- *	  RETURNING of a live key (Q_NEXT).  Otherwise (a new or expired key, a
- *	  batch that wraps, the end of the bigint range) it locks the key's row
- *	  (SELECT ... FOR UPDATE), computes the values in C and writes the last
- *	  back; a missing key is inserted (ON CONFLICT DO NOTHING, and if another
- *	  session inserted it first, lock that row instead).  The
- *	  values therefore belong to the caller's transaction: a rollback gives
- *	  them back, and concurrent callers of one key queue on its row lock, so
- *	  the committed values of a key are gap-free and in commit order.
- *	  Different keys are different rows and never wait for each other.
+ *	  Every change to a key (idgen_seq_next, set, configure, drop) locks the
+ *	  latest version of the key's row, computes in C and writes the row back
+ *	  (see "Direct access" below); a missing key is inserted (ON CONFLICT DO
+ *	  NOTHING, and if another session inserted it first, its row is locked
+ *	  instead).  The values therefore belong to the caller's transaction: a
+ *	  rollback gives them back, and concurrent callers of one key queue on
+ *	  its row lock, so the committed values of a key are gap-free and in
+ *	  commit order.  Different keys are different rows and never wait for
+ *	  each other.
  *
  *	  A value past max_value wraps to step (seed 003).  A key whose ttl has
  *	  passed since its last use is forgotten: it behaves exactly as if its
@@ -32,19 +31,30 @@
  *
  * Privileges
  *	  The table belongs to the extension's owner and is not granted to
- *	  anyone.  The functions switch to the owner of the function being
- *	  called (the extension's owner) around their own SQL, as SECURITY
- *	  DEFINER would, without the cost of a per-call search_path change:
- *	  every statement is prepared once per backend with the table
- *	  schema-qualified and every operator written OPERATOR(pg_catalog.=), so
- *	  the caller's search_path cannot change what runs.  Who may call what is
- *	  decided by EXECUTE grants in the extension script.
+ *	  anyone.  Direct access checks no table privilege, as the functions act
+ *	  for the extension; around their SQL (inserting a key, reading, purging)
+ *	  they switch to the owner of the function being called (the extension's
+ *	  owner), as SECURITY DEFINER would, without the cost of a per-call
+ *	  search_path change: every statement is prepared once per backend with
+ *	  the table schema-qualified and every operator written
+ *	  OPERATOR(pg_catalog.=), so the caller's search_path cannot change what
+ *	  runs.  Who may call what is decided by EXECUTE grants in the extension
+ *	  script.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/index.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
@@ -52,8 +62,13 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -75,6 +90,18 @@ PG_FUNCTION_INFO_V1(idgen_seq_purge);
 /* Most values one idgen_seq_next(key, count) call returns. */
 #define IDGEN_SEQ_MAX_COUNT		1000000
 
+/* The table's columns, in order. */
+enum
+{
+	COL_KEY = 1,
+	COL_STEP,
+	COL_MAX_VALUE,
+	COL_TTL,
+	COL_LAST_USED,
+	COL_VALUE,
+	NUM_COLS = COL_VALUE
+};
+
 /* A key's row, as locked or read. */
 typedef struct SeqRow
 {
@@ -84,19 +111,14 @@ typedef struct SeqRow
 	bool		has_ttl;
 	Interval	ttl;
 	TimestampTz last_used;
-	ItemPointerData ctid;
 } SeqRow;
 
 /* The statements, prepared once per backend for one table name. */
 enum
 {
-	Q_NEXT,						/* the common case of idgen_seq_next, in place */
-	Q_LOCK,						/* the row of $1, locked */
 	Q_READ,						/* the row of $1, not locked */
 	Q_INSERT,					/* a new row, unless one exists */
-	Q_WRITE,					/* every column of the row at ctid $1 */
-	Q_DELETE,					/* the row of $1 */
-	Q_PURGE,					/* every expired row */
+	Q_PURGE,					/* a batch of expired rows */
 	NUM_QUERIES
 };
 
@@ -144,14 +166,39 @@ ttl_passed(const SeqRow *row, TimestampTz now)
 	return expires <= now;
 }
 
+/* A new (or forgotten) key's row, created at 'now'. */
 static void
-row_defaults(SeqRow *row)
+row_defaults(SeqRow *row, TimestampTz now)
 {
 	row->value = 0;
 	row->step = 1;
 	row->max_value = 0;
 	row->has_ttl = false;
 	memset(&row->ttl, 0, sizeof(row->ttl));
+	row->last_used = now;
+}
+
+/* ----------
+ * The function being called: its owner and schema
+ * ----------
+ */
+typedef struct SeqFunc
+{
+	Oid			owner;
+	Oid			nspid;
+} SeqFunc;
+
+static void
+lookup_function(FunctionCallInfo fcinfo, SeqFunc *fn)
+{
+	Oid			fn_oid = fcinfo->flinfo->fn_oid;
+	HeapTuple	tp = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
+
+	if (!HeapTupleIsValid(tp))
+		elog(ERROR, "cache lookup failed for function %u", fn_oid);
+	fn->owner = ((Form_pg_proc) GETSTRUCT(tp))->proowner;
+	fn->nspid = ((Form_pg_proc) GETSTRUCT(tp))->pronamespace;
+	ReleaseSysCache(tp);
 }
 
 /* ----------
@@ -168,35 +215,10 @@ static void
 prepare_plans(Oid nspid)
 {
 	static const char *const sql[NUM_QUERIES] = {
-		/*
-		 * $2 values of a live key in one statement, when that cannot
-		 * overflow and does not wrap more than once (count 1 with a
-		 * max_value); everything else takes the general path.  The CASE in
-		 * WHERE fixes the order of evaluation, so the SET never overflows.
-		 * OPERATOR() binds like any other operator, so every operation is
-		 * parenthesised.
-		 */
-		[Q_NEXT] = "UPDATE %s SET last_used = CASE WHEN ttl IS NULL THEN last_used ELSE $3 END, "
-		"value = CASE "
-		"WHEN (max_value OPERATOR(pg_catalog.>) 0) THEN CASE "
-		"WHEN (value OPERATOR(pg_catalog.>) (max_value OPERATOR(pg_catalog.-) step)) THEN step "
-		"ELSE (value OPERATOR(pg_catalog.+) step) END "
-		"ELSE (value OPERATOR(pg_catalog.+) (step OPERATOR(pg_catalog.*) $2)) END "
-		"WHERE (key OPERATOR(pg_catalog.=) $1) "
-		"AND (ttl IS NULL OR ((last_used OPERATOR(pg_catalog.+) ttl) OPERATOR(pg_catalog.>) $3)) "
-		"AND CASE WHEN (max_value OPERATOR(pg_catalog.>) 0) THEN ($2 OPERATOR(pg_catalog.=) 1) "
-		"ELSE (step OPERATOR(pg_catalog.<=) "
-		"((9223372036854775807 OPERATOR(pg_catalog.-) value) OPERATOR(pg_catalog./) $2)) END "
-		"RETURNING value, step",
-		[Q_LOCK] = "SELECT value, step, max_value, ttl, last_used, ctid FROM %s "
-		"WHERE key OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-		[Q_READ] = "SELECT value, step, max_value, ttl, last_used, ctid FROM %s "
+		[Q_READ] = "SELECT key, step, max_value, ttl, last_used, value FROM %s "
 		"WHERE key OPERATOR(pg_catalog.=) $1",
-		[Q_INSERT] = "INSERT INTO %s (key, value, step, max_value, ttl, last_used) "
+		[Q_INSERT] = "INSERT INTO %s (key, step, max_value, ttl, last_used, value) "
 		"VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO NOTHING",
-		[Q_WRITE] = "UPDATE %s SET value = $2, step = $3, max_value = $4, ttl = $5, last_used = $6 "
-		"WHERE ctid OPERATOR(pg_catalog.=) $1",
-		[Q_DELETE] = "DELETE FROM %s WHERE key OPERATOR(pg_catalog.=) $1",
 		/*
 		 * A batch of expired rows that nobody holds: rows locked by others
 		 * are skipped (so a purge never makes a caller wait, nor deadlocks
@@ -209,15 +231,11 @@ prepare_plans(Oid nspid)
 		"LIMIT 1000 FOR UPDATE SKIP LOCKED))",
 	};
 	static const int nargs[NUM_QUERIES] = {
-		[Q_NEXT] = 3,[Q_LOCK] = 1,[Q_READ] = 1,[Q_INSERT] = 6,[Q_WRITE] = 6,[Q_DELETE] = 1,[Q_PURGE] = 1,
+		[Q_READ] = 1,[Q_INSERT] = NUM_COLS,[Q_PURGE] = 1,
 	};
-	static Oid	types[NUM_QUERIES][6] = {
-		[Q_NEXT] = {TEXTOID, INT8OID, TIMESTAMPTZOID},
-		[Q_LOCK] = {TEXTOID},
+	static Oid	types[NUM_QUERIES][NUM_COLS] = {
 		[Q_READ] = {TEXTOID},
-		[Q_INSERT] = {TEXTOID, INT8OID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID},
-		[Q_WRITE] = {TIDOID, INT8OID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID},
-		[Q_DELETE] = {TEXTOID},
+		[Q_INSERT] = {TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT8OID},
 		[Q_PURGE] = {TIMESTAMPTZOID},
 	};
 	char	   *table;
@@ -251,25 +269,14 @@ typedef struct SqlContext
  * header).  A transaction abort restores the caller's identity by itself.
  */
 static void
-begin_sql(FunctionCallInfo fcinfo, SqlContext *cx)
+begin_sql(const SeqFunc *fn, SqlContext *cx)
 {
-	Oid			fn_oid = fcinfo->flinfo->fn_oid;
-	HeapTuple	tp = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
-	Oid			owner;
-	Oid			nspid;
-
-	if (!HeapTupleIsValid(tp))
-		elog(ERROR, "cache lookup failed for function %u", fn_oid);
-	owner = ((Form_pg_proc) GETSTRUCT(tp))->proowner;
-	nspid = ((Form_pg_proc) GETSTRUCT(tp))->pronamespace;
-	ReleaseSysCache(tp);
-
 	GetUserIdAndSecContext(&cx->save_userid, &cx->save_sec_context);
-	SetUserIdAndSecContext(owner, cx->save_sec_context |
+	SetUserIdAndSecContext(fn->owner, cx->save_sec_context |
 						   SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	prepare_plans(nspid);
+	prepare_plans(fn->nspid);
 }
 
 static void
@@ -289,95 +296,287 @@ run(int q, Datum *values, const char *nulls)
 	return SPI_processed;
 }
 
-/* Fetch the key's row (locked if 'lock'); false if there is none. */
+/* A row's columns from their values (key and ctid aside). */
+static void
+row_from_values(SeqRow *row, const Datum *values, const bool *isnull)
+{
+	row->step = DatumGetInt64(values[COL_STEP - 1]);
+	row->max_value = DatumGetInt64(values[COL_MAX_VALUE - 1]);
+	row->has_ttl = !isnull[COL_TTL - 1];
+	if (row->has_ttl)
+		row->ttl = *DatumGetIntervalP(values[COL_TTL - 1]);
+	row->last_used = DatumGetTimestampTz(values[COL_LAST_USED - 1]);
+	row->value = DatumGetInt64(values[COL_VALUE - 1]);
+}
+
+/* The values of a row's columns (but the first, the key). */
+static void
+row_to_values(SeqRow *row, Datum *values, bool *isnull)
+{
+	values[COL_STEP - 1] = Int64GetDatum(row->step);
+	isnull[COL_STEP - 1] = false;
+	values[COL_MAX_VALUE - 1] = Int64GetDatum(row->max_value);
+	isnull[COL_MAX_VALUE - 1] = false;
+	values[COL_TTL - 1] = IntervalPGetDatum(&row->ttl);
+	isnull[COL_TTL - 1] = !row->has_ttl;
+	values[COL_LAST_USED - 1] = TimestampTzGetDatum(row->last_used);
+	isnull[COL_LAST_USED - 1] = false;
+	values[COL_VALUE - 1] = Int64GetDatum(row->value);
+	isnull[COL_VALUE - 1] = false;
+}
+
+/* Read the key's row under the caller's snapshot; false if there is none. */
 static bool
-fetch_row(text *key, bool lock, SeqRow *row)
+read_row(text *key, SeqRow *row)
 {
 	Datum		arg = PointerGetDatum(key);
-	TupleDesc	desc;
-	HeapTuple	tup;
-	bool		isnull;
-	Datum		d;
+	Datum		values[NUM_COLS];
+	bool		isnull[NUM_COLS];
 
-	if (run(lock ? Q_LOCK : Q_READ, &arg, NULL) == 0)
+	if (run(Q_READ, &arg, NULL) == 0)
 		return false;
-	desc = SPI_tuptable->tupdesc;
-	tup = SPI_tuptable->vals[0];
-	row->value = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-	row->step = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
-	row->max_value = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
-	d = SPI_getbinval(tup, desc, 4, &isnull);
-	row->has_ttl = !isnull;
-	if (!isnull)
-		row->ttl = *DatumGetIntervalP(d);
-	row->last_used = DatumGetTimestampTz(SPI_getbinval(tup, desc, 5, &isnull));
-	row->ctid = *(ItemPointer) DatumGetPointer(SPI_getbinval(tup, desc, 6, &isnull));
+	heap_deform_tuple(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, values, isnull);
+	row_from_values(row, values, isnull);
 	return true;
 }
 
-/* Column values of 'row' for Q_INSERT ($1 = key) or Q_WRITE ($1 = ctid). */
-static void
-row_args(const SeqRow *row, Datum first, TimestampTz now, Datum *values, char *nulls)
+/* Insert the key's row, unless the key exists; whether it did. */
+static bool
+insert_row(const SeqFunc *fn, text *key, SeqRow *row)
 {
-	memset(nulls, ' ', 6);
-	values[0] = first;
-	values[1] = Int64GetDatum(row->value);
-	values[2] = Int64GetDatum(row->step);
-	values[3] = Int64GetDatum(row->max_value);
-	if (row->has_ttl)
-		values[4] = IntervalPGetDatum(&row->ttl);
-	else
-		nulls[4] = 'n';
-	values[5] = TimestampTzGetDatum(now);
+	SqlContext	cx;
+	Datum		values[NUM_COLS];
+	bool		isnull[NUM_COLS];
+	char		nulls[NUM_COLS];
+	bool		inserted;
+
+	values[COL_KEY - 1] = PointerGetDatum(key);
+	isnull[COL_KEY - 1] = false;
+	row_to_values(row, values, isnull);
+	for (int i = 0; i < NUM_COLS; i++)
+		nulls[i] = isnull[i] ? 'n' : ' ';
+	begin_sql(fn, &cx);
+	inserted = run(Q_INSERT, values, nulls) == 1;
+	end_sql(&cx);
+	return inserted;
+}
+
+/* ----------
+ * Direct access to a key's row
+ *
+ * Locking a key's row and writing it back is what nearly every call does, so
+ * it goes straight to the primary key index and the heap, without the SQL
+ * executor: a scan of the index with a dirty snapshot finds the key's row
+ * (committed or not), table_tuple_lock() waits for whoever holds it and
+ * locks its latest version, and simple_heap_update() writes the new version
+ * (a HOT update as a rule; otherwise the index gets its entry here).
+ * Because it always works on the latest committed version, like
+ * SELECT ... FOR UPDATE in READ COMMITTED, a key's values are gap-free and in
+ * commit order at every isolation level, and a caller that waited never gets
+ * a serialization failure.  Only the table's own primary key is maintained,
+ * so the table must stay as the extension created it (checked on open).
+ * ----------
+ */
+typedef struct SeqTable
+{
+	Relation	rel;
+	Relation	idx;
+	TupleTableSlot *slot;		/* the locked row */
+} SeqTable;
+
+static void
+open_table(const SeqFunc *fn, SeqTable *t)
+{
+	static const Oid coltypes[NUM_COLS] = {
+		TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT8OID
+	};
+	Oid			relid = get_relname_relid("idgen_seq", fn->nspid);
+	TupleDesc	desc;
+	List	   *indexes;
+	bool		as_created;
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table \"%s.idgen_seq\" does not exist", get_namespace_name(fn->nspid))));
+	t->rel = table_open(relid, RowExclusiveLock);
+	desc = RelationGetDescr(t->rel);
+	indexes = RelationGetIndexList(t->rel);
+	as_created = desc->natts == NUM_COLS &&
+		list_length(indexes) == 1 &&
+		linitial_oid(indexes) == t->rel->rd_pkindex &&
+		!t->rel->rd_rel->relhastriggers &&
+		t->rel->rd_rel->relkind == RELKIND_RELATION;
+	for (int i = 0; as_created && i < NUM_COLS; i++)
+		as_created = !TupleDescAttr(desc, i)->attisdropped &&
+			TupleDescAttr(desc, i)->atttypid == coltypes[i];
+	list_free(indexes);
+	if (!as_created)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" has been altered", RelationGetRelationName(t->rel)),
+				 errdetail("idgen writes the table directly and maintains only its own columns and primary key."),
+				 errhint("Drop the indexes, triggers or columns added to it.")));
+	t->idx = index_open(t->rel->rd_pkindex, RowExclusiveLock);
+	t->slot = table_slot_create(t->rel, NULL);
+}
+
+static void
+close_table(SeqTable *t)
+{
+	ExecDropSingleTupleTableSlot(t->slot);
+	index_close(t->idx, NoLock);
+	table_close(t->rel, NoLock);
+}
+
+/*
+ * Lock the latest version of the key's row into t->slot and read it into
+ * 'row'; false if the key has no row.
+ */
+static bool
+lock_row(SeqTable *t, text *key, SeqRow *row)
+{
+	/* See the rows written so far in this transaction, SPI's included. */
+	CommandCounterIncrement();
+
+	for (;;)
+	{
+		SnapshotData dirty;
+		ScanKeyData skey;
+		IndexScanDesc scan;
+		ItemPointerData tid;
+		TM_FailureData tmfd;
+		TM_Result	result;
+		bool		found;
+
+		InitDirtySnapshot(dirty);
+		ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+							   t->idx->rd_indcollation[0], F_TEXTEQ,
+							   PointerGetDatum(key));
+		scan = index_beginscan(t->rel, t->idx, &dirty, 1, 0);
+		index_rescan(scan, &skey, 1, NULL, 0);
+		found = index_getnext_slot(scan, ForwardScanDirection, t->slot);
+		index_endscan(scan);
+		if (!found)
+			return false;
+		tid = t->slot->tts_tid;
+
+		/* Inserted by a transaction still in progress: wait for it. */
+		if (TransactionIdIsValid(dirty.xmin))
+		{
+			XactLockTableWait(dirty.xmin, t->rel, &tid, XLTW_Lock);
+			continue;
+		}
+
+		result = table_tuple_lock(t->rel, &tid, GetActiveSnapshot(), t->slot,
+								  GetCurrentCommandId(true), LockTupleNoKeyExclusive,
+								  LockWaitBlock, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+		switch (result)
+		{
+			case TM_Ok:
+				{
+					Datum		values[NUM_COLS];
+					bool		isnull[NUM_COLS];
+
+					slot_getallattrs(t->slot);
+					memcpy(values, t->slot->tts_values, sizeof(values));
+					memcpy(isnull, t->slot->tts_isnull, sizeof(isnull));
+					row_from_values(row, values, isnull);
+					return true;
+				}
+			case TM_Deleted:
+			case TM_Updated:
+				/* Deleted (and perhaps inserted again) meanwhile. */
+				continue;
+			default:
+				elog(ERROR, "unexpected table_tuple_lock status %d on \"%s\"",
+					 (int) result, RelationGetRelationName(t->rel));
+		}
+	}
+}
+
+/* Write 'row' as the new version of the row locked in t->slot. */
+static void
+write_row(SeqTable *t, SeqRow *row)
+{
+	Datum		values[NUM_COLS];
+	bool		isnull[NUM_COLS];
+	HeapTuple	tup;
+
+	values[COL_KEY - 1] = slot_getattr(t->slot, COL_KEY, &isnull[COL_KEY - 1]);
+	row_to_values(row, values, isnull);
+	tup = heap_form_tuple(RelationGetDescr(t->rel), values, isnull);
+#if PG_VERSION_NUM >= 160000
+	{
+		TU_UpdateIndexes update_indexes;
+
+		simple_heap_update(t->rel, &t->slot->tts_tid, tup, &update_indexes);
+	}
+#else
+	simple_heap_update(t->rel, &t->slot->tts_tid, tup);
+#endif
+	if (!HeapTupleIsHeapOnly(tup))
+	{
+		/* Not a HOT update: the primary key needs an entry for it too. */
+		index_insert(t->idx, &values[COL_KEY - 1], &isnull[COL_KEY - 1], &tup->t_self,
+					 t->rel, UNIQUE_CHECK_YES,
+#if PG_VERSION_NUM >= 140000
+					 true,
+#endif
+					 BuildIndexInfo(t->idx));
+	}
+	heap_freetuple(tup);
 }
 
 /*
  * What an operation does to a key's row: change 'row' (which holds the
  * defaults if the key is new or expired) and return whether to write it.
  */
-typedef bool (*SeqOp) (SeqRow *row, bool existed, void *arg);
+typedef bool (*SeqOp) (SeqRow *row, bool existed, TimestampTz now, void *arg);
 
 /*
- * Apply 'op' to the key's row under its row lock: insert the row if there is
- * none, or else lock it.  A row whose ttl has passed counts as absent.
- * Returns whether the key existed.  'op' may run twice (on the defaults for
- * the insert, then on the row), so it must only compute from its row.
+ * Apply 'op' to the key's row under its row lock, inserting the row if there
+ * is none.  A row whose ttl has passed counts as absent.  Returns whether the
+ * key existed.  'op' may run more than once (on the defaults for an insert
+ * that lost a race, then on the row), so it must only compute from its row.
  */
 static bool
-apply(text *key, TimestampTz now, SeqOp op, void *arg)
+apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg)
 {
+	TimestampTz now = GetCurrentTimestamp();
+	SeqFunc		fn;
+	SeqTable	t;
+	bool		existed;
+
+	PreventCommandIfReadOnly(psprintf("%s()", get_func_name(fcinfo->flinfo->fn_oid)));
+	lookup_function(fcinfo, &fn);
+	open_table(&fn, &t);
 	for (;;)
 	{
-		Datum		values[6];
-		char		nulls[6];
 		SeqRow		row;
-		bool		existed;
 
-		/* A new key first: this path is taken mostly for new keys. */
-		row_defaults(&row);
-		(void) op(&row, false, arg);
-		row_args(&row, PointerGetDatum(key), now, values, nulls);
-		if (run(Q_INSERT, values, nulls) == 1)
-			return false;
-
-		/* It exists (or another session inserted it first): lock it. */
-		if (fetch_row(key, true, &row))
+		if (lock_row(&t, key, &row))
 		{
-			ItemPointerData ctid = row.ctid;
-
 			existed = !ttl_passed(&row, now);
 			if (!existed)
-				row_defaults(&row);
-			row.ctid = ctid;
-			if (op(&row, existed, arg))
-			{
-				row_args(&row, PointerGetDatum(&row.ctid), now, values, nulls);
-				run(Q_WRITE, values, nulls);
-			}
-			return existed;
+				row_defaults(&row, now);
+			if (op(&row, existed, now, arg))
+				write_row(&t, &row);
+			break;
 		}
-		/* Deleted again before we could lock it: start over. */
+
+		/* A new key (or one deleted meanwhile): insert it. */
+		row_defaults(&row, now);
+		(void) op(&row, false, now, arg);
+		if (insert_row(&fn, key, &row))
+		{
+			existed = false;
+			break;
+		}
+		/* Another session inserted it first: lock that row instead. */
 	}
+	close_table(&t);
+	return existed;
 }
 
 /*
@@ -412,10 +611,14 @@ typedef struct NextArgs
 } NextArgs;
 
 static bool
-op_next(SeqRow *row, bool existed, void *arg)
+op_next(SeqRow *row, bool existed, TimestampTz now, void *arg)
 {
 	NextArgs   *a = (NextArgs *) arg;
 	int64		v = row->value;
+
+	/* Only a key that can expire needs its use recorded. */
+	if (row->has_ttl)
+		row->last_used = now;
 
 	for (int i = 0; i < a->count; i++)
 	{
@@ -431,34 +634,11 @@ static int64
 seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 {
 	NextArgs	a = {key, count, out};
-	SqlContext	cx;
 	int64		last = 0;
-	TimestampTz now = GetCurrentTimestamp();
-	Datum		args[3];
 
 	if (out == NULL)
 		a.out = &last, a.count = 1;
-	begin_sql(fcinfo, &cx);
-
-	/* The common case: one UPDATE of a live key (see Q_NEXT). */
-	args[0] = PointerGetDatum(key);
-	args[1] = Int64GetDatum((int64) a.count);
-	args[2] = TimestampTzGetDatum(now);
-	if (run(Q_NEXT, args, NULL) == 1)
-	{
-		bool		isnull;
-		int64		v = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-												SPI_tuptable->tupdesc, 1, &isnull));
-		int64		step = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-												   SPI_tuptable->tupdesc, 2, &isnull));
-
-		/* Without a wrap the values are v - (count - 1) * step, ..., v. */
-		for (int i = 0; i < a.count; i++)
-			a.out[i] = v - (int64) (a.count - 1 - i) * step;
-	}
-	else
-		(void) apply(key, now, op_next, &a);	/* new, expired, wrapping, at the end */
-	end_sql(&cx);
+	(void) apply(fcinfo, key, op_next, &a);
 	return a.out[a.count - 1];
 }
 
@@ -530,12 +710,14 @@ Datum
 idgen_seq_current(PG_FUNCTION_ARGS)
 {
 	text	   *key = key_arg(fcinfo);
+	SeqFunc		fn;
 	SqlContext	cx;
 	SeqRow		row;
 	bool		found;
 
-	begin_sql(fcinfo, &cx);
-	found = fetch_row(key, false, &row) && !ttl_passed(&row, GetCurrentTimestamp());
+	lookup_function(fcinfo, &fn);
+	begin_sql(&fn, &cx);
+	found = read_row(key, &row) && !ttl_passed(&row, GetCurrentTimestamp());
 	end_sql(&cx);
 	if (!found)
 		PG_RETURN_NULL();
@@ -566,9 +748,10 @@ value_arg(FunctionCallInfo fcinfo, int n)
  *		one after it.
  */
 static bool
-op_set(SeqRow *row, bool existed, void *arg)
+op_set(SeqRow *row, bool existed, TimestampTz now, void *arg)
 {
 	row->value = *(int64 *) arg;
+	row->last_used = now;
 	return true;
 }
 
@@ -578,13 +761,8 @@ set_value(FunctionCallInfo fcinfo, SeqOp op)
 {
 	text	   *key = key_arg(fcinfo);
 	int64		value = value_arg(fcinfo, 1);
-	SqlContext	cx;
-	bool		existed;
 
-	begin_sql(fcinfo, &cx);
-	existed = apply(key, GetCurrentTimestamp(), op, &value);
-	end_sql(&cx);
-	return existed;
+	return apply(fcinfo, key, op, &value);
 }
 
 Datum
@@ -600,12 +778,11 @@ idgen_seq_set(PG_FUNCTION_ARGS)
  *		true if it did, false if the key was already there.
  */
 static bool
-op_set_if_absent(SeqRow *row, bool existed, void *arg)
+op_set_if_absent(SeqRow *row, bool existed, TimestampTz now, void *arg)
 {
 	if (existed)
 		return false;
-	row->value = *(int64 *) arg;
-	return true;
+	return op_set(row, existed, now, arg);
 }
 
 Datum
@@ -616,10 +793,11 @@ idgen_seq_set_if_absent(PG_FUNCTION_ARGS)
 
 /* Take the options of 'arg', keep the value. */
 static bool
-op_configure(SeqRow *row, bool existed, void *arg)
+op_configure(SeqRow *row, bool existed, TimestampTz now, void *arg)
 {
 	const SeqRow *opts = (const SeqRow *) arg;
 
+	row->last_used = now;
 	row->step = opts->step;
 	row->max_value = opts->max_value;
 	row->has_ttl = opts->has_ttl;
@@ -637,11 +815,10 @@ Datum
 idgen_seq_configure(PG_FUNCTION_ARGS)
 {
 	text	   *key = key_arg(fcinfo);
-	SqlContext	cx;
 	SeqRow		init;
 	TimestampTz now = GetCurrentTimestamp();
 
-	row_defaults(&init);
+	row_defaults(&init, now);
 	if (PG_ARGISNULL(1) || PG_GETARG_INT64(1) <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -673,9 +850,7 @@ idgen_seq_configure(PG_FUNCTION_ARGS)
 		init.ttl = *ttl;
 	}
 
-	begin_sql(fcinfo, &cx);
-	(void) apply(key, now, op_configure, &init);
-	end_sql(&cx);
+	(void) apply(fcinfo, key, op_configure, &init);
 	PG_RETURN_VOID();
 }
 
@@ -687,15 +862,20 @@ Datum
 idgen_seq_drop(PG_FUNCTION_ARGS)
 {
 	text	   *key = key_arg(fcinfo);
-	Datum		arg = PointerGetDatum(key);
-	SqlContext	cx;
+	SeqFunc		fn;
+	SeqTable	t;
 	SeqRow		row;
-	bool		existed;
+	bool		existed = false;
 
-	begin_sql(fcinfo, &cx);
-	existed = fetch_row(key, true, &row) && !ttl_passed(&row, GetCurrentTimestamp());
-	run(Q_DELETE, &arg, NULL);
-	end_sql(&cx);
+	PreventCommandIfReadOnly("idgen_seq_drop()");
+	lookup_function(fcinfo, &fn);
+	open_table(&fn, &t);
+	if (lock_row(&t, key, &row))
+	{
+		existed = !ttl_passed(&row, GetCurrentTimestamp());
+		simple_heap_delete(t.rel, &t.slot->tts_tid);
+	}
+	close_table(&t);
 	PG_RETURN_BOOL(existed);
 }
 
@@ -708,11 +888,13 @@ Datum
 idgen_seq_purge(PG_FUNCTION_ARGS)
 {
 	Datum		arg = TimestampTzGetDatum(GetCurrentTimestamp());
+	SeqFunc		fn;
 	SqlContext	cx;
 	uint64		n = 0;
 	uint64		batch;
 
-	begin_sql(fcinfo, &cx);
+	lookup_function(fcinfo, &fn);
+	begin_sql(&fn, &cx);
 	do
 	{
 		CHECK_FOR_INTERRUPTS();
