@@ -97,7 +97,7 @@ print_machine() {
 	printf '%-10s %s\n' "kernel" "$(uname -srm)"
 	printf '%-10s %s\n' "postgres" "$("$BINDIR/postgres" --version)"
 	printf '%-10s %s\n' "date" "$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-	printf '%-10s %s\n' "idgen" "$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$SHAREDIR/extension/idgen.control") ($(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo 'no git'))"
+	printf '%-10s %s\n' "idgen" "$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$SHAREDIR/extension/idgen.control") ($(git -C "$SRC" describe --always --dirty 2>/dev/null || echo "no git"))"
 	printf '%-10s %s\n' "data on" "$(df -PT "$DIR" 2>/dev/null | awk 'NR == 2 { print $1 " (" $2 ")" }')"
 }
 
