@@ -54,6 +54,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "executor/executor.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -369,12 +370,13 @@ insert_row(const SeqFunc *fn, text *key, SeqRow *row)
  * executor: a scan of the index with a dirty snapshot finds the key's row
  * (committed or not), table_tuple_lock() waits for whoever holds it and
  * locks its latest version, and simple_heap_update() writes the new version
- * (a HOT update as a rule; otherwise the index gets its entry here).
+ * (a HOT update as a rule; otherwise the indexes get their entries here).
  * Because it always works on the latest committed version, like
  * SELECT ... FOR UPDATE in READ COMMITTED, a key's values are gap-free and in
  * commit order at every isolation level, and a caller that waited never gets
- * a serialization failure.  Only the table's own primary key is maintained,
- * so the table must stay as the extension created it (checked on open).
+ * a serialization failure.  No trigger fires, so the table must keep no
+ * more than the extension gave it (checked on open); indexes may be added
+ * or rebuilt.
  * ----------
  */
 typedef struct SeqTable
@@ -392,7 +394,6 @@ open_table(const SeqFunc *fn, SeqTable *t)
 	};
 	Oid			relid = get_relname_relid("idgen_seq", fn->nspid);
 	TupleDesc	desc;
-	List	   *indexes;
 	bool		as_created;
 
 	if (!OidIsValid(relid))
@@ -401,22 +402,20 @@ open_table(const SeqFunc *fn, SeqTable *t)
 				 errmsg("table \"%s.idgen_seq\" does not exist", get_namespace_name(fn->nspid))));
 	t->rel = table_open(relid, RowExclusiveLock);
 	desc = RelationGetDescr(t->rel);
-	indexes = RelationGetIndexList(t->rel);
+	list_free(RelationGetIndexList(t->rel));	/* sets rd_pkindex */
 	as_created = desc->natts == NUM_COLS &&
-		list_length(indexes) == 1 &&
-		linitial_oid(indexes) == t->rel->rd_pkindex &&
-		!t->rel->rd_rel->relhastriggers &&
-		t->rel->rd_rel->relkind == RELKIND_RELATION;
+		t->rel->trigdesc == NULL &&
+		t->rel->rd_rel->relkind == RELKIND_RELATION &&
+		OidIsValid(t->rel->rd_pkindex);
 	for (int i = 0; as_created && i < NUM_COLS; i++)
 		as_created = !TupleDescAttr(desc, i)->attisdropped &&
 			TupleDescAttr(desc, i)->atttypid == coltypes[i];
-	list_free(indexes);
 	if (!as_created)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("table \"%s\" has been altered", RelationGetRelationName(t->rel)),
-				 errdetail("idgen writes the table directly and maintains only its own columns and primary key."),
-				 errhint("Drop the indexes, triggers or columns added to it.")));
+				 errdetail("idgen writes the table directly, without firing triggers, and knows only its own columns and primary key."),
+				 errhint("Drop the triggers or columns added to it.")));
 	t->idx = index_open(t->rel->rd_pkindex, RowExclusiveLock);
 	t->slot = table_slot_create(t->rel, NULL);
 }
@@ -495,6 +494,32 @@ lock_row(SeqTable *t, text *key, SeqRow *row)
 	}
 }
 
+/*
+ * A new row version that is not heap-only needs entries in every index, as
+ * the executor would make them (the primary key, and any index being built
+ * by REINDEX CONCURRENTLY).  Rare enough to set up an executor state for.
+ */
+static void
+insert_index_entries(Relation rel, HeapTuple tup)
+{
+	EState	   *estate = CreateExecutorState();
+	ResultRelInfo *rri = makeNode(ResultRelInfo);
+	TupleTableSlot *slot;
+
+	InitResultRelInfo(rri, rel, 0, NULL, 0);
+	ExecOpenIndices(rri, false);
+	slot = ExecInitExtraTupleSlot(estate, RelationGetDescr(rel), &TTSOpsHeapTuple);
+	ExecStoreHeapTuple(tup, slot, false);
+	(void) ExecInsertIndexTuples(rri, slot, estate, false, false, NULL, NIL
+#if PG_VERSION_NUM >= 160000
+								 ,false
+#endif
+		);
+	ExecCloseIndices(rri);
+	ExecResetTupleTable(estate->es_tupleTable, true);
+	FreeExecutorState(estate);
+}
+
 /* Write 'row' as the new version of the row locked in t->slot. */
 static void
 write_row(SeqTable *t, SeqRow *row)
@@ -516,15 +541,7 @@ write_row(SeqTable *t, SeqRow *row)
 	simple_heap_update(t->rel, &t->slot->tts_tid, tup);
 #endif
 	if (!HeapTupleIsHeapOnly(tup))
-	{
-		/* Not a HOT update: the primary key needs an entry for it too. */
-		index_insert(t->idx, &values[COL_KEY - 1], &isnull[COL_KEY - 1], &tup->t_self,
-					 t->rel, UNIQUE_CHECK_YES,
-#if PG_VERSION_NUM >= 140000
-					 true,
-#endif
-					 BuildIndexInfo(t->idx));
-	}
+		insert_index_entries(t->rel, tup);
 	heap_freetuple(tup);
 }
 
