@@ -18,6 +18,8 @@ OBJS = \
 	src/keeper.o \
 	src/keyseq.o \
 	src/layout.o \
+	src/lease.o \
+	src/ownersql.o \
 	src/purge.o \
 	src/shmem.o \
 	src/snowflake.o \
@@ -28,7 +30,7 @@ DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
 # Regression tests run on a temporary instance that preloads the library
 # (pg_cron's idiom), so no hand-configured server is needed.
-REGRESS = layout generate errors uuid7 keyseq
+REGRESS = layout generate errors uuid7 keyseq lease
 REGRESS_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_regress \
 	--inputdir=. --load-extension=$(EXTENSION)
 

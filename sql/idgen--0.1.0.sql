@@ -162,6 +162,99 @@ CREATE VIEW @extschema@.idgen_seq_keys AS
     WHERE ttl IS NULL OR last_used OPERATOR(pg_catalog.+) ttl OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
 REVOKE ALL ON @extschema@.idgen_seq_keys FROM PUBLIC;
 
+-- Worker-id leases (lease.c) for Snowflake generators outside the database.
+-- One row per worker id ever leased: id is datacenter_id << worker_bits |
+-- worker_id.  Like idgen_seq, private to the extension's owner; the
+-- functions switch to that owner around their SQL.
+CREATE TABLE @extschema@.idgen_worker_lease (
+    id int PRIMARY KEY,
+    holder text NOT NULL,
+    token bigint NOT NULL UNIQUE,
+    ttl interval,
+    session_bound boolean NOT NULL,
+    acquired_by oid NOT NULL,
+    acquired_at timestamptz NOT NULL,
+    renewed_at timestamptz NOT NULL,
+    expires_at timestamptz,
+    released_at timestamptz
+);
+REVOKE ALL ON @extschema@.idgen_worker_lease FROM PUBLIC;
+-- Fencing tokens: every acquisition takes a new one, never reused.
+CREATE SEQUENCE @extschema@.idgen_worker_token;
+REVOKE ALL ON @extschema@.idgen_worker_token FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.idgen_worker_lease', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.idgen_worker_token', '');
+
+CREATE FUNCTION @extschema@.idgen_worker_acquire(
+    holder text,
+    ttl interval DEFAULT '30 s',
+    max_workers int DEFAULT NULL,
+    session_bound boolean DEFAULT false,
+    OUT worker_id int,
+    OUT datacenter_id int,
+    OUT token bigint,
+    OUT expires_at timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'idgen_worker_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.idgen_worker_renew(worker_id int, token bigint, ttl interval DEFAULT NULL)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'idgen_worker_renew'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.idgen_worker_release(worker_id int, token bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'idgen_worker_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.idgen_worker_purge()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_worker_purge'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Leasing worker ids is for the roles the administrator grants it to.
+REVOKE ALL ON FUNCTION @extschema@.idgen_worker_acquire(text, interval, int, boolean),
+    @extschema@.idgen_worker_renew(int, bigint, interval),
+    @extschema@.idgen_worker_release(int, bigint),
+    @extschema@.idgen_worker_purge() FROM PUBLIC;
+
+-- Every lease with its state: held, quarantine (ended, the id resting for
+-- idgen.worker_quarantine) or free.  A session-bound lease is held while its
+-- session holds the id's advisory lock (class 26980 = 0x6964, see lease.c).
+CREATE VIEW @extschema@.idgen_worker_leases AS
+    SELECT l.datacenter_id, l.worker_id, l.holder, l.token, l.session_bound,
+           pg_catalog.pg_get_userbyid(l.acquired_by) AS acquired_by,
+           l.acquired_at, l.renewed_at, l.expires_at, l.released_at,
+           CASE WHEN l.ended_at IS NULL THEN
+                     CASE WHEN l.session_held THEN 'held' ELSE 'quarantine' END
+                WHEN l.ended_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN 'held'
+                WHEN (l.ended_at OPERATOR(pg_catalog.+) l.quarantine) OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+                     THEN 'quarantine'
+                ELSE 'free' END AS state,
+           l.holder_pid
+    FROM (SELECT (l.id OPERATOR(pg_catalog.>>) w.bits) AS datacenter_id,
+                 (l.id::bigint OPERATOR(pg_catalog.&)
+                  ((1::bigint OPERATOR(pg_catalog.<<) w.bits) OPERATOR(pg_catalog.-) 1))::int AS worker_id,
+                 l.*,
+                 COALESCE(l.released_at, l.expires_at) AS ended_at,
+                 w.quarantine,
+                 k.pid AS holder_pid,
+                 k.pid IS NOT NULL AS session_held
+          FROM @extschema@.idgen_worker_lease l
+          CROSS JOIN (SELECT pg_catalog.current_setting('idgen.worker_bits')::int AS bits,
+                             pg_catalog.current_setting('idgen.worker_quarantine')::interval AS quarantine) w
+          LEFT JOIN pg_catalog.pg_locks k
+            ON l.session_bound AND l.released_at IS NULL
+           AND k.locktype OPERATOR(pg_catalog.=) 'advisory'
+           AND k.database OPERATOR(pg_catalog.=) (SELECT oid FROM pg_catalog.pg_database
+                                                  WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+           AND k.classid OPERATOR(pg_catalog.=) '@extschema@.idgen_worker_lease'::pg_catalog.regclass::pg_catalog.oid
+           AND k.objid OPERATOR(pg_catalog.=) l.id::pg_catalog.oid
+           AND k.objsubid OPERATOR(pg_catalog.=) 26980
+           AND k.granted AND k.pid IS NOT NULL) l;
+REVOKE ALL ON @extschema@.idgen_worker_leases FROM PUBLIC;
+
 -- Observability.
 
 CREATE FUNCTION @extschema@.idgen_stats(

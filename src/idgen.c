@@ -40,6 +40,7 @@ int			idgen_horizon_lead_ms = 1000;
 int			idgen_horizon_interval_ms = 100;
 char	   *idgen_purge_database = NULL;
 int			idgen_purge_interval_s = 60;
+int			idgen_worker_quarantine_ms = 10 * 1000;
 
 void		_PG_init(void);
 
@@ -129,6 +130,13 @@ _PG_init(void)
 							NULL,
 							&idgen_purge_interval_s, 60, 1, 24 * 3600,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idgen.worker_quarantine",
+							"Sets how long a worker id rests after its lease ends before it is leased again.",
+							"Covers a holder that renews late or stops late, and clock differences "
+							"between the hosts of one holder and the next.",
+							&idgen_worker_quarantine_ms, 10 * 1000, 0, 24 * 3600 * 1000,
+							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
 
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("idgen");

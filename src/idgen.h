@@ -12,7 +12,9 @@
  *	  snowflake.c  the Snowflake generator's SQL entry points, trigger
  *	  uuid7.c      UUIDv7: generator and readers
  *	  keeper.c     the durable horizon and the keeper background worker
+ *	  ownersql.c   SQL on the extension's tables, as the extension's owner
  *	  keyseq.c     per-key business sequences
+ *	  lease.c      worker-id leases
  *	  purge.c      the background worker that deletes expired keys
  *	  stats.c      idgen_stats, idgen_stats_reset, idgen_info
  *
@@ -23,6 +25,8 @@
 
 #include "postgres.h"
 
+#include "executor/spi.h"
+#include "fmgr.h"
 #include "port/atomics.h"
 #include "postmaster/bgworker.h"
 #include "storage/latch.h"
@@ -206,6 +210,13 @@ extern int	idgen_horizon_lead_ms;
 extern int	idgen_horizon_interval_ms;
 extern char *idgen_purge_database;
 extern int	idgen_purge_interval_s;
+extern int	idgen_worker_quarantine_ms;
+
+/*
+ * lease.c: the last field of the advisory lock tags on worker ids (the SQL
+ * advisory lock functions use 1 and 2), "id" in ASCII.
+ */
+#define IDGEN_LEASE_LOCK_CLASS		0x6964
 
 /* layout.c */
 extern IdgenLayout idgen_layout;
@@ -224,6 +235,42 @@ extern void idgen_keeper_wake(void);
 extern void idgen_keeper_register(void);
 extern void idgen_register_worker(const char *name, const char *function, int flags,
 								  BgWorkerStartTime start_time, int restart_seconds);
+
+/* ownersql.c: see there */
+#define IDGEN_MAX_SQL_ARGS			10
+
+typedef struct IdgenFunction
+{
+	Oid			owner;
+	Oid			nspid;
+} IdgenFunction;
+
+typedef struct IdgenStatement
+{
+	const char *sql;			/* %1$s stands for the quoted schema */
+	int			nargs;
+	Oid			argtypes[IDGEN_MAX_SQL_ARGS];
+} IdgenStatement;
+
+typedef struct IdgenStatements
+{
+	const IdgenStatement *statements;
+	int			count;
+	SPIPlanPtr *plans;			/* count entries, kept for the backend's life */
+	Oid			nspid;			/* the schema they were prepared for */
+} IdgenStatements;
+
+typedef struct IdgenSqlContext
+{
+	IdgenStatements *statements;
+	Oid			save_userid;
+	int			save_sec_context;
+} IdgenSqlContext;
+
+extern void idgen_lookup_function(FunctionCallInfo fcinfo, IdgenFunction *fn);
+extern void idgen_sql_begin(const IdgenFunction *fn, IdgenStatements *st, IdgenSqlContext *cx);
+extern void idgen_sql_end(IdgenSqlContext *cx);
+extern uint64 idgen_sql_run(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
 
 /* purge.c */
 extern void idgen_purge_register(void);

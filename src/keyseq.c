@@ -32,14 +32,9 @@
  * Privileges
  *	  The table belongs to the extension's owner and is not granted to
  *	  anyone.  Direct access checks no table privilege, as the functions act
- *	  for the extension; around their SQL (inserting a key, reading, purging)
- *	  they switch to the owner of the function being called (the extension's
- *	  owner), as SECURITY DEFINER would, without the cost of a per-call
- *	  search_path change: every statement is prepared once per backend with
- *	  the table schema-qualified and every operator written
- *	  OPERATOR(pg_catalog.=), so the caller's search_path cannot change what
- *	  runs.  Who may call what is decided by EXECUTE grants in the extension
- *	  script.
+ *	  for the extension; their SQL (inserting a key, reading, purging) runs
+ *	  as the extension's owner (ownersql.c).  Who may call what is decided by
+ *	  EXECUTE grants in the extension script.
  *
  *-------------------------------------------------------------------------
  */
@@ -114,7 +109,7 @@ typedef struct SeqRow
 	TimestampTz last_used;
 } SeqRow;
 
-/* The statements, prepared once per backend for one table name. */
+/* The statements, prepared once per backend (see ownersql.c). */
 enum
 {
 	Q_READ,						/* the row of $1, not locked */
@@ -123,8 +118,34 @@ enum
 	NUM_QUERIES
 };
 
+static const IdgenStatement statement_list[NUM_QUERIES] = {
+	[Q_READ] = {
+		"SELECT key, step, max_value, ttl, last_used, value FROM %1$s.idgen_seq "
+		"WHERE key OPERATOR(pg_catalog.=) $1",
+		1, {TEXTOID}
+	},
+	[Q_INSERT] = {
+		"INSERT INTO %1$s.idgen_seq (key, step, max_value, ttl, last_used, value) "
+		"VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO NOTHING",
+		NUM_COLS, {TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT8OID}
+	},
+
+	/*
+	 * A batch of expired rows that nobody holds: rows locked by others are
+	 * skipped (so a purge never makes a caller wait, nor deadlocks with
+	 * one), and a row revived meanwhile fails the re-checked condition.
+	 */
+	[Q_PURGE] = {
+		"DELETE FROM %1$s.idgen_seq WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+		"SELECT ctid FROM %1$s.idgen_seq WHERE ttl IS NOT NULL "
+		"AND ((last_used OPERATOR(pg_catalog.+) ttl) OPERATOR(pg_catalog.<=) $1) "
+		"LIMIT 1000 FOR UPDATE SKIP LOCKED))",
+		1, {TIMESTAMPTZOID}
+	},
+};
+
 static SPIPlanPtr plans[NUM_QUERIES];
-static Oid	plans_namespace = InvalidOid;	/* the schema they were made for */
+static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid};
 
 /* ----------
  * Arguments
@@ -179,124 +200,6 @@ row_defaults(SeqRow *row, TimestampTz now)
 	row->last_used = now;
 }
 
-/* ----------
- * The function being called: its owner and schema
- * ----------
- */
-typedef struct SeqFunc
-{
-	Oid			owner;
-	Oid			nspid;
-} SeqFunc;
-
-static void
-lookup_function(FunctionCallInfo fcinfo, SeqFunc *fn)
-{
-	Oid			fn_oid = fcinfo->flinfo->fn_oid;
-	HeapTuple	tp = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
-
-	if (!HeapTupleIsValid(tp))
-		elog(ERROR, "cache lookup failed for function %u", fn_oid);
-	fn->owner = ((Form_pg_proc) GETSTRUCT(tp))->proowner;
-	fn->nspid = ((Form_pg_proc) GETSTRUCT(tp))->pronamespace;
-	ReleaseSysCache(tp);
-}
-
-/* ----------
- * SQL, as the extension's owner
- * ----------
- */
-
-/*
- * The table idgen_seq lives in the schema of the function being called.
- * Prepare the statements for it, once per backend (again if the extension
- * was re-created in another schema since).
- */
-static void
-prepare_plans(Oid nspid)
-{
-	static const char *const sql[NUM_QUERIES] = {
-		[Q_READ] = "SELECT key, step, max_value, ttl, last_used, value FROM %s "
-		"WHERE key OPERATOR(pg_catalog.=) $1",
-		[Q_INSERT] = "INSERT INTO %s (key, step, max_value, ttl, last_used, value) "
-		"VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO NOTHING",
-		/*
-		 * A batch of expired rows that nobody holds: rows locked by others
-		 * are skipped (so a purge never makes a caller wait, nor deadlocks
-		 * with one), and a row revived meanwhile fails the re-checked
-		 * condition.
-		 */
-		[Q_PURGE] = "DELETE FROM %1$s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-		"SELECT ctid FROM %1$s WHERE ttl IS NOT NULL "
-		"AND ((last_used OPERATOR(pg_catalog.+) ttl) OPERATOR(pg_catalog.<=) $1) "
-		"LIMIT 1000 FOR UPDATE SKIP LOCKED))",
-	};
-	static const int nargs[NUM_QUERIES] = {
-		[Q_READ] = 1,[Q_INSERT] = NUM_COLS,[Q_PURGE] = 1,
-	};
-	static Oid	types[NUM_QUERIES][NUM_COLS] = {
-		[Q_READ] = {TEXTOID},
-		[Q_INSERT] = {TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT8OID},
-		[Q_PURGE] = {TIMESTAMPTZOID},
-	};
-	char	   *table;
-
-	if (likely(nspid == plans_namespace))
-		return;
-	table = psprintf("%s.idgen_seq", quote_identifier(get_namespace_name(nspid)));
-	for (int q = 0; q < NUM_QUERIES; q++)
-	{
-		SPIPlanPtr	plan = SPI_prepare(psprintf(sql[q], table), nargs[q], types[q]);
-
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		if (plans[q] != NULL)
-			SPI_freeplan(plans[q]);
-		plans[q] = plan;
-		SPI_keepplan(plan);
-	}
-	plans_namespace = nspid;
-}
-
-/* State saved by begin_sql() for end_sql(). */
-typedef struct SqlContext
-{
-	Oid			save_userid;
-	int			save_sec_context;
-} SqlContext;
-
-/*
- * Connect to SPI as the owner of the function being called (see the file
- * header).  A transaction abort restores the caller's identity by itself.
- */
-static void
-begin_sql(const SeqFunc *fn, SqlContext *cx)
-{
-	GetUserIdAndSecContext(&cx->save_userid, &cx->save_sec_context);
-	SetUserIdAndSecContext(fn->owner, cx->save_sec_context |
-						   SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	prepare_plans(fn->nspid);
-}
-
-static void
-end_sql(SqlContext *cx)
-{
-	SPI_finish();
-	SetUserIdAndSecContext(cx->save_userid, cx->save_sec_context);
-}
-
-static uint64
-run(int q, Datum *values, const char *nulls)
-{
-	int			rc = SPI_execute_plan(plans[q], values, nulls, false, 0);
-
-	if (rc < 0)
-		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
-	return SPI_processed;
-}
-
 /* A row's columns from their values (key and ctid aside). */
 static void
 row_from_values(SeqRow *row, const Datum *values, const bool *isnull)
@@ -328,13 +231,13 @@ row_to_values(SeqRow *row, Datum *values, bool *isnull)
 
 /* Read the key's row under the caller's snapshot; false if there is none. */
 static bool
-read_row(text *key, SeqRow *row)
+read_row(IdgenSqlContext *cx, text *key, SeqRow *row)
 {
 	Datum		arg = PointerGetDatum(key);
 	Datum		values[NUM_COLS];
 	bool		isnull[NUM_COLS];
 
-	if (run(Q_READ, &arg, NULL) == 0)
+	if (idgen_sql_run(cx, Q_READ, &arg, NULL) == 0)
 		return false;
 	heap_deform_tuple(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, values, isnull);
 	row_from_values(row, values, isnull);
@@ -343,9 +246,9 @@ read_row(text *key, SeqRow *row)
 
 /* Insert the key's row, unless the key exists; whether it did. */
 static bool
-insert_row(const SeqFunc *fn, text *key, SeqRow *row)
+insert_row(const IdgenFunction *fn, text *key, SeqRow *row)
 {
-	SqlContext	cx;
+	IdgenSqlContext	cx;
 	Datum		values[NUM_COLS];
 	bool		isnull[NUM_COLS];
 	char		nulls[NUM_COLS];
@@ -356,9 +259,9 @@ insert_row(const SeqFunc *fn, text *key, SeqRow *row)
 	row_to_values(row, values, isnull);
 	for (int i = 0; i < NUM_COLS; i++)
 		nulls[i] = isnull[i] ? 'n' : ' ';
-	begin_sql(fn, &cx);
-	inserted = run(Q_INSERT, values, nulls) == 1;
-	end_sql(&cx);
+	idgen_sql_begin(fn, &statements, &cx);
+	inserted = idgen_sql_run(&cx, Q_INSERT, values, nulls) == 1;
+	idgen_sql_end(&cx);
 	return inserted;
 }
 
@@ -387,7 +290,7 @@ typedef struct SeqTable
 } SeqTable;
 
 static void
-open_table(const SeqFunc *fn, SeqTable *t)
+open_table(const IdgenFunction *fn, SeqTable *t)
 {
 	static const Oid coltypes[NUM_COLS] = {
 		TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT8OID
@@ -561,12 +464,12 @@ static bool
 apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	SeqFunc		fn;
+	IdgenFunction		fn;
 	SeqTable	t;
 	bool		existed;
 
 	PreventCommandIfReadOnly(psprintf("%s()", get_func_name(fcinfo->flinfo->fn_oid)));
-	lookup_function(fcinfo, &fn);
+	idgen_lookup_function(fcinfo, &fn);
 	open_table(&fn, &t);
 	for (;;)
 	{
@@ -727,15 +630,15 @@ Datum
 idgen_seq_current(PG_FUNCTION_ARGS)
 {
 	text	   *key = key_arg(fcinfo);
-	SeqFunc		fn;
-	SqlContext	cx;
+	IdgenFunction		fn;
+	IdgenSqlContext	cx;
 	SeqRow		row;
 	bool		found;
 
-	lookup_function(fcinfo, &fn);
-	begin_sql(&fn, &cx);
-	found = read_row(key, &row) && !ttl_passed(&row, GetCurrentTimestamp());
-	end_sql(&cx);
+	idgen_lookup_function(fcinfo, &fn);
+	idgen_sql_begin(&fn, &statements, &cx);
+	found = read_row(&cx, key, &row) && !ttl_passed(&row, GetCurrentTimestamp());
+	idgen_sql_end(&cx);
 	if (!found)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(row.value);
@@ -879,13 +782,13 @@ Datum
 idgen_seq_drop(PG_FUNCTION_ARGS)
 {
 	text	   *key = key_arg(fcinfo);
-	SeqFunc		fn;
+	IdgenFunction		fn;
 	SeqTable	t;
 	SeqRow		row;
 	bool		existed = false;
 
 	PreventCommandIfReadOnly("idgen_seq_drop()");
-	lookup_function(fcinfo, &fn);
+	idgen_lookup_function(fcinfo, &fn);
 	open_table(&fn, &t);
 	if (lock_row(&t, key, &row))
 	{
@@ -905,19 +808,19 @@ Datum
 idgen_seq_purge(PG_FUNCTION_ARGS)
 {
 	Datum		arg = TimestampTzGetDatum(GetCurrentTimestamp());
-	SeqFunc		fn;
-	SqlContext	cx;
+	IdgenFunction		fn;
+	IdgenSqlContext	cx;
 	uint64		n = 0;
 	uint64		batch;
 
-	lookup_function(fcinfo, &fn);
-	begin_sql(&fn, &cx);
+	idgen_lookup_function(fcinfo, &fn);
+	idgen_sql_begin(&fn, &statements, &cx);
 	do
 	{
 		CHECK_FOR_INTERRUPTS();
-		batch = run(Q_PURGE, &arg, NULL);
+		batch = idgen_sql_run(&cx, Q_PURGE, &arg, NULL);
 		n += batch;
 	} while (batch == 1000);
-	end_sql(&cx);
+	idgen_sql_end(&cx);
 	PG_RETURN_INT64((int64) n);
 }

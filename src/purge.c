@@ -1,20 +1,23 @@
 /*-------------------------------------------------------------------------
  *
  * purge.c
- *	  The purge background worker: forgets expired per-key sequences.
+ *	  The purge background worker: forgets expired per-key sequences and
+ *	  ended worker-id leases.
  *
  * Keys whose ttl has passed are already treated as absent by every
- * function (keyseq.c); this worker deletes their rows so that the table of
- * an application that makes a key per conversation, say, does not grow
- * without bound.  It connects to the database named by idgen.database and,
- * every idgen.purge_interval, if the extension is installed there, calls
- * idgen_seq_purge() in a transaction of its own (keyseq.c: it deletes in
- * small batches and skips rows other transactions hold, so it never makes a
+ * function (keyseq.c), and a worker id whose lease ended more than
+ * idgen.worker_quarantine ago is free whether its row is there or not
+ * (lease.c); this worker deletes those rows so that the tables do not grow
+ * without bound (an application that makes a key per conversation, say).
+ * It connects to the database named by idgen.database and, every
+ * idgen.purge_interval, if the extension is installed there, calls
+ * idgen_seq_purge() and idgen_worker_purge() in a transaction of its own
+ * (both skip rows other transactions hold, so the purge never makes a
  * caller wait and cannot deadlock with one).
  *
  * Other databases with the extension are not visited: there, expired rows
  * are only ignored (and overwritten on their next use) until someone runs
- * idgen_seq_purge().
+ * the purge functions.
  *
  *-------------------------------------------------------------------------
  */
@@ -61,7 +64,8 @@ purge_once(void)
 	{
 		char	   *schema = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 
-		char	   *sql = psprintf("SELECT %s.idgen_seq_purge()", schema);
+		char	   *sql = psprintf("SELECT %1$s.idgen_seq_purge() OPERATOR(pg_catalog.+) %1$s.idgen_worker_purge()",
+								   schema);
 
 		rc = SPI_execute(sql, false, 1);
 		if (rc != SPI_OK_SELECT || SPI_processed != 1)
@@ -91,7 +95,7 @@ idgen_purge_main(Datum main_arg)
 
 	ereport(LOG,
 			(errmsg("idgen purge started"),
-			 errdetail("Expired per-key sequences in database \"%s\" are deleted every %d s.",
+			 errdetail("Expired per-key sequences and ended worker-id leases in database \"%s\" are deleted every %d s.",
 					   idgen_purge_database, idgen_purge_interval_s)));
 
 	for (;;)
@@ -107,7 +111,7 @@ idgen_purge_main(Datum main_arg)
 
 		deleted = purge_once();
 		if (deleted > 0)
-			elog(DEBUG1, "idgen purge deleted " UINT64_FORMAT " expired keys", deleted);
+			elog(DEBUG1, "idgen purge deleted " UINT64_FORMAT " expired keys and leases", deleted);
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 (long) idgen_purge_interval_s * 1000L, PG_WAIT_EXTENSION);

@@ -1,0 +1,166 @@
+--
+-- Worker-id leases.  The test instance is datacenter 3, worker 7 of the
+-- default layout (5 + 5 bits: 1024 ids), so id 3 << 5 | 7 = 103 is its own.
+--
+SET idgen.worker_quarantine = '1s';
+
+-- One id: it can only be worker 0 of datacenter 0.
+SELECT worker_id, datacenter_id, token AS t1,
+       expires_at BETWEEN clock_timestamp() + '29 s' AND clock_timestamp() + '31 s' AS expires_in_30s
+FROM idgen_worker_acquire('app-1', max_workers => 1) \gset
+SELECT :worker_id AS worker_id, :datacenter_id AS datacenter_id, :t1 > 0 AS has_token, :'expires_in_30s' AS expires_in_30s;
+-- The space is full: an error naming its size.
+SELECT * FROM idgen_worker_acquire('app-2', max_workers => 1);
+\echo :LAST_ERROR_SQLSTATE
+
+-- Renew: the lease's ttl again, or a new one.
+SELECT idgen_worker_renew(0, :t1) BETWEEN clock_timestamp() + '29 s' AND clock_timestamp() + '31 s' AS renewed;
+SELECT idgen_worker_renew(0, :t1, '1 min') BETWEEN clock_timestamp() + '59 s' AND clock_timestamp() + '61 s' AS renewed_for_a_minute;
+SELECT ttl FROM idgen_worker_lease WHERE token = :t1;
+-- Another token, or another worker id: nobody renews a lease not theirs.
+SELECT idgen_worker_renew(0, :t1 + 1000);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_renew(1, :t1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_release(0, :t1 + 1000);
+\echo :LAST_ERROR_SQLSTATE
+
+-- Release: true once, then false; the lease cannot be renewed after.
+SELECT idgen_worker_release(0, :t1) AS released;
+SELECT idgen_worker_release(0, :t1) AS released_again;
+SELECT idgen_worker_renew(0, :t1);
+\echo :LAST_ERROR_SQLSTATE
+
+-- Quarantine: the id rests before it is leased again, with a greater token.
+SELECT * FROM idgen_worker_acquire('app-2', max_workers => 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT state FROM idgen_worker_leases;
+SELECT pg_sleep(1.1);
+SELECT state FROM idgen_worker_leases;
+SELECT worker_id, token AS t2 FROM idgen_worker_acquire('app-2', max_workers => 1) \gset
+SELECT :worker_id AS worker_id, :t2 > :t1 AS token_grew;
+SELECT idgen_worker_release(0, :t2) AS released;
+
+-- Expiry: an expired lease rests too; renewed late it is still its
+-- holder's until someone acquires the id; then the old token is lost.
+SELECT pg_sleep(1.1);
+SELECT token AS t3 FROM idgen_worker_acquire('short', ttl => '200 ms', max_workers => 1) \gset
+SELECT pg_sleep(0.3);
+SELECT state FROM idgen_worker_leases;
+SELECT * FROM idgen_worker_acquire('next', max_workers => 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_renew(0, :t3) > clock_timestamp() AS late_renewal;
+SELECT pg_sleep(1.4);
+SELECT token AS t4 FROM idgen_worker_acquire('next', max_workers => 1) \gset
+SELECT holder, token > :t3 AS token_grew FROM idgen_worker_lease WHERE token = :t4;
+SELECT idgen_worker_renew(0, :t3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_release(0, :t3);
+\echo :LAST_ERROR_SQLSTATE
+
+-- Concurrent acquirers are the isolation test's; here, many in a row: with
+-- id 0 held by 'next', every other id of the space but this server's own
+-- is handed out once.
+SELECT count(*) AS acquired, count(DISTINCT (a.datacenter_id, a.worker_id)) AS distinct_ids,
+       count(*) FILTER (WHERE a.datacenter_id = 3 AND a.worker_id = 7) AS own_id_leased
+FROM generate_series(1, 102) i, LATERAL idgen_worker_acquire('many-' || i, max_workers => 104) a;
+SELECT * FROM idgen_worker_acquire('one-too-many', max_workers => 104);
+\echo :LAST_ERROR_SQLSTATE
+SELECT state, count(*) FROM idgen_worker_leases GROUP BY state ORDER BY state;
+
+-- A lease bound to the session: no expiry, held by the session's advisory
+-- lock, ended by release (or the end of the session: see the TAP test).
+SELECT worker_id, datacenter_id, token AS ts, expires_at IS NULL AS no_expiry
+FROM idgen_worker_acquire('session', session_bound => true, max_workers => 105) \gset
+SELECT :worker_id AS worker_id, :datacenter_id AS datacenter_id, :'no_expiry' AS no_expiry;
+SELECT state, holder_pid = pg_backend_pid() AS held_by_this_session
+FROM idgen_worker_leases WHERE token = :ts;
+SELECT idgen_worker_renew(8, :ts) IS NULL AS renewal_keeps_no_expiry;
+SELECT idgen_worker_release(8, :ts) AS released;
+SELECT count(*) AS advisory_locks_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 26980;
+-- A session lease acquired in a rolled-back savepoint leaves no lock behind.
+SET idgen.worker_quarantine = 0;
+BEGIN;
+SAVEPOINT s;
+SELECT worker_id FROM idgen_worker_acquire('session', session_bound => true, max_workers => 105);
+ROLLBACK TO SAVEPOINT s;
+SELECT count(*) AS advisory_locks_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 26980;
+COMMIT;
+SELECT count(*) AS rows_for_rolled_back FROM idgen_worker_lease WHERE token > :ts;
+
+-- Purge: leases whose id has rested are deleted (their ids are free anyway).
+SELECT count(*) AS released FROM idgen_worker_lease l
+WHERE holder LIKE 'many-%' AND idgen_worker_release(l.id & 31, l.token);
+SELECT idgen_worker_purge() AS purged;
+SELECT holder, state FROM idgen_worker_leases ORDER BY holder;
+RESET idgen.worker_quarantine;
+
+-- Bad input: an error, and nothing changes.
+SELECT * FROM idgen_worker_acquire(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_worker_acquire('');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_worker_acquire(repeat('x', 257));
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_worker_acquire('app', ttl => '0 s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_worker_acquire('app', ttl => '-1 s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_worker_acquire('app', ttl => NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_worker_acquire('app', max_workers => 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_worker_acquire('app', max_workers => 1025);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_renew(0, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_renew(NULL, 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_renew(0, 1, '0 s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_release(0, NULL);
+\echo :LAST_ERROR_SQLSTATE
+BEGIN READ ONLY;
+SELECT * FROM idgen_worker_acquire('app');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SELECT count(*) AS leases_unchanged FROM idgen_worker_lease;
+
+-- Privileges: leasing is for the roles granted it; a lease is renewed and
+-- released only by the role that acquired it; the table and the view are
+-- nobody's; the quarantine is for superusers to set.
+CREATE ROLE lease_user;
+CREATE ROLE lease_other;
+SET ROLE lease_user;
+SELECT * FROM idgen_worker_acquire('app');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION idgen_worker_acquire(text, interval, int, boolean),
+    idgen_worker_renew(int, bigint, interval), idgen_worker_release(int, bigint)
+    TO lease_user, lease_other;
+SET ROLE lease_user;
+SELECT worker_id AS uw, token AS ut FROM idgen_worker_acquire('user-app', max_workers => 2) \gset
+SET ROLE lease_other;
+SELECT idgen_worker_renew(:uw, :ut);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_release(:uw, :ut);
+\echo :LAST_ERROR_SQLSTATE
+SET ROLE lease_user;
+SELECT idgen_worker_renew(:uw, :ut) > clock_timestamp() AS owner_renews;
+SELECT * FROM idgen_worker_lease;
+\echo :LAST_ERROR_SQLSTATE
+UPDATE idgen_worker_lease SET token = 0;
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_worker_leases;
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_purge();
+\echo :LAST_ERROR_SQLSTATE
+SET idgen.worker_quarantine = 0;
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_release(:uw, :ut) AS owner_releases;
+RESET ROLE;
+REVOKE ALL ON FUNCTION idgen_worker_acquire(text, interval, int, boolean),
+    idgen_worker_renew(int, bigint, interval), idgen_worker_release(int, bigint)
+    FROM lease_user, lease_other;
+DROP ROLE lease_user;
+DROP ROLE lease_other;

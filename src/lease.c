@@ -1,0 +1,796 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease.c
+ *	  Worker-id leases for Snowflake generators that run outside the
+ *	  database (the seeds' "Allocator").
+ *
+ * One row per worker id ever leased, in the extension's table
+ * idgen_worker_lease:
+ *
+ *	  id int PRIMARY KEY (datacenter_id << worker_bits | worker_id), holder,
+ *	  token bigint UNIQUE, ttl, session_bound, acquired_by, acquired_at,
+ *	  renewed_at, expires_at (NULL: bound to a session that still lives),
+ *	  released_at
+ *
+ * A lease ends when it expires or is released (or, bound to a session, when
+ * that session ends); its id then rests for idgen.worker_quarantine before
+ * anyone may acquire it again, so that a holder whose renewal or clock was
+ * late, or whose host's clock is behind the next holder's, cannot generate
+ * the same IDs as the next holder.  The id of this server itself
+ * (idgen.datacenter_id, idgen.worker_id) is never leased.
+ *
+ * Tokens come from the sequence idgen_worker_token: every acquisition gets
+ * a new one, greater than every token before it, never reused even if the
+ * row is purged, so a token names one lease for ever and serves as the
+ * fencing token a holder shows to renew or release.
+ *
+ * Concurrency
+ *	  Every change to the row of id N happens under the advisory lock
+ *	  (database, table oid, N, IDGEN_LEASE_LOCK_CLASS).  An acquirer only
+ *	  try-locks (two acquirers never wait for each other: the second skips
+ *	  the id the first is claiming); renew and release wait for it (so a
+ *	  renewal racing a re-acquisition sees the new token and fails).  The
+ *	  claim itself is INSERT ... ON CONFLICT DO UPDATE ... WHERE the lease
+ *	  has ended, which re-checks on the latest row version, so a lease
+ *	  committed after the acquirer's snapshot is never overwritten.
+ *
+ *	  A lease bound to its session is also held with a session-level lock
+ *	  on the same key, released when the session ends (or the acquiring
+ *	  (sub)transaction aborts, or the lease is released).  An acquirer that
+ *	  can lock such an id knows the session is gone: it ends the lease there
+ *	  and then, and the quarantine runs from that moment.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#if PG_VERSION_NUM >= 150000
+#include "common/pg_prng.h"
+#endif
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "idgen.h"
+
+PG_FUNCTION_INFO_V1(idgen_worker_acquire);
+PG_FUNCTION_INFO_V1(idgen_worker_renew);
+PG_FUNCTION_INFO_V1(idgen_worker_release);
+PG_FUNCTION_INFO_V1(idgen_worker_purge);
+
+/* Longest holder name, in bytes. */
+#define IDGEN_LEASE_MAX_HOLDER	256
+
+/* ----------
+ * Statements (ownersql.c)
+ * ----------
+ */
+enum
+{
+	Q_BUSY,						/* ids below $1 whose lease has not ended before $2 */
+	Q_CLAIM,					/* take id $1 if its lease ended before $9 */
+	Q_END_SESSION,				/* end the session-bound lease $2 of id $1 */
+	Q_BY_TOKEN,					/* the lease with token $1 */
+	Q_RENEW,					/* renew the lease with token $1 */
+	Q_RELEASE,					/* release the lease with token $1 */
+	Q_ENDED,					/* leases that ended before $1 */
+	Q_DELETE,					/* delete lease $2 of id $1 if it ended before $3 */
+	NUM_QUERIES
+};
+
+#define LEASE_ENDED_BEFORE(ts) \
+	"COALESCE((COALESCE(released_at, expires_at) OPERATOR(pg_catalog.<=) " ts "), false)"
+
+static const IdgenStatement statement_list[NUM_QUERIES] = {
+	[Q_BUSY] = {
+		"SELECT id, token, (expires_at IS NULL AND released_at IS NULL) "
+		"FROM %1$s.idgen_worker_lease "
+		"WHERE (id OPERATOR(pg_catalog.<) $1) AND NOT " LEASE_ENDED_BEFORE("$2"),
+		2, {INT4OID, TIMESTAMPTZOID}
+	},
+	[Q_CLAIM] = {
+		"INSERT INTO %1$s.idgen_worker_lease AS l (id, holder, token, ttl, session_bound, "
+		"acquired_by, acquired_at, renewed_at, expires_at, released_at) "
+		"VALUES ($1, $2, pg_catalog.nextval($3), $4, $5, $6, $7, $7, $8, NULL) "
+		"ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, token = excluded.token, "
+		"ttl = excluded.ttl, session_bound = excluded.session_bound, "
+		"acquired_by = excluded.acquired_by, acquired_at = excluded.acquired_at, "
+		"renewed_at = excluded.renewed_at, expires_at = excluded.expires_at, released_at = NULL "
+		"WHERE COALESCE((COALESCE(l.released_at, l.expires_at) OPERATOR(pg_catalog.<=) $9), false) "
+		"RETURNING token",
+		9, {INT4OID, TEXTOID, REGCLASSOID, INTERVALOID, BOOLOID, OIDOID,
+		TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	},
+	[Q_END_SESSION] = {
+		"UPDATE %1$s.idgen_worker_lease SET expires_at = $3 "
+		"WHERE (id OPERATOR(pg_catalog.=) $1) AND (token OPERATOR(pg_catalog.=) $2) "
+		"AND expires_at IS NULL AND released_at IS NULL",
+		3, {INT4OID, INT8OID, TIMESTAMPTZOID}
+	},
+	[Q_BY_TOKEN] = {
+		"SELECT id, holder, ttl, session_bound, acquired_by, expires_at, released_at "
+		"FROM %1$s.idgen_worker_lease WHERE token OPERATOR(pg_catalog.=) $1",
+		1, {INT8OID}
+	},
+	[Q_RENEW] = {
+		"UPDATE %1$s.idgen_worker_lease SET renewed_at = $2, ttl = $3, "
+		"expires_at = CASE WHEN session_bound THEN NULL ELSE ($2 OPERATOR(pg_catalog.+) $3) END "
+		"WHERE token OPERATOR(pg_catalog.=) $1 RETURNING expires_at",
+		3, {INT8OID, TIMESTAMPTZOID, INTERVALOID}
+	},
+	[Q_RELEASE] = {
+		"UPDATE %1$s.idgen_worker_lease SET released_at = $2 "
+		"WHERE token OPERATOR(pg_catalog.=) $1",
+		2, {INT8OID, TIMESTAMPTZOID}
+	},
+	[Q_ENDED] = {
+		"SELECT id, token FROM %1$s.idgen_worker_lease WHERE " LEASE_ENDED_BEFORE("$1"),
+		1, {TIMESTAMPTZOID}
+	},
+	[Q_DELETE] = {
+		"DELETE FROM %1$s.idgen_worker_lease "
+		"WHERE (id OPERATOR(pg_catalog.=) $1) AND (token OPERATOR(pg_catalog.=) $2) "
+		"AND " LEASE_ENDED_BEFORE("$3"),
+		3, {INT4OID, INT8OID, TIMESTAMPTZOID}
+	},
+};
+
+static SPIPlanPtr plans[NUM_QUERIES];
+static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid};
+
+/* ----------
+ * Advisory locks on worker ids
+ * ----------
+ */
+static void
+lease_locktag(LOCKTAG *tag, Oid relid, int32 id)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, relid, (uint32) id, IDGEN_LEASE_LOCK_CLASS);
+}
+
+static bool
+lock_id(Oid relid, int32 id, bool session, bool wait)
+{
+	LOCKTAG		tag;
+
+	lease_locktag(&tag, relid, id);
+	return LockAcquire(&tag, ExclusiveLock, session, !wait) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+static bool
+held_by_me(Oid relid, int32 id)
+{
+	LOCKTAG		tag;
+
+	lease_locktag(&tag, relid, id);
+	return LockHeldByMe(&tag, ExclusiveLock);
+}
+
+static void
+unlock_id(Oid relid, int32 id, bool session)
+{
+	LOCKTAG		tag;
+
+	lease_locktag(&tag, relid, id);
+	LockRelease(&tag, ExclusiveLock, session);
+}
+
+/*
+ * Session locks of leases acquired in the current transaction: released if
+ * the (sub)transaction that took them aborts, as the row goes with it.
+ */
+typedef struct PendingSessionLock
+{
+	Oid			relid;
+	int32		id;
+	int			nest_level;
+} PendingSessionLock;
+
+static List *pending_session_locks = NIL;	/* in TopMemoryContext */
+
+static void
+release_pending(int from_level)
+{
+	ListCell   *lc;
+
+	foreach(lc, pending_session_locks)
+	{
+		PendingSessionLock *p = (PendingSessionLock *) lfirst(lc);
+
+		if (p->nest_level < from_level)
+			continue;
+		unlock_id(p->relid, p->id, true);
+		pending_session_locks = foreach_delete_current(pending_session_locks, lc);
+		pfree(p);
+	}
+}
+
+static void
+lease_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			release_pending(0);
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
+			list_free_deep(pending_session_locks);
+			pending_session_locks = NIL;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+lease_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	ListCell   *lc;
+
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		release_pending(level);
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		/* The parent owns them now. */
+		foreach(lc, pending_session_locks)
+		{
+			PendingSessionLock *p = (PendingSessionLock *) lfirst(lc);
+
+			if (p->nest_level >= level)
+				p->nest_level = level - 1;
+		}
+	}
+}
+
+static void
+hold_for_session(Oid relid, int32 id)
+{
+	static bool callbacks_registered = false;
+	MemoryContext old;
+	PendingSessionLock *p;
+
+	if (!callbacks_registered)
+	{
+		RegisterXactCallback(lease_xact_callback, NULL);
+		RegisterSubXactCallback(lease_subxact_callback, NULL);
+		callbacks_registered = true;
+	}
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	p = palloc(sizeof(PendingSessionLock));
+	p->relid = relid;
+	p->id = id;
+	p->nest_level = GetCurrentTransactionNestLevel();
+	pending_session_locks = lappend(pending_session_locks, p);
+	MemoryContextSwitchTo(old);
+	(void) lock_id(relid, id, true, true);	/* we hold it already: no wait */
+}
+
+/* ----------
+ * Helpers
+ * ----------
+ */
+static Oid
+lease_relid(const IdgenFunction *fn, const char *name)
+{
+	Oid			relid = get_relname_relid(name, fn->nspid);
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation \"%s.%s\" does not exist", get_namespace_name(fn->nspid), name)));
+	return relid;
+}
+
+/* The worker-id space of the layout: 2^(datacenter_bits + worker_bits). */
+static int64
+layout_space(void)
+{
+	idgen_layout_check();
+	return INT64CONST(1) << (idgen_layout.datacenter_bits + idgen_layout.worker_bits);
+}
+
+static int32
+worker_of(int32 id)
+{
+	return id & (int32) ((INT64CONST(1) << idgen_layout.worker_bits) - 1);
+}
+
+static int32
+datacenter_of(int32 id)
+{
+	return (int32) ((int64) id >> idgen_layout.worker_bits);
+}
+
+/* A positive ttl argument: NULL is an error. */
+static Interval *
+ttl_arg(FunctionCallInfo fcinfo, int n, TimestampTz now)
+{
+	Interval   *ttl;
+
+	if (PG_ARGISNULL(n))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl must not be null"),
+				 errhint("A lease that lasts as long as its session is taken with session_bound => true.")));
+	ttl = PG_GETARG_INTERVAL_P(n);
+	if (DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+												TimestampTzGetDatum(now),
+												IntervalPGetDatum(ttl))) <= now)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl must be positive")));
+	return ttl;
+}
+
+static int64
+token_arg(FunctionCallInfo fcinfo, int n)
+{
+	if (PG_ARGISNULL(n))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("token must not be null")));
+	return PG_GETARG_INT64(n);
+}
+
+/* The instant before which a lease must have ended for its id to be free. */
+static TimestampTz
+free_before(TimestampTz now)
+{
+	return now - (TimestampTz) idgen_worker_quarantine_ms * 1000;
+}
+
+/* ----------
+ * idgen_worker_acquire(holder text, ttl interval, max_workers int,
+ *						session_bound boolean)
+ *	  returns (worker_id int, datacenter_id int, token bigint,
+ *			   expires_at timestamptz)
+ * ----------
+ */
+static int
+compare_int32(const void *a, const void *b)
+{
+	int32		x = *(const int32 *) a;
+	int32		y = *(const int32 *) b;
+
+	return (x > y) - (x < y);
+}
+
+Datum
+idgen_worker_acquire(PG_FUNCTION_ARGS)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz ended_before = free_before(now);
+	bool		session_bound = !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
+	Interval   *ttl = NULL;
+	text	   *holder;
+	int64		space;
+	int32		max_workers;
+	int64		own;
+	IdgenFunction fn;
+	IdgenSqlContext cx;
+	Oid			relid;
+	Oid			seqid;
+	Datum		args[9];
+	char		nulls[9];
+	int32	   *busy;			/* ids with a live or resting lease, sorted */
+	int			nbusy;
+	int32	   *session_ids;	/* those bound to a session, with tokens */
+	int64	   *session_tokens;
+	int			nsession = 0;
+	int			nlocked = 0;	/* ids skipped as another acquirer had them */
+	uint32		start;
+	int64		claimed_id = -1;
+	int64		token = 0;
+	TupleDesc	tupdesc;
+	Datum		values[4];
+	bool		isnull[4] = {false, false, false, false};
+
+	/* Arguments */
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("holder must not be null")));
+	holder = PG_GETARG_TEXT_PP(0);
+	if (VARSIZE_ANY_EXHDR(holder) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("holder must not be empty"),
+				 errhint("Name the process that will generate with the worker id, e.g. its host and pid.")));
+	if (VARSIZE_ANY_EXHDR(holder) > IDGEN_LEASE_MAX_HOLDER)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("holder is too long"),
+				 errdetail("The holder is %d bytes; the limit is %d.",
+						   (int) VARSIZE_ANY_EXHDR(holder), IDGEN_LEASE_MAX_HOLDER)));
+	if (!session_bound)
+		ttl = ttl_arg(fcinfo, 1, now);
+	space = layout_space();
+	if (PG_ARGISNULL(2))
+		max_workers = (int32) Min(space, (int64) PG_INT32_MAX);
+	else
+	{
+		max_workers = PG_GETARG_INT32(2);
+		if (max_workers < 1 || max_workers > space)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_workers %d is out of range", max_workers),
+					 errdetail("This server's layout has " INT64_FORMAT " worker ids "
+							   "(idgen.datacenter_bits %d + idgen.worker_bits %d): max_workers is 1 to " INT64_FORMAT ".",
+							   space, idgen_layout.datacenter_bits, idgen_layout.worker_bits, space)));
+	}
+	own = ((int64) idgen_layout.datacenter_id << idgen_layout.worker_bits) | idgen_layout.worker_id;
+	PreventCommandIfReadOnly("idgen_worker_acquire()");
+
+	idgen_lookup_function(fcinfo, &fn);
+	relid = lease_relid(&fn, "idgen_worker_lease");
+	seqid = lease_relid(&fn, "idgen_worker_token");
+	idgen_sql_begin(&fn, &statements, &cx);
+
+	/* The ids that are not free, as of now. */
+	args[0] = Int32GetDatum(max_workers);
+	args[1] = TimestampTzGetDatum(ended_before);
+	nbusy = (int) idgen_sql_run(&cx, Q_BUSY, args, NULL);
+	busy = palloc(sizeof(int32) * (nbusy + 1));
+	session_ids = palloc(sizeof(int32) * (nbusy + 1));
+	session_tokens = palloc(sizeof(int64) * (nbusy + 1));
+	for (int i = 0; i < nbusy; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		n;
+
+		busy[i] = DatumGetInt32(SPI_getbinval(tup, desc, 1, &n));
+		if (DatumGetBool(SPI_getbinval(tup, desc, 3, &n)))
+		{
+			session_ids[nsession] = busy[i];
+			session_tokens[nsession++] = DatumGetInt64(SPI_getbinval(tup, desc, 2, &n));
+		}
+	}
+	qsort(busy, nbusy, sizeof(int32), compare_int32);
+
+	/* Try the ids in turn, from a random one. */
+#if PG_VERSION_NUM >= 150000
+	start = (uint32) pg_prng_uint64_range(&pg_global_prng_state, 0, (uint64) max_workers - 1);
+#else
+	start = (uint32) (random() % max_workers);
+#endif
+	for (int64 i = 0; i < max_workers && claimed_id < 0; i++)
+	{
+		int32		id = (int32) ((start + i) % max_workers);
+		int			s;
+
+		CHECK_FOR_INTERRUPTS();
+		if (id == own)
+			continue;
+		if (bsearch(&id, busy, nbusy, sizeof(int32), compare_int32) != NULL)
+		{
+			/* Live, resting, or bound to a session that may have ended. */
+			for (s = 0; s < nsession && session_ids[s] != id; s++)
+				;
+			if (s == nsession)
+				continue;
+			if (held_by_me(relid, id))
+				continue;		/* bound to this very session */
+			if (!lock_id(relid, id, false, false))
+			{
+				nlocked++;		/* its session still holds it */
+				continue;
+			}
+			/* The session is gone: its lease ends now, and the id rests. */
+			args[0] = Int32GetDatum(id);
+			args[1] = Int64GetDatum(session_tokens[s]);
+			args[2] = TimestampTzGetDatum(now);
+			(void) idgen_sql_run(&cx, Q_END_SESSION, args, NULL);
+			continue;
+		}
+		if (!lock_id(relid, id, false, false))
+		{
+			nlocked++;			/* another acquirer is claiming it */
+			continue;
+		}
+		memset(nulls, ' ', sizeof(nulls));
+		args[0] = Int32GetDatum(id);
+		args[1] = PointerGetDatum(holder);
+		args[2] = ObjectIdGetDatum(seqid);
+		if (ttl != NULL)
+		{
+			args[3] = IntervalPGetDatum(ttl);
+			args[7] = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+															  TimestampTzGetDatum(now),
+															  IntervalPGetDatum(ttl)));
+		}
+		else
+			nulls[3] = nulls[7] = 'n';
+		args[4] = BoolGetDatum(session_bound);
+		args[5] = ObjectIdGetDatum(cx.save_userid);	/* the caller */
+		args[6] = TimestampTzGetDatum(now);
+		args[8] = TimestampTzGetDatum(ended_before);
+		if (idgen_sql_run(&cx, Q_CLAIM, args, nulls) == 1)
+		{
+			bool		n;
+
+			token = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &n));
+			claimed_id = id;
+			if (ttl != NULL)
+				values[3] = args[7];
+		}
+		else
+			nlocked++;			/* taken after we looked */
+	}
+	idgen_sql_end(&cx);
+
+	if (claimed_id < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("all %d worker ids are taken", max_workers),
+				 errdetail("Each is leased, or rests in quarantine (idgen.worker_quarantine = %d ms after its lease ended)%s%s.",
+						   idgen_worker_quarantine_ms,
+						   nlocked > 0 ? "; some are being acquired by other sessions right now" : "",
+						   own < max_workers ? "; one is this server's own (idgen.datacenter_id, idgen.worker_id)" : ""),
+				 errhint("Release leases that are no longer used, or pass a larger max_workers (up to " INT64_FORMAT ").",
+						 space)));
+
+	if (session_bound)
+		hold_for_session(relid, (int32) claimed_id);
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	values[0] = Int32GetDatum(worker_of((int32) claimed_id));
+	values[1] = Int32GetDatum(datacenter_of((int32) claimed_id));
+	values[2] = Int64GetDatum(token);
+	isnull[3] = (ttl == NULL);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, isnull)));
+}
+
+/* ----------
+ * Renew and release: the lease named by its token
+ * ----------
+ */
+typedef struct Lease
+{
+	int32		id;
+	Interval	ttl;
+	bool		has_ttl;
+	bool		session_bound;
+	Oid			acquired_by;
+	bool		released;
+} Lease;
+
+static bool
+lease_by_token(IdgenSqlContext *cx, int64 token, Lease *l)
+{
+	Datum		arg = Int64GetDatum(token);
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		n;
+	Datum		d;
+
+	if (idgen_sql_run(cx, Q_BY_TOKEN, &arg, NULL) == 0)
+		return false;
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	l->id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &n));
+	d = SPI_getbinval(tup, desc, 3, &n);
+	l->has_ttl = !n;
+	if (!n)
+		l->ttl = *DatumGetIntervalP(d);
+	l->session_bound = DatumGetBool(SPI_getbinval(tup, desc, 4, &n));
+	l->acquired_by = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &n));
+	(void) SPI_getbinval(tup, desc, 7, &n);
+	l->released = !n;
+	return true;
+}
+
+static void
+lease_lost(int32 worker_id, int64 token)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("worker lease lost: worker id %d is no longer held with token " INT64_FORMAT,
+					worker_id, token),
+			 errdetail("The lease ended and the id was acquired again, or purged."),
+			 errhint("Stop generating IDs with this worker id at once, and acquire a new lease.")));
+}
+
+/*
+ * Find the lease of 'token' and lock its id: the lease as it is once no
+ * acquirer, renewer or releaser of the id is in progress.
+ */
+static void
+lock_lease(FunctionCallInfo fcinfo, IdgenSqlContext *cx, const IdgenFunction *fn,
+		   int32 worker_id, int64 token, Lease *l)
+{
+	Oid			relid = lease_relid(fn, "idgen_worker_lease");
+
+	if (!lease_by_token(cx, token, l))
+		lease_lost(worker_id, token);
+	if (worker_of(l->id) != worker_id)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("token " INT64_FORMAT " is not a lease of worker id %d", token, worker_id)));
+	if (l->acquired_by != cx->save_userid && !superuser_arg(cx->save_userid))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for the lease of worker id %d", worker_id),
+				 errdetail("Only the role that acquired a lease (%s) may renew or release it.",
+						   GetUserNameFromId(l->acquired_by, true) ? GetUserNameFromId(l->acquired_by, true) : "a dropped role")));
+	if (l->session_bound)
+	{
+		/*
+		 * Its session holds the id's lock, so no acquirer can touch it; from
+		 * another session the lock would never come.
+		 */
+		if (!l->released && !held_by_me(relid, l->id))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the lease of worker id %d is bound to another session", worker_id),
+					 errhint("Renew or release it in the session that acquired it; it ends when that session ends.")));
+		return;
+	}
+	(void) lock_id(relid, l->id, false, true);
+	/* Read it again: an acquirer may have taken the id before we locked. */
+	if (!lease_by_token(cx, token, l))
+		lease_lost(worker_id, token);
+}
+
+/*
+ * idgen_worker_renew(worker_id int, token bigint, ttl interval DEFAULT NULL)
+ * returns timestamptz
+ *		Extend the lease to now + ttl (the lease's own ttl if NULL); the new
+ *		expiry, NULL for a lease bound to its session.
+ */
+Datum
+idgen_worker_renew(PG_FUNCTION_ARGS)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int32		worker_id;
+	int64		token = token_arg(fcinfo, 1);
+	Interval   *ttl = NULL;
+	IdgenFunction fn;
+	IdgenSqlContext cx;
+	Lease		l;
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	bool		n;
+	Datum		expires;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("worker_id must not be null")));
+	worker_id = PG_GETARG_INT32(0);
+	if (!PG_ARGISNULL(2))
+		ttl = ttl_arg(fcinfo, 2, now);
+	(void) layout_space();
+	PreventCommandIfReadOnly("idgen_worker_renew()");
+
+	idgen_lookup_function(fcinfo, &fn);
+	idgen_sql_begin(&fn, &statements, &cx);
+	lock_lease(fcinfo, &cx, &fn, worker_id, token, &l);
+	if (l.released)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("worker lease lost: the lease of worker id %d with token " INT64_FORMAT " was released",
+						worker_id, token),
+				 errhint("Acquire a new lease.")));
+	args[0] = Int64GetDatum(token);
+	args[1] = TimestampTzGetDatum(now);
+	if (ttl != NULL)
+		args[2] = IntervalPGetDatum(ttl);
+	else if (l.has_ttl)
+		args[2] = IntervalPGetDatum(&l.ttl);
+	else
+		nulls[2] = 'n';
+	if (idgen_sql_run(&cx, Q_RENEW, args, nulls) != 1)
+		elog(ERROR, "worker lease with token " INT64_FORMAT " vanished while locked", token);
+	expires = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &n);
+	idgen_sql_end(&cx);
+	if (n)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(expires);
+}
+
+/*
+ * idgen_worker_release(worker_id int, token bigint) returns boolean
+ *		End the lease now; false if it had been released already.
+ */
+Datum
+idgen_worker_release(PG_FUNCTION_ARGS)
+{
+	int32		worker_id;
+	int64		token = token_arg(fcinfo, 1);
+	IdgenFunction fn;
+	IdgenSqlContext cx;
+	Lease		l;
+	Datum		args[2];
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("worker_id must not be null")));
+	worker_id = PG_GETARG_INT32(0);
+	(void) layout_space();
+	PreventCommandIfReadOnly("idgen_worker_release()");
+
+	idgen_lookup_function(fcinfo, &fn);
+	idgen_sql_begin(&fn, &statements, &cx);
+	lock_lease(fcinfo, &cx, &fn, worker_id, token, &l);
+	if (!l.released)
+	{
+		args[0] = Int64GetDatum(token);
+		args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+		(void) idgen_sql_run(&cx, Q_RELEASE, args, NULL);
+	}
+	idgen_sql_end(&cx);
+
+	/* A lease bound to this session: its session lock goes too. */
+	if (!l.released && l.session_bound)
+	{
+		Oid			relid = lease_relid(&fn, "idgen_worker_lease");
+
+		if (held_by_me(relid, l.id))
+			unlock_id(relid, l.id, true);
+	}
+	PG_RETURN_BOOL(!l.released);
+}
+
+/*
+ * idgen_worker_purge() returns bigint
+ *		Delete the leases whose id has rested its quarantine (their ids are
+ *		free either way); skips ids someone is acquiring.  The number deleted.
+ */
+Datum
+idgen_worker_purge(PG_FUNCTION_ARGS)
+{
+	TimestampTz before = free_before(GetCurrentTimestamp());
+	IdgenFunction fn;
+	IdgenSqlContext cx;
+	Oid			relid;
+	Datum		arg = TimestampTzGetDatum(before);
+	uint64		n;
+	int32	   *ids;
+	int64	   *tokens;
+	int64		deleted = 0;
+
+	PreventCommandIfReadOnly("idgen_worker_purge()");
+	idgen_lookup_function(fcinfo, &fn);
+	relid = lease_relid(&fn, "idgen_worker_lease");
+	idgen_sql_begin(&fn, &statements, &cx);
+	n = idgen_sql_run(&cx, Q_ENDED, &arg, NULL);
+	ids = palloc(sizeof(int32) * (n + 1));
+	tokens = palloc(sizeof(int64) * (n + 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		ids[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		tokens[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	for (uint64 i = 0; i < n; i++)
+	{
+		Datum		args[3];
+
+		CHECK_FOR_INTERRUPTS();
+		if (!lock_id(relid, ids[i], false, false))
+			continue;
+		args[0] = Int32GetDatum(ids[i]);
+		args[1] = Int64GetDatum(tokens[i]);
+		args[2] = TimestampTzGetDatum(before);
+		deleted += (int64) idgen_sql_run(&cx, Q_DELETE, args, NULL);
+	}
+	idgen_sql_end(&cx);
+	PG_RETURN_INT64(deleted);
+}

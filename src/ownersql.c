@@ -1,0 +1,108 @@
+/*-------------------------------------------------------------------------
+ *
+ * ownersql.c
+ *	  SQL run by idgen's functions on the extension's own tables, as the
+ *	  extension's owner.
+ *
+ * The tables (idgen_seq, idgen_worker_lease) belong to the extension's owner
+ * and are granted to nobody.  A function that reads or writes them through
+ * SQL switches to the owner of the function being called (the extension's
+ * owner) around that SQL, as SECURITY DEFINER would, without the cost of a
+ * per-call search_path change: every statement is prepared once per backend
+ * with the extension's schema spliced in, quoted, and every operator written
+ * OPERATOR(pg_catalog.=), so the caller's search_path cannot change what
+ * runs.  Who may call what is decided by EXECUTE grants in the extension
+ * script.
+ *
+ * A statement set (IdgenStatements) is a table of SQL texts in which %1$s
+ * stands for the quoted schema name; it is prepared on first use and again
+ * if the extension was re-created in another schema since.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_proc.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+#include "idgen.h"
+
+/*
+ * The owner and schema of the function being called.
+ */
+void
+idgen_lookup_function(FunctionCallInfo fcinfo, IdgenFunction *fn)
+{
+	Oid			fn_oid = fcinfo->flinfo->fn_oid;
+	HeapTuple	tp = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
+
+	if (!HeapTupleIsValid(tp))
+		elog(ERROR, "cache lookup failed for function %u", fn_oid);
+	fn->owner = ((Form_pg_proc) GETSTRUCT(tp))->proowner;
+	fn->nspid = ((Form_pg_proc) GETSTRUCT(tp))->pronamespace;
+	ReleaseSysCache(tp);
+}
+
+static void
+prepare_statements(IdgenStatements *st, Oid nspid)
+{
+	char	   *schema;
+
+	if (likely(nspid == st->nspid))
+		return;
+	schema = pstrdup(quote_identifier(get_namespace_name(nspid)));
+	for (int q = 0; q < st->count; q++)
+	{
+		const IdgenStatement *s = &st->statements[q];
+		SPIPlanPtr	plan = SPI_prepare(psprintf(s->sql, schema), s->nargs, (Oid *) s->argtypes);
+
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		if (st->plans[q] != NULL)
+			SPI_freeplan(st->plans[q]);
+		st->plans[q] = plan;
+		SPI_keepplan(plan);
+	}
+	st->nspid = nspid;
+}
+
+/*
+ * Connect to SPI as the owner of the function being called, with 'st'
+ * prepared.  A transaction abort restores the caller's identity by itself.
+ */
+void
+idgen_sql_begin(const IdgenFunction *fn, IdgenStatements *st, IdgenSqlContext *cx)
+{
+	GetUserIdAndSecContext(&cx->save_userid, &cx->save_sec_context);
+	SetUserIdAndSecContext(fn->owner, cx->save_sec_context |
+						   SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	cx->statements = st;
+	prepare_statements(st, fn->nspid);
+}
+
+void
+idgen_sql_end(IdgenSqlContext *cx)
+{
+	SPI_finish();
+	SetUserIdAndSecContext(cx->save_userid, cx->save_sec_context);
+}
+
+/*
+ * Run statement 'q' (nulls as for SPI_execute_plan); the number of rows
+ * processed, with the rows in SPI_tuptable.
+ */
+uint64
+idgen_sql_run(IdgenSqlContext *cx, int q, Datum *values, const char *nulls)
+{
+	int			rc = SPI_execute_plan(cx->statements->plans[q], values, nulls, false, 0);
+
+	if (rc < 0)
+		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+	return SPI_processed;
+}
