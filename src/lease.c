@@ -36,9 +36,10 @@
  *
  *	  A lease bound to its session is also held with a session-level lock
  *	  on the same key, released when the session ends (or the acquiring
- *	  (sub)transaction aborts, or the lease is released).  An acquirer that
- *	  can lock such an id knows the session is gone: it ends the lease there
- *	  and then, and the quarantine runs from that moment.
+ *	  (sub)transaction aborts, or the lease is released).  Whoever can lock
+ *	  such an id knows the session is gone and ends the lease then: the
+ *	  purge (the purge worker, every idgen.purge_interval) or an acquirer
+ *	  passing by; the quarantine runs from that moment.
  *
  *-------------------------------------------------------------------------
  */
@@ -81,6 +82,7 @@ enum
 	Q_BY_TOKEN,					/* the lease with token $1 */
 	Q_RENEW,					/* renew the lease with token $1 */
 	Q_RELEASE,					/* release the lease with token $1 */
+	Q_SESSIONS,					/* session-bound leases not known to have ended */
 	Q_ENDED,					/* leases that ended before $1 */
 	Q_DELETE,					/* delete lease $2 of id $1 if it ended before $3 */
 	NUM_QUERIES
@@ -130,6 +132,11 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"UPDATE %1$s.idgen_worker_lease SET released_at = $2 "
 		"WHERE token OPERATOR(pg_catalog.=) $1",
 		2, {INT8OID, TIMESTAMPTZOID}
+	},
+	[Q_SESSIONS] = {
+		"SELECT id, token FROM %1$s.idgen_worker_lease "
+		"WHERE session_bound AND expires_at IS NULL AND released_at IS NULL",
+		0, {InvalidOid}
 	},
 	[Q_ENDED] = {
 		"SELECT id, token FROM %1$s.idgen_worker_lease WHERE " LEASE_ENDED_BEFORE("$1"),
@@ -352,6 +359,28 @@ free_before(TimestampTz now)
 	return now - (TimestampTz) idgen_worker_quarantine_ms * 1000;
 }
 
+/*
+ * If the session that holds the session-bound lease 'token' of 'id' is gone
+ * (its lock can be taken), end the lease at 'now'; whether it did.  The
+ * quarantine runs from then, so it counts only once this transaction
+ * commits: an acquirer that fails leaves it to the next one, or to the
+ * purge.
+ */
+static bool
+end_session_lease(IdgenSqlContext *cx, Oid relid, int32 id, int64 token, TimestampTz now)
+{
+	Datum		args[3];
+
+	if (held_by_me(relid, id))
+		return false;			/* bound to this very session */
+	if (!lock_id(relid, id, false, false))
+		return false;			/* its session still holds it */
+	args[0] = Int32GetDatum(id);
+	args[1] = Int64GetDatum(token);
+	args[2] = TimestampTzGetDatum(now);
+	return idgen_sql_run(cx, Q_END_SESSION, args, NULL) == 1;
+}
+
 /* ----------
  * idgen_worker_acquire(holder text, ttl interval, max_workers int,
  *						session_bound boolean)
@@ -482,19 +511,8 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
 				;
 			if (s == nsession)
 				continue;
-			if (held_by_me(relid, id))
-				continue;		/* bound to this very session */
-			if (!lock_id(relid, id, false, false))
-			{
-				nlocked++;		/* its session still holds it */
-				continue;
-			}
-			/* The session is gone: its lease ends now, and the id rests. */
-			args[0] = Int32GetDatum(id);
-			args[1] = Int64GetDatum(session_tokens[s]);
-			args[2] = TimestampTzGetDatum(now);
-			(void) idgen_sql_run(&cx, Q_END_SESSION, args, NULL);
-			continue;
+			(void) end_session_lease(&cx, relid, id, session_tokens[s], now);
+			continue;			/* held, or resting from now on */
 		}
 		if (!lock_id(relid, id, false, false))
 		{
@@ -755,7 +773,8 @@ idgen_worker_release(PG_FUNCTION_ARGS)
 Datum
 idgen_worker_purge(PG_FUNCTION_ARGS)
 {
-	TimestampTz before = free_before(GetCurrentTimestamp());
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz before = free_before(now);
 	IdgenFunction fn;
 	IdgenSqlContext cx;
 	Oid			relid;
@@ -769,6 +788,22 @@ idgen_worker_purge(PG_FUNCTION_ARGS)
 	idgen_lookup_function(fcinfo, &fn);
 	relid = lease_relid(&fn, "idgen_worker_lease");
 	idgen_sql_begin(&fn, &statements, &cx);
+
+	/* Session-bound leases whose session is gone end now. */
+	n = idgen_sql_run(&cx, Q_SESSIONS, NULL, NULL);
+	ids = palloc(sizeof(int32) * (n + 1));
+	tokens = palloc(sizeof(int64) * (n + 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		ids[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		tokens[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	for (uint64 i = 0; i < n; i++)
+		end_session_lease(&cx, relid, ids[i], tokens[i], now);
+
+	/* Then the leases that have rested. */
 	n = idgen_sql_run(&cx, Q_ENDED, &arg, NULL);
 	ids = palloc(sizeof(int32) * (n + 1));
 	tokens = palloc(sizeof(int64) * (n + 1));

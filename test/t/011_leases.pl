@@ -1,0 +1,150 @@
+# Scenario: worker-id leases under real concurrency and over time.
+#
+#  - 200 acquirers released together over 64 ids: exactly 64 succeed, each
+#    with its own id and token; the other 136 get the exhaustion error.
+#  - Churn: 32 pgbench clients acquire, hold, renew and release 16 ids for
+#    a few seconds; a lease handed out twice would make its first holder's
+#    renewal fail ("lost") and abort that client.
+#  - A session-bound lease ends with its connection and then rests in
+#    quarantine.
+#  - The purge worker deletes ended leases; tokens keep growing across a
+#    crash.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IdgenTest;
+
+# This server is datacenter 31, worker 31 (id 1023): outside the ids leased
+# below, so all 64 of them can be handed out.
+my $node = idgen_node(
+	'leases',
+	'max_connections' => 230,
+	'idgen.datacenter_id' => 31,
+	'idgen.worker_id' => 31,
+	'idgen.worker_quarantine' => 0,
+	'idgen.purge_interval' => '1s');
+my $pgbench = $node->installed_command('pgbench');
+my $tmp = PostgreSQL::Test::Utils::tempdir;
+
+$node->safe_psql('postgres',
+	'CREATE TABLE got (client int, worker_id int, datacenter_id int, token bigint)');
+
+# --- 200 acquirers, 64 ids -------------------------------------------------
+{
+	# The clients queue on an advisory lock the test holds, so that all 200
+	# acquire at the same moment once it lets go.
+	my $gate = $node->background_psql('postgres');
+	$gate->query_safe('SELECT pg_advisory_lock(42)');
+	PostgreSQL::Test::Utils::append_to_file("$tmp/acquire.sql", q{
+SELECT pg_advisory_lock_shared(42);
+SELECT pg_advisory_unlock_shared(42);
+INSERT INTO got SELECT :client_id, worker_id, datacenter_id, token
+  FROM idgen_worker_acquire('client-' || :client_id, max_workers => 64);
+});
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start([ $pgbench, '-n', '-c', 200, '-j', 8, '-t', 1, '-f', "$tmp/acquire.sql",
+			'-d', $node->connstr('postgres') ], '>', \$out, '2>', \$err);
+	$node->poll_query_until('postgres',
+		q{SELECT count(*) = 200 FROM pg_locks WHERE locktype = 'advisory' AND objid = 42 AND NOT granted})
+	  or die 'the 200 clients did not reach the gate';
+	$gate->query_safe('SELECT pg_advisory_unlock(42)');
+	$h->finish;
+	$gate->quit;
+
+	my @exhausted = ($err =~ /ERROR:  all 64 worker ids are taken/g);
+	is(scalar(@exhausted), 136, '136 of 200 acquirers got the exhaustion error');
+	is($node->safe_psql('postgres',
+			'SELECT count(*), count(DISTINCT (datacenter_id, worker_id)), count(DISTINCT token), '
+			  . 'min(datacenter_id << 5 | worker_id), max(datacenter_id << 5 | worker_id) FROM got'),
+		'64|64|64|0|63', 'exactly 64 acquirers succeeded, each with its own id and token');
+	is($node->safe_psql('postgres',
+			"SELECT count(*) FROM idgen_worker_leases WHERE state = 'held'"),
+		'64', 'the view shows 64 held leases');
+}
+
+# --- churn: acquire, hold, renew, release ----------------------------------
+{
+	$node->safe_psql('postgres', q{
+		CREATE TABLE churn (client int, ok boolean);
+		CREATE FUNCTION try_acquire(holder text, OUT w int, OUT t bigint) LANGUAGE plpgsql AS $$
+		BEGIN
+			SELECT worker_id, token INTO w, t FROM idgen_worker_acquire(holder, ttl => '10 s', max_workers => 16);
+			INSERT INTO churn VALUES (0, true);
+		EXCEPTION WHEN program_limit_exceeded THEN
+			w := -1; t := -1;
+			INSERT INTO churn VALUES (0, false);
+		END $$;
+		SELECT count(*) FROM (SELECT idgen_worker_release(worker_id, token) FROM got) s;
+	});
+	PostgreSQL::Test::Utils::append_to_file("$tmp/churn.sql", q{
+SELECT w, t FROM try_acquire('churn-' || :client_id) \gset
+\if :t > 0
+SELECT pg_sleep(0.002 * random());
+SELECT idgen_worker_renew(:w, :t) IS NOT NULL AS renewed;
+SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
+\endif
+});
+	my ($out, $err) = ('', '');
+	my $clean = IPC::Run::run([ $pgbench, '-n', '-c', 32, '-j', 4, '-T', 5, '-f', "$tmp/churn.sql",
+			'-d', $node->connstr('postgres') ], '>', \$out, '2>', \$err);
+	note("churn:\n$out$err");
+	unlike($err, qr/ERROR/, 'churn: no renewal or release failed (no lease was handed out twice)');
+	ok($clean, 'churn: pgbench exited 0 (no client aborted)');
+	my ($ok, $full) = split /\|/, $node->safe_psql('postgres',
+		'SELECT count(*) FILTER (WHERE ok), count(*) FILTER (WHERE NOT ok) FROM churn');
+	cmp_ok($ok, '>', 200, "churn: $ok leases acquired, renewed and released");
+	cmp_ok($full, '>', 0, "churn: the 16 ids ran out $full times (the clients contended)");
+}
+
+# --- a session-bound lease ends with its session ---------------------------
+{
+	$node->safe_psql('postgres', 'DELETE FROM idgen_worker_lease');
+	$node->safe_psql('postgres',
+		"ALTER SYSTEM SET idgen.worker_quarantine = '2s'; SELECT pg_reload_conf()");
+	my $holder = $node->background_psql('postgres');
+	my $pid = $holder->query_safe('SELECT pg_backend_pid()');
+	$holder->query_safe(
+		"SELECT * FROM idgen_worker_acquire('session', session_bound => true, max_workers => 1)");
+	is($node->safe_psql('postgres', 'SELECT state, holder_pid FROM idgen_worker_leases'),
+		"held|$pid", 'a session-bound lease is held by its session');
+	like(sql_error($node, "SELECT * FROM idgen_worker_acquire('other', max_workers => 1)"),
+		qr/54000: all 1 worker ids are taken/, 'its id is not leased again while the session lives');
+	$holder->quit;
+	# The purge worker notices the session is gone and ends the lease; the
+	# id then rests for the quarantine (2 s).
+	$node->poll_query_until('postgres', 'SELECT expires_at IS NOT NULL FROM idgen_worker_lease')
+	  or die 'the session lease was not ended';
+	pass('the purge worker ended the lease of the closed session');
+	like(sql_error($node, "SELECT * FROM idgen_worker_acquire('other', max_workers => 1)"),
+		qr/54000: all 1 worker ids are taken/, 'after the session ends, the id rests in quarantine');
+	is($node->safe_psql('postgres', 'SELECT state FROM idgen_worker_leases'),
+		'quarantine', 'the view shows the quarantine');
+	select(undef, undef, undef, 2.2);
+	is($node->safe_psql('postgres',
+			"SELECT worker_id FROM idgen_worker_acquire('other', max_workers => 1)"),
+		'0', 'after the quarantine, the id is leased again');
+	$node->safe_psql('postgres',
+		'ALTER SYSTEM RESET idgen.worker_quarantine; SELECT pg_reload_conf()');
+}
+
+# --- purge, and tokens across a crash --------------------------------------
+{
+	my $max_token = $node->safe_psql('postgres', 'SELECT max(token) FROM idgen_worker_lease');
+	$node->safe_psql('postgres',
+		'SELECT idgen_worker_release(worker_id, token) FROM idgen_worker_leases');
+	$node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM idgen_worker_lease')
+	  or die 'the released leases were not purged';
+	pass('the purge worker deleted the ended leases');
+	$node->stop('immediate');
+	$node->start;
+	my $token = $node->safe_psql('postgres',
+		"SELECT token FROM idgen_worker_acquire('after-crash', max_workers => 1)");
+	cmp_ok($token, '>', $max_token, 'a token after a crash is greater than every token before');
+}
+
+$node->stop('fast');
+ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+done_testing();
