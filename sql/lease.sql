@@ -86,6 +86,11 @@ SELECT worker_id FROM idgen_worker_acquire('session', session_bound => true, max
 ROLLBACK TO SAVEPOINT s;
 SELECT count(*) AS advisory_locks_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 26980;
 COMMIT;
+-- And one in a rolled-back transaction.
+BEGIN;
+SELECT worker_id FROM idgen_worker_acquire('session', session_bound => true, max_workers => 105);
+ROLLBACK;
+SELECT count(*) AS advisory_locks_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 26980;
 SELECT count(*) AS rows_for_rolled_back FROM idgen_worker_lease WHERE token > :ts;
 
 -- Purge: leases whose id has rested are deleted (their ids are free anyway).

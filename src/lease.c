@@ -342,6 +342,16 @@ ttl_arg(FunctionCallInfo fcinfo, int n, TimestampTz now)
 	return ttl;
 }
 
+static int32
+worker_id_arg(FunctionCallInfo fcinfo)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("worker_id must not be null")));
+	return PG_GETARG_INT32(0);
+}
+
 static int64
 token_arg(FunctionCallInfo fcinfo, int n)
 {
@@ -685,11 +695,7 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 	bool		n;
 	Datum		expires;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("worker_id must not be null")));
-	worker_id = PG_GETARG_INT32(0);
+	worker_id = worker_id_arg(fcinfo);
 	if (!PG_ARGISNULL(2))
 		ttl = ttl_arg(fcinfo, 2, now);
 	(void) layout_space();
@@ -735,11 +741,7 @@ idgen_worker_release(PG_FUNCTION_ARGS)
 	Lease		l;
 	Datum		args[2];
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("worker_id must not be null")));
-	worker_id = PG_GETARG_INT32(0);
+	worker_id = worker_id_arg(fcinfo);
 	(void) layout_space();
 	PreventCommandIfReadOnly("idgen_worker_release()");
 
@@ -765,10 +767,29 @@ idgen_worker_release(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(!l.released);
 }
 
+/* Run statement 'q', which returns (id, token) rows, into two arrays. */
+static uint64
+run_id_tokens(IdgenSqlContext *cx, int q, Datum *args, int32 **ids, int64 **tokens)
+{
+	uint64		n = idgen_sql_run(cx, q, args, NULL);
+
+	*ids = palloc(sizeof(int32) * (n + 1));
+	*tokens = palloc(sizeof(int64) * (n + 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		(*ids)[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		(*tokens)[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	return n;
+}
+
 /*
  * idgen_worker_purge() returns bigint
- *		Delete the leases whose id has rested its quarantine (their ids are
- *		free either way); skips ids someone is acquiring.  The number deleted.
+ *		End the session-bound leases whose session is gone, and delete the
+ *		leases whose id has rested its quarantine (their ids are free either
+ *		way); skips ids someone is acquiring.  The number deleted.
  */
 Datum
 idgen_worker_purge(PG_FUNCTION_ARGS)
@@ -790,30 +811,12 @@ idgen_worker_purge(PG_FUNCTION_ARGS)
 	idgen_sql_begin(&fn, &statements, &cx);
 
 	/* Session-bound leases whose session is gone end now. */
-	n = idgen_sql_run(&cx, Q_SESSIONS, NULL, NULL);
-	ids = palloc(sizeof(int32) * (n + 1));
-	tokens = palloc(sizeof(int64) * (n + 1));
+	n = run_id_tokens(&cx, Q_SESSIONS, NULL, &ids, &tokens);
 	for (uint64 i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		ids[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		tokens[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-	}
-	for (uint64 i = 0; i < n; i++)
-		end_session_lease(&cx, relid, ids[i], tokens[i], now);
+		(void) end_session_lease(&cx, relid, ids[i], tokens[i], now);
 
 	/* Then the leases that have rested. */
-	n = idgen_sql_run(&cx, Q_ENDED, &arg, NULL);
-	ids = palloc(sizeof(int32) * (n + 1));
-	tokens = palloc(sizeof(int64) * (n + 1));
-	for (uint64 i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		ids[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		tokens[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-	}
+	n = run_id_tokens(&cx, Q_ENDED, &arg, &ids, &tokens);
 	for (uint64 i = 0; i < n; i++)
 	{
 		Datum		args[3];
