@@ -21,6 +21,7 @@ OBJS = \
 	src/lease.o \
 	src/ownersql.o \
 	src/purge.o \
+	src/seqcache.o \
 	src/shmem.o \
 	src/snowflake.o \
 	src/stats.o \

@@ -95,6 +95,7 @@ CREATE TABLE @extschema@.idgen_seq (
     max_value bigint NOT NULL,
     ttl interval,
     last_used timestamptz NOT NULL,
+    cache int NOT NULL DEFAULT 0,
     value bigint NOT NULL
 );
 REVOKE ALL ON @extschema@.idgen_seq FROM PUBLIC;
@@ -132,7 +133,8 @@ CREATE FUNCTION @extschema@.idgen_seq_configure(
     key text,
     step bigint DEFAULT 1,
     max_value bigint DEFAULT 0,
-    ttl interval DEFAULT NULL)
+    ttl interval DEFAULT NULL,
+    cache int DEFAULT 0)
 RETURNS void
 AS 'MODULE_PATHNAME', 'idgen_seq_configure'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -149,18 +151,41 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 REVOKE ALL ON FUNCTION @extschema@.idgen_seq_set(text, bigint),
     @extschema@.idgen_seq_set_if_absent(text, bigint),
-    @extschema@.idgen_seq_configure(text, bigint, bigint, interval),
+    @extschema@.idgen_seq_configure(text, bigint, bigint, interval, int),
     @extschema@.idgen_seq_drop(text),
     @extschema@.idgen_seq_purge() FROM PUBLIC;
 
 -- Keys with their options; expired keys are not shown.  Like the
 -- administrative functions, not granted to PUBLIC.
 CREATE VIEW @extschema@.idgen_seq_keys AS
-    SELECT key, value, step, max_value, ttl, last_used,
+    SELECT key, value, step, max_value, ttl, cache, last_used,
            last_used OPERATOR(pg_catalog.+) ttl AS expires_at
     FROM @extschema@.idgen_seq
     WHERE ttl IS NULL OR last_used OPERATOR(pg_catalog.+) ttl OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
 REVOKE ALL ON @extschema@.idgen_seq_keys FROM PUBLIC;
+
+-- Cached keys (cache => n) of this database, as shared memory holds them:
+-- values served, segments fetched, waits for a segment, the size of the
+-- next segment and the current one.  Not granted to PUBLIC.
+CREATE FUNCTION @extschema@.idgen_seq_cache(
+    OUT key text,
+    OUT cache int,
+    OUT segment_size bigint,
+    OUT served bigint,
+    OUT fetches bigint,
+    OUT waits bigint,
+    OUT segment_first bigint,
+    OUT segment_last bigint,
+    OUT segment_left bigint,
+    OUT next_ready boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idgen_seq_cache'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION @extschema@.idgen_seq_cache() FROM PUBLIC;
+
+CREATE VIEW @extschema@.idgen_seq_cache AS
+    SELECT * FROM @extschema@.idgen_seq_cache();
+REVOKE ALL ON @extschema@.idgen_seq_cache FROM PUBLIC;
 
 -- Worker-id leases (lease.c) for Snowflake generators outside the database.
 -- One row per worker id ever leased: id is datacenter_id << worker_bits |

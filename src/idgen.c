@@ -41,6 +41,9 @@ int			idgen_horizon_interval_ms = 100;
 char	   *idgen_purge_database = NULL;
 int			idgen_purge_interval_s = 60;
 int			idgen_worker_quarantine_ms = 10 * 1000;
+int			idgen_seq_cache_keys = 1024;
+int			idgen_seq_cache_wait_ms = 2000;
+double		idgen_seq_cache_prefetch = 0.1;
 
 void		_PG_init(void);
 
@@ -137,6 +140,23 @@ _PG_init(void)
 							"between the hosts of one holder and the next.",
 							&idgen_worker_quarantine_ms, 10 * 1000, 0, 24 * 3600 * 1000,
 							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idgen.seq_cache_keys",
+							"Sets how many cached per-key sequences shared memory holds.",
+							"The least recently used key is evicted when a new one needs room; "
+							"its reserved but unserved values are lost.",
+							&idgen_seq_cache_keys, 1024, 16, 1024 * 1024,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("idgen.seq_cache_wait_ms",
+							"Sets how long a call waits for a segment of a cached key before it fails.",
+							NULL,
+							&idgen_seq_cache_wait_ms, 2000, 0, 60 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomRealVariable("idgen.seq_cache_prefetch",
+							 "Sets the fraction of a segment used after which the next one is reserved.",
+							 NULL,
+							 &idgen_seq_cache_prefetch, 0.1, 0.0, 1.0,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("idgen");

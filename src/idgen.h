@@ -14,6 +14,7 @@
  *	  keeper.c     the durable horizon and the keeper background worker
  *	  ownersql.c   SQL on the extension's tables, as the extension's owner
  *	  keyseq.c     per-key business sequences
+ *	  seqcache.c   cached per-key sequences: segments in shared memory
  *	  lease.c      worker-id leases
  *	  purge.c      the background worker that deletes expired keys
  *	  stats.c      idgen_stats, idgen_stats_reset, idgen_info
@@ -211,6 +212,9 @@ extern int	idgen_horizon_interval_ms;
 extern char *idgen_purge_database;
 extern int	idgen_purge_interval_s;
 extern int	idgen_worker_quarantine_ms;
+extern int	idgen_seq_cache_keys;
+extern int	idgen_seq_cache_wait_ms;
+extern double idgen_seq_cache_prefetch;
 
 /*
  * lease.c: the last field of the advisory lock tags on worker ids (the SQL
@@ -271,6 +275,63 @@ extern void idgen_lookup_function(FunctionCallInfo fcinfo, IdgenFunction *fn);
 extern void idgen_sql_begin(const IdgenFunction *fn, IdgenStatements *st, IdgenSqlContext *cx);
 extern void idgen_sql_end(IdgenSqlContext *cx);
 extern uint64 idgen_sql_run(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
+
+/* keyseq.c */
+#define IDGEN_SEQ_MAX_KEY			256 /* longest key, in bytes */
+#define IDGEN_SEQ_MAX_CACHE			1000000 /* largest cache setting */
+struct IdgenSeqRequest;
+extern void idgen_seq_reserve_segments(const char *schema, struct IdgenSeqRequest *req, int n);
+extern void idgen_seq_record_use(const char *schema, struct IdgenSeqRequest *req, int n);
+
+/* seqcache.c: a segment request, as the worker handles it */
+typedef enum IdgenSeqOutcome
+{
+	IDGEN_SEQ_RETRY,			/* the row was busy: ask again */
+	IDGEN_SEQ_RESERVED,			/* count values reserved (0: end of range) */
+	IDGEN_SEQ_FORGET			/* the key is gone, expired or not cached */
+} IdgenSeqOutcome;
+
+typedef struct IdgenSeqRequest
+{
+	int			index;			/* the entry */
+	uint32		keygen;
+	int64		size;			/* values wanted */
+	char		key[IDGEN_SEQ_MAX_KEY + 1];
+	IdgenSeqOutcome outcome;
+	int64		base;			/* the reserved segment */
+	int64		step;
+	int64		max_value;
+	int64		count;
+} IdgenSeqRequest;
+
+typedef struct IdgenSeqCacheRow
+{
+	char		key[IDGEN_SEQ_MAX_KEY + 1];
+	int32		cache;
+	int64		segment_size;
+	int64		served;
+	int64		fetches;
+	int64		waits;
+	bool		has_segment;
+	int64		segment_first;
+	int64		segment_last;
+	int64		segment_left;
+	bool		next_ready;
+} IdgenSeqCacheRow;
+
+extern Size idgen_seqcache_shmem_size(void);
+extern void idgen_seqcache_shmem_startup(void);
+extern bool idgen_seqcache_available(void);
+extern bool idgen_seqcache_next(const char *key, int keylen, int count, int64 *out);
+extern void idgen_seqcache_install(const char *key, int keylen, int32 cache_size, bool has_ttl);
+extern void idgen_seqcache_invalidate(const char *key, int keylen);
+extern void idgen_seqcache_worker_attach(Latch *latch);
+extern void idgen_seqcache_worker_detach(int code, Datum arg);
+extern int	idgen_seqcache_collect(IdgenSeqRequest *req, int max);
+extern int64 idgen_seqcache_reserve(IdgenSeqRequest *r, int64 value, int64 step, int64 max_value);
+extern void idgen_seqcache_publish(IdgenSeqRequest *req, int n);
+extern int	idgen_seqcache_collect_used(IdgenSeqRequest *req, int max);
+extern void idgen_seqcache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), void *arg);
 
 /* purge.c */
 extern void idgen_purge_register(void);

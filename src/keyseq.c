@@ -60,6 +60,7 @@
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/fmgroids.h"
@@ -80,9 +81,6 @@ PG_FUNCTION_INFO_V1(idgen_seq_configure);
 PG_FUNCTION_INFO_V1(idgen_seq_drop);
 PG_FUNCTION_INFO_V1(idgen_seq_purge);
 
-/* Longest key, in bytes. */
-#define IDGEN_SEQ_MAX_KEY		256
-
 /* Most values one idgen_seq_next(key, count) call returns. */
 #define IDGEN_SEQ_MAX_COUNT		1000000
 
@@ -94,6 +92,7 @@ enum
 	COL_MAX_VALUE,
 	COL_TTL,
 	COL_LAST_USED,
+	COL_CACHE,
 	COL_VALUE,
 	NUM_COLS = COL_VALUE
 };
@@ -107,6 +106,7 @@ typedef struct SeqRow
 	bool		has_ttl;
 	Interval	ttl;
 	TimestampTz last_used;
+	int32		cache;			/* > 0: cached mode, minimum segment size */
 } SeqRow;
 
 /* The statements, prepared once per backend (see ownersql.c). */
@@ -120,14 +120,14 @@ enum
 
 static const IdgenStatement statement_list[NUM_QUERIES] = {
 	[Q_READ] = {
-		"SELECT key, step, max_value, ttl, last_used, value FROM %1$s.idgen_seq "
+		"SELECT key, step, max_value, ttl, last_used, cache, value FROM %1$s.idgen_seq "
 		"WHERE key OPERATOR(pg_catalog.=) $1",
 		1, {TEXTOID}
 	},
 	[Q_INSERT] = {
-		"INSERT INTO %1$s.idgen_seq (key, step, max_value, ttl, last_used, value) "
-		"VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO NOTHING",
-		NUM_COLS, {TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT8OID}
+		"INSERT INTO %1$s.idgen_seq (key, step, max_value, ttl, last_used, cache, value) "
+		"VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (key) DO NOTHING",
+		NUM_COLS, {TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT4OID, INT8OID}
 	},
 
 	/*
@@ -138,9 +138,10 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 	[Q_PURGE] = {
 		"DELETE FROM %1$s.idgen_seq WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
 		"SELECT ctid FROM %1$s.idgen_seq WHERE ttl IS NOT NULL "
-		"AND ((last_used OPERATOR(pg_catalog.+) ttl) OPERATOR(pg_catalog.<=) $1) "
-		"LIMIT 1000 FOR UPDATE SKIP LOCKED))",
-		1, {TIMESTAMPTZOID}
+		"AND ((last_used OPERATOR(pg_catalog.+) ttl) OPERATOR(pg_catalog.<=) "
+		"CASE WHEN (cache OPERATOR(pg_catalog.>) 0) THEN $2 ELSE $1 END) "
+		"LIMIT 1000 FOR UPDATE SKIP LOCKED)) RETURNING key, cache",
+		2, {TIMESTAMPTZOID, TIMESTAMPTZOID}
 	},
 };
 
@@ -175,6 +176,12 @@ key_arg(FunctionCallInfo fcinfo)
 	return key;
 }
 
+/*
+ * Whether the key's ttl has passed since its last use.  The use of a cached
+ * key is recorded in its row by the worker (at each reservation and each
+ * purge run), so it may be up to idgen.purge_interval more recent than the
+ * row says: such a key expires that much later.
+ */
 static bool
 ttl_passed(const SeqRow *row, TimestampTz now)
 {
@@ -185,6 +192,8 @@ ttl_passed(const SeqRow *row, TimestampTz now)
 	expires = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 													  TimestampTzGetDatum(row->last_used),
 													  IntervalPGetDatum(&row->ttl)));
+	if (row->cache > 0)
+		expires += (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC;
 	return expires <= now;
 }
 
@@ -197,6 +206,7 @@ row_defaults(SeqRow *row, TimestampTz now)
 	row->max_value = 0;
 	row->has_ttl = false;
 	memset(&row->ttl, 0, sizeof(row->ttl));
+	row->cache = 0;
 	row->last_used = now;
 }
 
@@ -210,6 +220,7 @@ row_from_values(SeqRow *row, const Datum *values, const bool *isnull)
 	if (row->has_ttl)
 		row->ttl = *DatumGetIntervalP(values[COL_TTL - 1]);
 	row->last_used = DatumGetTimestampTz(values[COL_LAST_USED - 1]);
+	row->cache = DatumGetInt32(values[COL_CACHE - 1]);
 	row->value = DatumGetInt64(values[COL_VALUE - 1]);
 }
 
@@ -225,6 +236,8 @@ row_to_values(SeqRow *row, Datum *values, bool *isnull)
 	isnull[COL_TTL - 1] = !row->has_ttl;
 	values[COL_LAST_USED - 1] = TimestampTzGetDatum(row->last_used);
 	isnull[COL_LAST_USED - 1] = false;
+	values[COL_CACHE - 1] = Int32GetDatum(row->cache);
+	isnull[COL_CACHE - 1] = false;
 	values[COL_VALUE - 1] = Int64GetDatum(row->value);
 	isnull[COL_VALUE - 1] = false;
 }
@@ -293,7 +306,7 @@ static void
 open_table(const IdgenFunction *fn, SeqTable *t)
 {
 	static const Oid coltypes[NUM_COLS] = {
-		TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT8OID
+		TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT4OID, INT8OID
 	};
 	Oid			relid = get_relname_relid("idgen_seq", fn->nspid);
 	TupleDesc	desc;
@@ -331,12 +344,53 @@ close_table(SeqTable *t)
 	table_close(t->rel, NoLock);
 }
 
+/* What lock_row() found. */
+typedef enum RowFound
+{
+	ROW_NONE,					/* the key has no row */
+	ROW_LOCKED,					/* locked, in t->slot and 'row' */
+	ROW_CACHED					/* a live cached key, not locked, in 'row' */
+} RowFound;
+
+static void
+row_from_slot(TupleTableSlot *slot, SeqRow *row)
+{
+	Datum		values[NUM_COLS];
+	bool		isnull[NUM_COLS];
+
+	slot_getallattrs(slot);
+	memcpy(values, slot->tts_values, sizeof(values));
+	memcpy(isnull, slot->tts_isnull, sizeof(isnull));
+	row_from_values(row, values, isnull);
+}
+
 /*
- * Lock the latest version of the key's row into t->slot and read it into
- * 'row'; false if the key has no row.
+ * Whether the row in 'slot' was written or locked by this transaction (which
+ * then holds its lock until it ends).
  */
 static bool
-lock_row(SeqTable *t, text *key, SeqRow *row)
+row_is_mine(TupleTableSlot *slot)
+{
+	bool		should_free;
+	HeapTuple	tup = ExecFetchSlotHeapTuple(slot, false, &should_free);
+	bool		mine;
+
+	mine = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tup->t_data)) ||
+		TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmax(tup->t_data));
+	if (should_free)
+		heap_freetuple(tup);
+	return mine;
+}
+
+/*
+ * Lock the latest version of the key's row into t->slot and read it into
+ * 'row'.  With 'stop_if_cached', a committed row of a live cached key that
+ * this transaction does not hold is only read, not locked (ROW_CACHED): its
+ * values are served from shared memory, and the worker that reserves them
+ * must be able to lock the row.
+ */
+static RowFound
+lock_row(SeqTable *t, text *key, SeqRow *row, bool stop_if_cached)
 {
 	/* See the rows written so far in this transaction, SPI's included. */
 	CommandCounterIncrement();
@@ -360,7 +414,7 @@ lock_row(SeqTable *t, text *key, SeqRow *row)
 		found = index_getnext_slot(scan, ForwardScanDirection, t->slot);
 		index_endscan(scan);
 		if (!found)
-			return false;
+			return ROW_NONE;
 		tid = t->slot->tts_tid;
 
 		/* Inserted by a transaction still in progress: wait for it. */
@@ -370,22 +424,22 @@ lock_row(SeqTable *t, text *key, SeqRow *row)
 			continue;
 		}
 
+		if (stop_if_cached)
+		{
+			row_from_slot(t->slot, row);
+			if (row->cache > 0 && !ttl_passed(row, GetCurrentTimestamp()) &&
+				!row_is_mine(t->slot))
+				return ROW_CACHED;
+		}
+
 		result = table_tuple_lock(t->rel, &tid, GetActiveSnapshot(), t->slot,
 								  GetCurrentCommandId(true), LockTupleNoKeyExclusive,
 								  LockWaitBlock, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
 		switch (result)
 		{
 			case TM_Ok:
-				{
-					Datum		values[NUM_COLS];
-					bool		isnull[NUM_COLS];
-
-					slot_getallattrs(t->slot);
-					memcpy(values, t->slot->tts_values, sizeof(values));
-					memcpy(isnull, t->slot->tts_isnull, sizeof(isnull));
-					row_from_values(row, values, isnull);
-					return true;
-				}
+				row_from_slot(t->slot, row);
+				return ROW_LOCKED;
 			case TM_Deleted:
 			case TM_Updated:
 				/* Deleted (and perhaps inserted again) meanwhile. */
@@ -454,33 +508,56 @@ write_row(SeqTable *t, SeqRow *row)
  */
 typedef bool (*SeqOp) (SeqRow *row, bool existed, TimestampTz now, void *arg);
 
+/* What apply() found. */
+typedef enum Applied
+{
+	APPLIED_NEW,				/* the key was new (or had expired) */
+	APPLIED_EXISTED,			/* the key existed */
+	APPLIED_CACHED				/* a cached key: nothing done, entry installed */
+} Applied;
+
 /*
  * Apply 'op' to the key's row under its row lock, inserting the row if there
- * is none.  A row whose ttl has passed counts as absent.  Returns whether the
- * key existed.  'op' may run more than once (on the defaults for an insert
- * that lost a race, then on the row), so it must only compute from its row.
+ * is none.  A row whose ttl has passed counts as absent.  'op' may run more
+ * than once (on the defaults for an insert that lost a race, then on the
+ * row), so it must only compute from its row.
+ *
+ * For idgen_seq_next ('next'), a live cached key that this transaction
+ * does not hold is left alone (when shared memory serves this database and
+ * 'serve_cached'): its entry in shared memory is installed and
+ * APPLIED_CACHED returned, for the caller to serve it from there.  Any
+ * other change to a key forgets its cached segments, on every backend.
  */
-static bool
-apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg)
+static Applied
+apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next, bool serve_cached)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	IdgenFunction		fn;
+	IdgenFunction fn;
 	SeqTable	t;
-	bool		existed;
+	Applied		applied;
 
 	PreventCommandIfReadOnly(psprintf("%s()", get_func_name(fcinfo->flinfo->fn_oid)));
+	serve_cached = next && serve_cached && idgen_seqcache_available();
 	idgen_lookup_function(fcinfo, &fn);
 	open_table(&fn, &t);
 	for (;;)
 	{
 		SeqRow		row;
+		RowFound	found = lock_row(&t, key, &row, serve_cached);
 
-		if (lock_row(&t, key, &row))
+		if (found == ROW_CACHED)
 		{
-			existed = !ttl_passed(&row, now);
-			if (!existed)
+			idgen_seqcache_install(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
+								   row.cache, row.has_ttl);
+			applied = APPLIED_CACHED;
+			break;
+		}
+		if (found == ROW_LOCKED)
+		{
+			applied = ttl_passed(&row, now) ? APPLIED_NEW : APPLIED_EXISTED;
+			if (applied == APPLIED_NEW)
 				row_defaults(&row, now);
-			if (op(&row, existed, now, arg))
+			if (op(&row, applied == APPLIED_EXISTED, now, arg))
 				write_row(&t, &row);
 			break;
 		}
@@ -490,13 +567,15 @@ apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg)
 		(void) op(&row, false, now, arg);
 		if (insert_row(&fn, key, &row))
 		{
-			existed = false;
+			applied = APPLIED_NEW;
 			break;
 		}
 		/* Another session inserted it first: lock that row instead. */
 	}
 	close_table(&t);
-	return existed;
+	if (!next)
+		idgen_seqcache_invalidate(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+	return applied;
 }
 
 /*
@@ -558,7 +637,15 @@ seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 
 	if (out == NULL)
 		a.out = &last, a.count = 1;
-	(void) apply(fcinfo, key, op_next, &a);
+	for (int attempt = 0;; attempt++)
+	{
+		/* A cached key with an entry: served from shared memory. */
+		if (idgen_seqcache_next(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), a.count, a.out))
+			break;
+		/* Otherwise the table, which installs the entry of a cached key. */
+		if (apply(fcinfo, key, op_next, &a, true, attempt < 3) != APPLIED_CACHED)
+			break;
+	}
 	return a.out[a.count - 1];
 }
 
@@ -682,7 +769,7 @@ set_value(FunctionCallInfo fcinfo, SeqOp op)
 	text	   *key = key_arg(fcinfo);
 	int64		value = value_arg(fcinfo, 1);
 
-	return apply(fcinfo, key, op, &value);
+	return apply(fcinfo, key, op, &value, false, false) == APPLIED_EXISTED;
 }
 
 Datum
@@ -722,6 +809,7 @@ op_configure(SeqRow *row, bool existed, TimestampTz now, void *arg)
 	row->max_value = opts->max_value;
 	row->has_ttl = opts->has_ttl;
 	row->ttl = opts->ttl;
+	row->cache = opts->cache;
 	return true;
 }
 
@@ -769,8 +857,14 @@ idgen_seq_configure(PG_FUNCTION_ARGS)
 		init.has_ttl = true;
 		init.ttl = *ttl;
 	}
+	if (PG_ARGISNULL(4) || PG_GETARG_INT32(4) < 0 || PG_GETARG_INT32(4) > IDGEN_SEQ_MAX_CACHE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cache must be between 0 and %d", IDGEN_SEQ_MAX_CACHE),
+				 errdetail("0 (the default) is the transactional mode; n > 0 serves the key from shared memory in segments of at least n values.")));
+	init.cache = PG_GETARG_INT32(4);
 
-	(void) apply(fcinfo, key, op_configure, &init);
+	(void) apply(fcinfo, key, op_configure, &init, false, false);
 	PG_RETURN_VOID();
 }
 
@@ -790,12 +884,13 @@ idgen_seq_drop(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("idgen_seq_drop()");
 	idgen_lookup_function(fcinfo, &fn);
 	open_table(&fn, &t);
-	if (lock_row(&t, key, &row))
+	if (lock_row(&t, key, &row, false) == ROW_LOCKED)
 	{
 		existed = !ttl_passed(&row, GetCurrentTimestamp());
 		simple_heap_delete(t.rel, &t.slot->tts_tid);
 	}
 	close_table(&t);
+	idgen_seqcache_invalidate(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
 	PG_RETURN_BOOL(existed);
 }
 
@@ -807,20 +902,213 @@ idgen_seq_drop(PG_FUNCTION_ARGS)
 Datum
 idgen_seq_purge(PG_FUNCTION_ARGS)
 {
-	Datum		arg = TimestampTzGetDatum(GetCurrentTimestamp());
-	IdgenFunction		fn;
-	IdgenSqlContext	cx;
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		args[2];
+	IdgenFunction fn;
+	IdgenSqlContext cx;
 	uint64		n = 0;
 	uint64		batch;
 
+	/* A cached key expires idgen.purge_interval later (see ttl_passed). */
+	args[0] = TimestampTzGetDatum(now);
+	args[1] = TimestampTzGetDatum(now - (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC);
 	idgen_lookup_function(fcinfo, &fn);
 	idgen_sql_begin(&fn, &statements, &cx);
 	do
 	{
 		CHECK_FOR_INTERRUPTS();
-		batch = idgen_sql_run(&cx, Q_PURGE, &arg, NULL);
+		batch = idgen_sql_run(&cx, Q_PURGE, args, NULL);
+		for (uint64 i = 0; i < batch; i++)
+		{
+			bool		isnull;
+
+			if (DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)) > 0)
+			{
+				char	   *k = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+
+				idgen_seqcache_invalidate(k, strlen(k));
+			}
+		}
 		n += batch;
 	} while (batch == 1000);
 	idgen_sql_end(&cx);
 	PG_RETURN_INT64((int64) n);
+}
+
+/* ----------
+ * The database worker's part (purge.c): reserving segments of cached keys
+ * ----------
+ */
+
+/* A text[] of the requests' keys. */
+static Datum
+request_keys(IdgenSeqRequest *req, int n, bool (*want) (IdgenSeqRequest *r))
+{
+	Datum	   *keys = palloc(sizeof(Datum) * (n + 1));
+	int			m = 0;
+
+	for (int i = 0; i < n; i++)
+		if (want == NULL || want(&req[i]))
+			keys[m++] = CStringGetTextDatum(req[i].key);
+	return PointerGetDatum(construct_array(keys, m, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+static bool
+still_retry(IdgenSeqRequest *r)
+{
+	return r->outcome == IDGEN_SEQ_RETRY;
+}
+
+static IdgenSeqRequest *
+find_request(IdgenSeqRequest *req, int n, const char *key)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(req[i].key, key) == 0)
+			return &req[i];
+	return NULL;
+}
+
+/*
+ * Reserve a segment for each request: lock the key's row (skipping rows
+ * other transactions hold: those are asked again), advance its value past
+ * the segment.  Runs in the worker's transaction, SPI connected, as a
+ * superuser; the segments may be served once it commits.
+ */
+void
+idgen_seq_reserve_segments(const char *schema, IdgenSeqRequest *req, int n)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	Oid			argtypes[2] = {TEXTARRAYOID, INT8ARRAYOID};
+	Datum		args[2];
+	Datum	   *new_values = palloc(sizeof(Datum) * (n + 1));
+	Datum	   *new_keys = palloc(sizeof(Datum) * (n + 1));
+	int			nnew = 0;
+	int			rc;
+
+	args[0] = request_keys(req, n, NULL);
+	rc = SPI_execute_with_args(psprintf("SELECT key, step, max_value, ttl, last_used, cache, value "
+										"FROM %s.idgen_seq WHERE key OPERATOR(pg_catalog.=) ANY ($1) "
+										"FOR UPDATE SKIP LOCKED", schema),
+							   1, argtypes, args, NULL, false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "idgen: reading cached keys failed: %s", SPI_result_code_string(rc));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		Datum		values[NUM_COLS];
+		bool		isnull[NUM_COLS];
+		SeqRow		row;
+		IdgenSeqRequest *r;
+		char	   *key;
+
+		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, values, isnull);
+		row_from_values(&row, values, isnull);
+		key = TextDatumGetCString(values[COL_KEY - 1]);
+		r = find_request(req, n, key);
+		if (r == NULL)
+			continue;
+		if (row.cache <= 0 || ttl_passed(&row, now))
+		{
+			/* No longer cached, or forgotten: callers take the table. */
+			r->outcome = IDGEN_SEQ_FORGET;
+			continue;
+		}
+		new_values[nnew] = Int64GetDatum(idgen_seqcache_reserve(r, row.value, row.step, row.max_value));
+		new_keys[nnew++] = values[COL_KEY - 1];
+		r->outcome = IDGEN_SEQ_RESERVED;
+	}
+	if (nnew > 0)
+	{
+		Oid			types[3] = {TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
+		Datum		uargs[3];
+
+		uargs[0] = PointerGetDatum(construct_array(new_keys, nnew, TEXTOID, -1, false, TYPALIGN_INT));
+		uargs[1] = PointerGetDatum(construct_array(new_values, nnew, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		uargs[2] = TimestampTzGetDatum(now);
+		rc = SPI_execute_with_args(psprintf("UPDATE %s.idgen_seq s SET value = u.v, "
+											"last_used = CASE WHEN s.ttl IS NULL THEN s.last_used ELSE $3 END "
+											"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(k, v) "
+											"WHERE s.key OPERATOR(pg_catalog.=) u.k", schema),
+								   3, types, uargs, NULL, false, 0);
+		if (rc != SPI_OK_UPDATE || SPI_processed != (uint64) nnew)
+			elog(ERROR, "idgen: reserving segments failed: %s", SPI_result_code_string(rc));
+	}
+
+	/* The rows not read: held by another transaction (ask again), or gone. */
+	args[0] = request_keys(req, n, still_retry);
+	rc = SPI_execute_with_args(psprintf("SELECT key FROM %s.idgen_seq "
+										"WHERE key OPERATOR(pg_catalog.=) ANY ($1)", schema),
+							   1, argtypes, args, NULL, true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "idgen: reading cached keys failed: %s", SPI_result_code_string(rc));
+	for (int i = 0; i < n; i++)
+	{
+		bool		present = false;
+
+		if (req[i].outcome != IDGEN_SEQ_RETRY)
+			continue;
+		for (uint64 j = 0; j < SPI_processed && !present; j++)
+			present = strcmp(SPI_getvalue(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 1),
+							 req[i].key) == 0;
+		if (!present)
+			req[i].outcome = IDGEN_SEQ_FORGET;
+	}
+}
+
+/*
+ * Record the use of cached keys with a ttl (see ttl_passed), in the
+ * worker's transaction.
+ */
+void
+idgen_seq_record_use(const char *schema, IdgenSeqRequest *req, int n)
+{
+	Oid			argtypes[2] = {TEXTARRAYOID, TIMESTAMPTZOID};
+	Datum		args[2];
+	int			rc;
+
+	if (n == 0)
+		return;
+	args[0] = request_keys(req, n, NULL);
+	args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+	rc = SPI_execute_with_args(psprintf("UPDATE %s.idgen_seq SET last_used = $2 "
+										"WHERE key OPERATOR(pg_catalog.=) ANY ($1) AND ttl IS NOT NULL "
+										"AND last_used OPERATOR(pg_catalog.<) $2", schema),
+							   2, argtypes, args, NULL, false, 0);
+	if (rc != SPI_OK_UPDATE)
+		elog(ERROR, "idgen: recording the use of cached keys failed: %s", SPI_result_code_string(rc));
+}
+
+/*
+ * idgen_seq_cache() returns setof record: the cached keys of this database
+ */
+PG_FUNCTION_INFO_V1(idgen_seq_cache);
+
+static void
+emit_cache_row(void *arg, const IdgenSeqCacheRow *r)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) arg;
+	Datum		values[10];
+	bool		nulls[10] = {false};
+
+	values[0] = CStringGetTextDatum(r->key);
+	values[1] = Int32GetDatum(r->cache);
+	values[2] = Int64GetDatum(r->segment_size);
+	values[3] = Int64GetDatum(r->served);
+	values[4] = Int64GetDatum(r->fetches);
+	values[5] = Int64GetDatum(r->waits);
+	values[6] = Int64GetDatum(r->segment_first);
+	values[7] = Int64GetDatum(r->segment_last);
+	values[8] = Int64GetDatum(r->segment_left);
+	values[9] = BoolGetDatum(r->next_ready);
+	nulls[6] = nulls[7] = !r->has_segment;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+Datum
+idgen_seq_cache(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	InitMaterializedSRF(fcinfo, 0);
+	idgen_seqcache_report(emit_cache_row, rsinfo);
+	return (Datum) 0;
 }

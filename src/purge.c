@@ -31,6 +31,9 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -40,45 +43,94 @@
 
 PGDLLEXPORT void idgen_purge_main(Datum main_arg);
 
+/* Requests handled in one transaction (reservation) or one purge run. */
+#define WORKER_BATCH	256
+
 /*
- * One purge: delete the expired rows if the extension is installed in this
- * database.  Returns the number of rows deleted.
+ * Start a transaction with SPI and a snapshot; the extension's schema
+ * (quoted), or NULL if the extension is not installed in this database.
  */
-static uint64
-purge_once(void)
+static char *
+begin_work(const char *activity)
 {
-	uint64		deleted = 0;
 	int			rc;
-	bool		isnull;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, "idgen purge");
-
+	pgstat_report_activity(STATE_RUNNING, activity);
 	rc = SPI_execute("SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e "
 					 "JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
 					 "WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'", true, 1);
 	if (rc == SPI_OK_SELECT && SPI_processed == 1)
-	{
-		char	   *schema = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	return NULL;
+}
 
+static void
+end_work(void)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_stat(false);	/* so autovacuum sees our changes */
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/*
+ * Reserve the segments cached keys are waiting for, in one committed
+ * transaction, then publish them.  Returns whether requests remain (rows
+ * that were busy, or more than one batch).
+ */
+static bool
+reserve_once(IdgenSeqRequest *req)
+{
+	int			n = idgen_seqcache_collect(req, WORKER_BATCH);
+	char	   *schema;
+	bool		again = (n == WORKER_BATCH);
+
+	if (n == 0)
+		return false;
+	schema = begin_work("idgen: reserving segments");
+	if (schema != NULL)
+		idgen_seq_reserve_segments(schema, req, n);
+	else
+		for (int i = 0; i < n; i++)
+			req[i].outcome = IDGEN_SEQ_FORGET;
+	end_work();					/* committed, and durable: now serve them */
+	idgen_seqcache_publish(req, n);
+	for (int i = 0; i < n; i++)
+		again |= (req[i].outcome == IDGEN_SEQ_RETRY);
+	return again;
+}
+
+/*
+ * One purge: record the use of cached keys, then delete the expired rows,
+ * if the extension is installed in this database.  Returns the number of
+ * rows deleted.
+ */
+static uint64
+purge_once(IdgenSeqRequest *req)
+{
+	uint64		deleted = 0;
+	char	   *schema = begin_work("idgen purge");
+
+	if (schema != NULL)
+	{
 		char	   *sql = psprintf("SELECT %1$s.idgen_seq_purge() OPERATOR(pg_catalog.+) %1$s.idgen_worker_purge()",
 								   schema);
+		int			rc;
+		bool		isnull;
 
+		idgen_seq_record_use(schema, req, idgen_seqcache_collect_used(req, idgen_seq_cache_keys));
 		rc = SPI_execute(sql, false, 1);
 		if (rc != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "idgen purge: %s failed: %s", sql, SPI_result_code_string(rc));
 		deleted = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 													   SPI_tuptable->tupdesc, 1, &isnull));
 	}
-
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	pgstat_report_stat(false);	/* so autovacuum sees the deleted rows */
-	pgstat_report_activity(STATE_IDLE, NULL);
+	end_work();
 	return deleted;
 }
 
@@ -88,19 +140,31 @@ purge_once(void)
 void
 idgen_purge_main(Datum main_arg)
 {
+	IdgenSeqRequest *req;
+	TimestampTz next_purge = 0;
+
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(idgen_purge_database, NULL, 0);
 
+	/* A reservation must be durable before its values are served. */
+	SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
+	req = MemoryContextAlloc(TopMemoryContext,
+							 sizeof(IdgenSeqRequest) * Max(idgen_seq_cache_keys, WORKER_BATCH));
+	before_shmem_exit(idgen_seqcache_worker_detach, (Datum) 0);
+	idgen_seqcache_worker_attach(MyLatch);
+
 	ereport(LOG,
 			(errmsg("idgen purge started"),
-			 errdetail("Expired per-key sequences and ended worker-id leases in database \"%s\" are deleted every %d s.",
+			 errdetail("Expired per-key sequences and ended worker-id leases in database \"%s\" are deleted every %d s; segments of its cached keys are reserved here.",
 					   idgen_purge_database, idgen_purge_interval_s)));
 
 	for (;;)
 	{
-		uint64		deleted;
+		TimestampTz now;
+		long		timeout_ms;
+		bool		again;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -109,13 +173,23 @@ idgen_purge_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
-		deleted = purge_once();
-		if (deleted > 0)
-			elog(DEBUG1, "idgen purge deleted " UINT64_FORMAT " expired keys and leases", deleted);
-
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 (long) idgen_purge_interval_s * 1000L, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
+		again = reserve_once(req);
+
+		now = GetCurrentTimestamp();
+		if (now >= next_purge)
+		{
+			uint64		deleted = purge_once(req);
+
+			if (deleted > 0)
+				elog(DEBUG1, "idgen purge deleted " UINT64_FORMAT " expired keys and leases", deleted);
+			next_purge = now + (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC;
+		}
+
+		/* Busy rows are asked again soon; otherwise sleep until woken. */
+		timeout_ms = again ? 10 : (long) ((next_purge - now) / 1000) + 1;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Max(timeout_ms, 1L), PG_WAIT_EXTENSION);
 	}
 }
 

@@ -137,6 +137,8 @@ idgen_shmem_request(void)
 #endif
 	RequestAddinShmemSpace(idgen_shmem_size());
 	RequestNamedLWLockTranche("idgen", 1);
+	RequestAddinShmemSpace(idgen_seqcache_shmem_size());
+	RequestNamedLWLockTranche("idgen seq cache", idgen_seq_cache_keys + 1);
 }
 
 static void
@@ -179,6 +181,7 @@ idgen_shmem_startup(void)
 				for (int c = 0; c < IDGEN_NUM_COUNTERS; c++)
 					pg_atomic_init_u64(&s->slots[i].counters[k][c], 0);
 	}
+	idgen_seqcache_shmem_startup();
 
 	LWLockRelease(AddinShmemInitLock);
 }

@@ -1,0 +1,827 @@
+/*-------------------------------------------------------------------------
+ *
+ * seqcache.c
+ *	  Cached per-key sequences: values served from segments in shared
+ *	  memory (Leaf's double-buffered segment mode).
+ *
+ * A key configured with cache => n is served from a fixed-capacity table of
+ * entries in shared memory (idgen.seq_cache_keys), one per cached key.  Each
+ * entry has two segments: the one being served and the next one.  A segment
+ * is a range of the key's values that the database worker (purge.c, in
+ * database idgen.database) has reserved in its own committed transaction by
+ * advancing the key's row past it, before any of its values is served.  So
+ * every value served is at most the row's value, and after a crash or a
+ * restart new segments start above it: no value is ever served twice (wrap
+ * at max_value aside, which is the key's own rule).  Values that were
+ * reserved but not served are lost (a gap) on a crash, a restart, an
+ * eviction, or when the key is set, dropped or reconfigured.
+ *
+ * Serving
+ *	  The entry's cursor word packs (keygen:20, epoch:12, offset:32).  The
+ *	  current segment is seg[epoch & 1]; offset counts the values of it
+ *	  already served.  A caller reads the cursor, reads the segment (after a
+ *	  read barrier) and claims values with one compare-and-swap of the
+ *	  cursor: the common case takes no lock.  A successful compare-and-swap
+ *	  proves that the cursor still named the same key (keygen) and segment
+ *	  (epoch) when the values were claimed; a segment slot is rewritten only
+ *	  while the cursor names the other slot, so the segment read before the
+ *	  swap is the one the values belong to.
+ *
+ *	  When the offset reaches the segment's prefetch point (a fraction,
+ *	  idgen.seq_cache_prefetch, of it used) the caller asks the worker for
+ *	  the next segment.  When the segment is used up, the caller takes the
+ *	  entry's lock and switches to the next segment, or, if it is not there
+ *	  yet, waits for the worker on a condition variable, at most
+ *	  idgen.seq_cache_wait_ms, then fails: a value is never served without a
+ *	  durable reservation.
+ *
+ * Invalidation and eviction
+ *	  Setting, dropping or reconfiguring a key removes its entry: under the
+ *	  entry's lock the keygen is bumped and the cursor moved to an empty
+ *	  segment, so a compare-and-swap based on an old cursor fails, and a
+ *	  caller with the old keygen looks the key up again.  A segment the
+ *	  worker reserved for an entry whose keygen changed meanwhile is not
+ *	  published.  When the table is full, installing a key evicts the entry
+ *	  used least recently.
+ *
+ * Segment size
+ *	  Each key starts with segments of n values (its cache setting).  When a
+ *	  segment was used up in less than IDGEN_SEQ_SEGMENT_TARGET the size
+ *	  doubles, up to min(n * 1024, 2^30); when it lasted more than four times
+ *	  that, it halves, down to n.
+ *
+ * Locking
+ *	  map_lock guards the key -> entry map and entry allocation; an entry's
+ *	  tag and keygen change only under both map_lock (exclusive) and the
+ *	  entry's lock.  Everything else of an entry but the cursor and the use
+ *	  marks is under the entry's lock.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/condition_variable.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "idgen.h"
+
+/* A segment of a key's values: the count values after 'base'. */
+typedef struct SeqSegment
+{
+	int64		base;			/* the key's value before the first one */
+	int64		step;
+	int64		max_value;		/* 0: no wrap */
+	uint32		count;
+	uint32		prefetch_at;	/* offset at which the next is requested */
+} SeqSegment;
+
+typedef struct SeqCacheTag
+{
+	Oid			dbid;
+	char		key[IDGEN_SEQ_MAX_KEY + 1]; /* NUL-terminated, zero-padded */
+} SeqCacheTag;
+
+typedef struct SeqCacheEntry
+{
+	/*
+	 * The cursor, on a cache line of its own, with the hints callers write
+	 * without a lock (on the line they write anyway).
+	 */
+	union
+	{
+		struct
+		{
+			pg_atomic_uint64 cursor;
+			TimestampTz last_used;	/* statement time of a recent use (LRU) */
+			bool		used;	/* since the worker last recorded a use */
+		}			f;
+		char		pad[PG_CACHE_LINE_SIZE];
+	}			c;
+
+	/* under 'lock' */
+	LWLock	   *lock;
+	bool		in_use;
+	SeqCacheTag tag;
+	uint32		keygen;
+	SeqSegment	seg[2];
+	bool		next_ready;		/* seg[(epoch + 1) & 1] holds the next */
+	bool		requested;		/* the worker is asked for a segment */
+	bool		reserving;		/* the worker is reserving one */
+	bool		failed;			/* the key reached the end of bigint */
+	bool		has_ttl;
+	int32		cache;			/* the minimum segment size */
+	int64		seg_size;		/* the size of the next reservation */
+	TimestampTz seg_started;	/* when the current segment became current */
+	int64		served_before;	/* values of the segments used up */
+	int64		fetches;
+	int64		waits;
+} SeqCacheEntry;
+
+typedef struct SeqCacheShared
+{
+	LWLock	   *map_lock;
+	ConditionVariable cv;		/* a segment was published, or a key dropped */
+	slock_t		mutex;			/* guards the worker fields */
+	Oid			worker_dbid;	/* InvalidOid when no worker runs */
+	Latch	   *worker_latch;
+	int			nentries;
+	SeqCacheEntry entries[FLEXIBLE_ARRAY_MEMBER];
+} SeqCacheShared;
+
+typedef struct SeqCacheMapEntry
+{
+	SeqCacheTag tag;			/* hash key */
+	int			index;
+} SeqCacheMapEntry;
+
+/* the backend's own map: key -> (entry, keygen) */
+typedef struct LocalEntry
+{
+	SeqCacheTag tag;
+	int			index;
+	uint32		keygen;
+} LocalEntry;
+
+#define KEYGEN_BITS		20
+#define KEYGEN_MASK		((UINT64CONST(1) << KEYGEN_BITS) - 1)
+#define EPOCH_MASK		UINT64CONST(0xFFF)
+#define CURSOR(keygen, epoch, off) \
+	((((uint64) (keygen) & KEYGEN_MASK) << 44) | (((uint64) (epoch) & EPOCH_MASK) << 32) | (uint64) (off))
+#define CURSOR_KEYGEN(w)	((uint32) ((w) >> 44))
+#define CURSOR_EPOCH(w)		((uint32) (((w) >> 32) & EPOCH_MASK))
+#define CURSOR_OFFSET(w)	((uint32) ((w) & UINT64CONST(0xFFFFFFFF)))
+
+/* A segment should last about this long (Leaf's 15 minutes, scaled down). */
+#define IDGEN_SEQ_SEGMENT_TARGET	(10 * USECS_PER_SEC)
+#define IDGEN_SEQ_MAX_SEGMENT		(1 << 30)
+
+static SeqCacheShared *cache = NULL;
+static HTAB *map = NULL;
+static HTAB *local_map = NULL;
+
+/* ----------
+ * Shared memory
+ * ----------
+ */
+Size
+idgen_seqcache_shmem_size(void)
+{
+	Size		size = offsetof(SeqCacheShared, entries);
+
+	size = add_size(size, mul_size(sizeof(SeqCacheEntry), idgen_seq_cache_keys));
+	size = add_size(size, PG_CACHE_LINE_SIZE);
+	size = add_size(size, hash_estimate_size(idgen_seq_cache_keys, sizeof(SeqCacheMapEntry)));
+	return size;
+}
+
+void
+idgen_seqcache_shmem_startup(void)
+{
+	bool		found;
+	HASHCTL		info;
+	char	   *base;
+
+	base = ShmemInitStruct("idgen seq cache",
+						   add_size(offsetof(SeqCacheShared, entries),
+									add_size(mul_size(sizeof(SeqCacheEntry), idgen_seq_cache_keys),
+											 PG_CACHE_LINE_SIZE)),
+						   &found);
+	cache = (SeqCacheShared *) TYPEALIGN(PG_CACHE_LINE_SIZE, base);
+	if (!found)
+	{
+		LWLockPadded *locks = GetNamedLWLockTranche("idgen seq cache");
+
+		cache->map_lock = &locks[0].lock;
+		ConditionVariableInit(&cache->cv);
+		SpinLockInit(&cache->mutex);
+		cache->worker_dbid = InvalidOid;
+		cache->worker_latch = NULL;
+		cache->nentries = idgen_seq_cache_keys;
+		for (int i = 0; i < cache->nentries; i++)
+		{
+			SeqCacheEntry *e = &cache->entries[i];
+
+			memset(e, 0, sizeof(*e));
+			pg_atomic_init_u64(&e->c.f.cursor, CURSOR(0, 0, 0));
+			e->lock = &locks[i + 1].lock;
+		}
+	}
+
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(SeqCacheTag);
+	info.entrysize = sizeof(SeqCacheMapEntry);
+	map = ShmemInitHash("idgen seq cache map", idgen_seq_cache_keys, idgen_seq_cache_keys,
+						&info, HASH_ELEM | HASH_BLOBS);
+}
+
+/* ----------
+ * Helpers
+ * ----------
+ */
+static void
+make_tag(SeqCacheTag *tag, Oid dbid, const char *key, int len)
+{
+	memset(tag, 0, sizeof(*tag));
+	tag->dbid = dbid;
+	memcpy(tag->key, key, len);
+}
+
+/* The value 'off' (0-based) of a segment: what advance() gives off+1 times. */
+static int64
+segment_value(const SeqSegment *s, uint64 off)
+{
+	uint64		i = off + 1;
+	int64		before_wrap;
+	int64		per_cycle;
+
+	if (s->max_value <= 0)
+		return s->base + (int64) i * s->step;
+	before_wrap = s->base >= s->max_value ? 0 : (s->max_value - s->base) / s->step;
+	if ((int64) i <= before_wrap)
+		return s->base + (int64) i * s->step;
+	per_cycle = s->max_value / s->step;
+	return ((int64) ((i - before_wrap - 1) % per_cycle) + 1) * s->step;
+}
+
+/*
+ * How many values after 'base' fit before the end of the bigint range (no
+ * wrap), at most 'want'.
+ */
+static int64
+segment_fit(int64 base, int64 step, int64 max_value, int64 want)
+{
+	if (max_value > 0)
+		return want;
+	if (base >= PG_INT64_MAX - step)
+		return 0;
+	return Min(want, (PG_INT64_MAX - base) / step);
+}
+
+static void
+wake_worker(void)
+{
+	Latch	   *latch;
+
+	SpinLockAcquire(&cache->mutex);
+	latch = cache->worker_latch;
+	SpinLockRelease(&cache->mutex);
+	if (latch)
+		SetLatch(latch);
+}
+
+/*
+ * Whether cached keys of this database are served from shared memory: the
+ * library is preloaded and the worker runs in this database.
+ */
+bool
+idgen_seqcache_available(void)
+{
+	Oid			dbid;
+
+	if (cache == NULL)
+		return false;
+	SpinLockAcquire(&cache->mutex);
+	dbid = cache->worker_dbid;
+	SpinLockRelease(&cache->mutex);
+	return dbid == MyDatabaseId;
+}
+
+/* Remove entry 'e' (map_lock held exclusively, e->lock held). */
+static void
+retire_entry(SeqCacheEntry *e)
+{
+	uint64		w = pg_atomic_read_u64(&e->c.f.cursor);
+	uint32		next = (CURSOR_EPOCH(w) + 1) & 1;
+
+	(void) hash_search(map, &e->tag, HASH_REMOVE, NULL);
+	e->keygen = (e->keygen + 1) & KEYGEN_MASK;
+	e->seg[next].count = 0;
+	e->seg[next].prefetch_at = 0;
+	e->next_ready = e->requested = e->reserving = e->failed = false;
+	e->in_use = false;
+	pg_write_barrier();
+	pg_atomic_write_u64(&e->c.f.cursor, CURSOR(e->keygen, CURSOR_EPOCH(w) + 1, 0));
+}
+
+/* ----------
+ * The backend's map
+ * ----------
+ */
+static LocalEntry *
+local_lookup(const SeqCacheTag *tag, bool create, bool *found)
+{
+	if (local_map == NULL)
+	{
+		HASHCTL		info;
+
+		memset(&info, 0, sizeof(info));
+		info.keysize = sizeof(SeqCacheTag);
+		info.entrysize = sizeof(LocalEntry);
+		info.hcxt = TopMemoryContext;
+		local_map = hash_create("idgen seq cache (local)", 64, &info,
+								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	return (LocalEntry *) hash_search(local_map, tag, create ? HASH_ENTER : HASH_FIND, found);
+}
+
+/* Find the key's entry in shared memory; false if it has none. */
+static bool
+shared_lookup(const SeqCacheTag *tag, LocalEntry *le)
+{
+	SeqCacheMapEntry *m;
+	bool		found = false;
+
+	LWLockAcquire(cache->map_lock, LW_SHARED);
+	m = (SeqCacheMapEntry *) hash_search(map, tag, HASH_FIND, NULL);
+	if (m)
+	{
+		le->index = m->index;
+		le->keygen = cache->entries[m->index].keygen;
+		found = true;
+	}
+	LWLockRelease(cache->map_lock);
+	return found;
+}
+
+/* ----------
+ * Serving
+ * ----------
+ */
+
+/*
+ * The current segment is used up (the cursor is 'w'): switch to the next
+ * one, or wait for the worker to bring it.  Returns when the cursor has
+ * moved (or the entry changed); fails after idgen.seq_cache_wait_ms.
+ */
+static void
+switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	bool		counted = false;
+
+	for (;;)
+	{
+		bool		failed;
+		long		waited_ms;
+
+		LWLockAcquire(e->lock, LW_EXCLUSIVE);
+		if (pg_atomic_read_u64(&e->c.f.cursor) != w || e->keygen != keygen)
+		{
+			LWLockRelease(e->lock);
+			return;
+		}
+		failed = e->failed;
+		if (!failed && e->next_ready)
+		{
+			TimestampTz now = GetCurrentTimestamp();
+			int64		lasted = now - e->seg_started;
+			int64		max_size = Min((int64) e->cache * 1024, (int64) IDGEN_SEQ_MAX_SEGMENT);
+
+			/* Adapt the size of the reservations to come. */
+			if (lasted < IDGEN_SEQ_SEGMENT_TARGET)
+				e->seg_size = Min(e->seg_size * 2, max_size);
+			else if (lasted > 4 * IDGEN_SEQ_SEGMENT_TARGET)
+				e->seg_size = Max(e->seg_size / 2, (int64) e->cache);
+			e->served_before += e->seg[CURSOR_EPOCH(w) & 1].count;
+			e->seg_started = now;
+			e->next_ready = false;
+			e->requested = true;	/* and the one after */
+			pg_write_barrier();
+			pg_atomic_write_u64(&e->c.f.cursor, CURSOR(keygen, CURSOR_EPOCH(w) + 1, 0));
+			LWLockRelease(e->lock);
+			wake_worker();
+			return;
+		}
+		if (!failed)
+		{
+			e->requested = true;
+			if (!counted)
+				e->waits++, counted = true;
+		}
+		LWLockRelease(e->lock);
+		if (failed)
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("sequence key \"%s\" has reached the end of the bigint range", key),
+					 errhint("Configure a max_value so that it wraps, or reset it with idgen_seq_set().")));
+		wake_worker();
+
+		waited_ms = (long) ((GetCurrentTimestamp() - start) / 1000);
+		if (waited_ms >= idgen_seq_cache_wait_ms)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("could not get a segment for cached sequence key \"%s\" in time", key),
+					 errdetail("No segment was reserved within idgen.seq_cache_wait_ms (%d ms); no value is served before its segment is reserved durably.",
+							   idgen_seq_cache_wait_ms),
+					 errhint("Check that the idgen purge worker runs (it reserves segments) and that no transaction holds the key's row or locks the table idgen_seq.")));
+		ConditionVariableTimedSleep(&cache->cv, Min(idgen_seq_cache_wait_ms - waited_ms, 100L),
+									PG_WAIT_EXTENSION);
+		ConditionVariableCancelSleep();
+	}
+}
+
+/*
+ * Serve 'count' values of a cached key into out[]; false if the key has no
+ * entry in shared memory (the caller takes the table path, which installs
+ * the entry of a cached key).
+ */
+bool
+idgen_seqcache_next(const char *key, int keylen, int count, int64 *out)
+{
+	SeqCacheTag tag;
+	LocalEntry *le;
+	bool		found;
+	int			done = 0;
+
+	if (!idgen_seqcache_available())
+		return false;
+	make_tag(&tag, MyDatabaseId, key, keylen);
+	le = local_lookup(&tag, false, &found);
+	if (!found)
+	{
+		LocalEntry	tmp;
+
+		if (!shared_lookup(&tag, &tmp))
+			return false;
+		le = local_lookup(&tag, true, &found);
+		le->index = tmp.index;
+		le->keygen = tmp.keygen;
+	}
+
+	for (;;)
+	{
+		SeqCacheEntry *e = &cache->entries[le->index];
+		uint64		w = pg_atomic_read_u64(&e->c.f.cursor);
+		SeqSegment	seg;
+		uint32		off;
+
+		CHECK_FOR_INTERRUPTS();
+		if (CURSOR_KEYGEN(w) != (le->keygen & KEYGEN_MASK))
+		{
+			/* The entry was retired or reused: look the key up again. */
+			LocalEntry	tmp;
+
+			(void) hash_search(local_map, &tag, HASH_REMOVE, NULL);
+			if (!shared_lookup(&tag, &tmp))
+			{
+				if (done > 0)
+					elog(ERROR, "cached sequence key \"%s\" was dropped during a batch", key);
+				return false;
+			}
+			le = local_lookup(&tag, true, &found);
+			le->index = tmp.index;
+			le->keygen = tmp.keygen;
+			continue;
+		}
+		pg_read_barrier();
+		seg = e->seg[CURSOR_EPOCH(w) & 1];
+		off = CURSOR_OFFSET(w);
+		if (off < seg.count)
+		{
+			uint32		take = (uint32) Min((int64) (count - done), (int64) (seg.count - off));
+
+			if (pg_atomic_compare_exchange_u64(&e->c.f.cursor, &w, w + take))
+			{
+				for (uint32 j = 0; j < take; j++)
+					out[done + j] = segment_value(&seg, (uint64) off + j);
+				done += take;
+				if (!e->c.f.used)
+					e->c.f.used = true;
+				if (e->c.f.last_used != GetCurrentStatementStartTimestamp())
+					e->c.f.last_used = GetCurrentStatementStartTimestamp();
+				if (off <= seg.prefetch_at && off + take > seg.prefetch_at)
+				{
+					LWLockAcquire(e->lock, LW_EXCLUSIVE);
+					if (e->keygen == le->keygen && !e->next_ready)
+						e->requested = true;
+					LWLockRelease(e->lock);
+					wake_worker();
+				}
+				if (done == count)
+					return true;
+			}
+			continue;
+		}
+		switch_or_wait(e, le->keygen, w, key);
+	}
+}
+
+/*
+ * Give the key an entry (asking the worker for its first segment), evicting
+ * the least recently used one if the table is full.  'cache_size' is the
+ * key's cache setting.
+ */
+void
+idgen_seqcache_install(const char *key, int keylen, int32 cache_size, bool has_ttl)
+{
+	SeqCacheTag tag;
+	SeqCacheMapEntry *m;
+	bool		found;
+	SeqCacheEntry *e = NULL;
+
+	if (!idgen_seqcache_available())
+		return;
+	make_tag(&tag, MyDatabaseId, key, keylen);
+	LWLockAcquire(cache->map_lock, LW_EXCLUSIVE);
+	m = (SeqCacheMapEntry *) hash_search(map, &tag, HASH_FIND, NULL);
+	if (m)
+	{
+		LWLockRelease(cache->map_lock);
+		return;
+	}
+	for (int i = 0; i < cache->nentries; i++)
+	{
+		SeqCacheEntry *c = &cache->entries[i];
+
+		if (!c->in_use)
+		{
+			e = c;
+			break;
+		}
+		if (e == NULL || c->c.f.last_used < e->c.f.last_used)
+			e = c;
+	}
+	LWLockAcquire(e->lock, LW_EXCLUSIVE);
+	if (e->in_use)
+		retire_entry(e);		/* evicted: its unserved values are lost */
+	e->tag = tag;
+	e->in_use = true;
+	e->keygen = (e->keygen + 1) & KEYGEN_MASK;
+	e->cache = cache_size;
+	e->seg_size = cache_size;
+	e->has_ttl = has_ttl;
+	e->seg_started = GetCurrentTimestamp();
+	e->c.f.last_used = GetCurrentStatementStartTimestamp();
+	e->served_before = e->fetches = e->waits = 0;
+	e->c.f.used = true;
+	e->requested = true;
+	{
+		uint64		w = pg_atomic_read_u64(&e->c.f.cursor);
+		uint32		next = (CURSOR_EPOCH(w) + 1) & 1;
+
+		e->seg[next].count = 0;
+		e->seg[next].prefetch_at = 0;
+		pg_write_barrier();
+		pg_atomic_write_u64(&e->c.f.cursor, CURSOR(e->keygen, CURSOR_EPOCH(w) + 1, 0));
+	}
+	m = (SeqCacheMapEntry *) hash_search(map, &tag, HASH_ENTER, &found);
+	m->index = (int) (e - cache->entries);
+	LWLockRelease(e->lock);
+	LWLockRelease(cache->map_lock);
+	wake_worker();
+}
+
+/*
+ * Forget the key's cached segments at once, on every backend (the key was
+ * set, dropped or reconfigured).  Safe to call for any key.
+ */
+void
+idgen_seqcache_invalidate(const char *key, int keylen)
+{
+	SeqCacheTag tag;
+	SeqCacheMapEntry *m;
+
+	if (cache == NULL)
+		return;
+	make_tag(&tag, MyDatabaseId, key, keylen);
+	LWLockAcquire(cache->map_lock, LW_EXCLUSIVE);
+	m = (SeqCacheMapEntry *) hash_search(map, &tag, HASH_FIND, NULL);
+	if (m)
+	{
+		SeqCacheEntry *e = &cache->entries[m->index];
+
+		LWLockAcquire(e->lock, LW_EXCLUSIVE);
+		retire_entry(e);
+		LWLockRelease(e->lock);
+	}
+	LWLockRelease(cache->map_lock);
+	if (m)
+		ConditionVariableBroadcast(&cache->cv);
+}
+
+/* ----------
+ * The worker's side (purge.c calls these in its database)
+ * ----------
+ */
+void
+idgen_seqcache_worker_attach(Latch *latch)
+{
+	SpinLockAcquire(&cache->mutex);
+	cache->worker_dbid = MyDatabaseId;
+	cache->worker_latch = latch;
+	SpinLockRelease(&cache->mutex);
+
+	/* A reservation the previous worker did not finish is asked again. */
+	for (int i = 0; i < cache->nentries; i++)
+	{
+		SeqCacheEntry *e = &cache->entries[i];
+
+		LWLockAcquire(e->lock, LW_EXCLUSIVE);
+		if (e->reserving)
+			e->reserving = false, e->requested = true;
+		LWLockRelease(e->lock);
+	}
+}
+
+void
+idgen_seqcache_worker_detach(int code, Datum arg)
+{
+	if (cache == NULL)
+		return;
+	SpinLockAcquire(&cache->mutex);
+	cache->worker_dbid = InvalidOid;
+	cache->worker_latch = NULL;
+	SpinLockRelease(&cache->mutex);
+}
+
+/*
+ * The keys of this database whose entries want a segment, marked as being
+ * reserved: their count, with key text, keygen and wanted size in the arrays.
+ */
+int
+idgen_seqcache_collect(IdgenSeqRequest *req, int max)
+{
+	int			n = 0;
+
+	for (int i = 0; i < cache->nentries && n < max; i++)
+	{
+		SeqCacheEntry *e = &cache->entries[i];
+
+		if (!e->requested)		/* unlocked peek; rechecked below */
+			continue;
+		LWLockAcquire(e->lock, LW_EXCLUSIVE);
+		if (e->in_use && e->requested && !e->reserving && !e->next_ready &&
+			e->tag.dbid == MyDatabaseId)
+		{
+			e->reserving = true;
+			e->requested = false;
+			req[n].index = i;
+			req[n].keygen = e->keygen;
+			req[n].size = e->seg_size;
+			strlcpy(req[n].key, e->tag.key, sizeof(req[n].key));
+			req[n].outcome = IDGEN_SEQ_RETRY;
+			n++;
+		}
+		LWLockRelease(e->lock);
+	}
+	return n;
+}
+
+/*
+ * The segment of 'size' values after the row's 'value': how many fit and
+ * the row's new value; 0 values if none fit.
+ */
+int64
+idgen_seqcache_reserve(IdgenSeqRequest *r, int64 value, int64 step, int64 max_value)
+{
+	SeqSegment	s;
+	int64		n = segment_fit(value, step, max_value, r->size);
+
+	r->base = value;
+	r->step = step;
+	r->max_value = max_value;
+	r->count = n;
+	if (n == 0)
+		return value;
+	s.base = value;
+	s.step = step;
+	s.max_value = max_value;
+	s.count = (uint32) n;
+	return segment_value(&s, (uint64) n - 1);
+}
+
+/*
+ * Publish the outcome of the reservations (after their commit).
+ */
+void
+idgen_seqcache_publish(IdgenSeqRequest *req, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		IdgenSeqRequest *r = &req[i];
+		SeqCacheEntry *e = &cache->entries[r->index];
+
+		if (r->outcome == IDGEN_SEQ_FORGET)
+		{
+			LWLockAcquire(cache->map_lock, LW_EXCLUSIVE);
+			LWLockAcquire(e->lock, LW_EXCLUSIVE);
+			if (e->in_use && e->keygen == r->keygen)
+				retire_entry(e);
+			LWLockRelease(e->lock);
+			LWLockRelease(cache->map_lock);
+			continue;
+		}
+		LWLockAcquire(e->lock, LW_EXCLUSIVE);
+		if (e->in_use && e->keygen == r->keygen && e->reserving)
+		{
+			e->reserving = false;
+			if (r->outcome == IDGEN_SEQ_RETRY)
+				e->requested = true;
+			else if (r->outcome == IDGEN_SEQ_RESERVED && r->count == 0)
+				e->failed = true;
+			else if (r->outcome == IDGEN_SEQ_RESERVED)
+			{
+				uint64		w = pg_atomic_read_u64(&e->c.f.cursor);
+				uint32		epoch = CURSOR_EPOCH(w);
+				SeqSegment *next = &e->seg[(epoch + 1) & 1];
+
+				next->base = r->base;
+				next->step = r->step;
+				next->max_value = r->max_value;
+				next->count = (uint32) r->count;
+				next->prefetch_at = (uint32) Min((double) r->count - 1,
+												 r->count * idgen_seq_cache_prefetch);
+				e->fetches++;
+				if (CURSOR_OFFSET(w) >= e->seg[epoch & 1].count)
+				{
+					/* The current one is used up: switch now. */
+					e->served_before += e->seg[epoch & 1].count;
+					e->seg_started = GetCurrentTimestamp();
+					pg_write_barrier();
+					pg_atomic_write_u64(&e->c.f.cursor, CURSOR(e->keygen, epoch + 1, 0));
+				}
+				else
+					e->next_ready = true;
+			}
+		}
+		LWLockRelease(e->lock);
+	}
+	ConditionVariableBroadcast(&cache->cv);
+}
+
+/*
+ * Keys of this database used since the last call, that have a ttl: their
+ * use is recorded in the table by the worker (see keyseq.c).
+ */
+int
+idgen_seqcache_collect_used(IdgenSeqRequest *req, int max)
+{
+	int			n = 0;
+
+	for (int i = 0; i < cache->nentries && n < max; i++)
+	{
+		SeqCacheEntry *e = &cache->entries[i];
+
+		if (!e->c.f.used)
+			continue;
+		LWLockAcquire(e->lock, LW_SHARED);
+		if (e->in_use && e->has_ttl && e->tag.dbid == MyDatabaseId)
+		{
+			strlcpy(req[n].key, e->tag.key, sizeof(req[n].key));
+			n++;
+		}
+		LWLockRelease(e->lock);
+		e->c.f.used = false;
+	}
+	return n;
+}
+
+/* ----------
+ * idgen_seq_cache() returns setof record: the cached keys of this database
+ * ----------
+ */
+void
+idgen_seqcache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), void *arg)
+{
+	if (cache == NULL)
+		return;
+	for (int i = 0; i < cache->nentries; i++)
+	{
+		SeqCacheEntry *e = &cache->entries[i];
+		IdgenSeqCacheRow row;
+		bool		emit_it = false;
+
+		LWLockAcquire(e->lock, LW_SHARED);
+		if (e->in_use && e->tag.dbid == MyDatabaseId)
+		{
+			uint64		w = pg_atomic_read_u64(&e->c.f.cursor);
+			SeqSegment *s = &e->seg[CURSOR_EPOCH(w) & 1];
+
+			strlcpy(row.key, e->tag.key, sizeof(row.key));
+			row.cache = e->cache;
+			row.segment_size = e->seg_size;
+			row.served = e->served_before + CURSOR_OFFSET(w);
+			row.fetches = e->fetches;
+			row.waits = e->waits;
+			row.has_segment = s->count > 0;
+			row.segment_first = s->count > 0 ? segment_value(s, 0) : 0;
+			row.segment_last = s->count > 0 ? segment_value(s, s->count - 1) : 0;
+			row.segment_left = s->count - Min(CURSOR_OFFSET(w), s->count);
+			row.next_ready = e->next_ready;
+			emit_it = true;
+		}
+		LWLockRelease(e->lock);
+		if (emit_it)
+			emit(arg, &row);
+	}
+}
