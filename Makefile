@@ -31,14 +31,14 @@ DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
 # Regression tests run on a temporary instance that preloads the library
 # (pg_cron's idiom), so no hand-configured server is needed.
-REGRESS = layout generate errors uuid7 keyseq lease
+REGRESS = layout generate errors uuid7 keyseq lease seqcache
 REGRESS_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_regress \
 	--inputdir=. --load-extension=$(EXTENSION)
 
 # Isolation tests (specs/*.spec): races between sessions, on their own
 # temporary preloaded instance.
 ISOLATION = keyseq_race lease_race
-ISOLATION_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_isolation \
+ISOLATION_OPTS = --temp-config=test/idgen_isolation.conf --temp-instance=./tmp_isolation \
 	--load-extension=$(EXTENSION)
 
 # The gene tests need a different layout (gene_bits > 0), which is fixed at

@@ -141,7 +141,7 @@ void
 idgen_purge_main(Datum main_arg)
 {
 	IdgenSeqRequest *req;
-	TimestampTz next_purge = 0;
+	TimestampTz next_purge;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -154,6 +154,7 @@ idgen_purge_main(Datum main_arg)
 							 sizeof(IdgenSeqRequest) * Max(idgen_seq_cache_keys, WORKER_BATCH));
 	before_shmem_exit(idgen_seqcache_worker_detach, (Datum) 0);
 	idgen_seqcache_worker_attach(MyLatch);
+	next_purge = GetCurrentTimestamp() + (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC;
 
 	ereport(LOG,
 			(errmsg("idgen purge started"),

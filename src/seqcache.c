@@ -475,7 +475,7 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out)
 			if (!shared_lookup(&tag, &tmp))
 			{
 				if (done > 0)
-					elog(ERROR, "cached sequence key \"%s\" was dropped during a batch", key);
+					elog(ERROR, "cached sequence key \"%s\" was dropped during a batch", tag.key);
 				return false;
 			}
 			le = local_lookup(&tag, true, &found);
@@ -512,7 +512,7 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out)
 			}
 			continue;
 		}
-		switch_or_wait(e, le->keygen, w, key);
+		switch_or_wait(e, le->keygen, w, tag.key);
 	}
 }
 

@@ -1,0 +1,80 @@
+--
+-- Cached per-key sequences (cache => n).  Their segments are reserved by the
+-- database worker, which runs in this database (test/idgen.conf); it starts
+-- once the database exists, so wait for it first.
+--
+DO $$
+BEGIN
+    FOR i IN 1 .. 300 LOOP
+        EXIT WHEN EXISTS (SELECT FROM pg_stat_activity
+                          WHERE backend_type = 'idgen purge' AND datname = current_database());
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END $$;
+SELECT count(*) AS worker_here FROM pg_stat_activity
+WHERE backend_type = 'idgen purge' AND datname = current_database();
+
+-- Values come from shared memory, in order, each once.
+SELECT idgen_seq_configure('cache:a', cache => 5);
+SELECT string_agg(idgen_seq_next('cache:a')::text, ',') AS served FROM generate_series(1, 12);
+-- The table is ahead of every value served: it holds the reserved ranges.
+SELECT value >= 12 AS reserved_ahead, cache FROM idgen_seq WHERE key = 'cache:a';
+SELECT key, cache, served, fetches >= 3 AS fetched_segments FROM idgen_seq_cache;
+-- Not transactional: a rollback does not give a value back.
+BEGIN;
+SELECT idgen_seq_next('cache:a') AS in_rolled_back_transaction;
+ROLLBACK;
+SELECT idgen_seq_next('cache:a') AS after_rollback;
+-- A batch: the next values, in order, across segments.
+SELECT array_agg(v) AS batch FROM idgen_seq_next('cache:a', 7) v;
+-- step and max_value keep their meaning.
+SELECT idgen_seq_configure('cache:w', step => 2, max_value => 7, cache => 3);
+SELECT string_agg(idgen_seq_next('cache:w')::text, ',') AS wrapped FROM generate_series(1, 8);
+
+-- set, drop and reconfiguration forget the cached segments at once.
+SELECT idgen_seq_set('cache:a', 100);
+SELECT idgen_seq_next('cache:a') AS after_set;
+SELECT count(*) AS cached_after_set FROM idgen_seq_cache WHERE key = 'cache:a';
+-- Back to the transactional mode: it goes on above every reserved value.
+SELECT value AS reserved FROM idgen_seq WHERE key = 'cache:a' \gset
+SELECT idgen_seq_configure('cache:a', cache => 0);
+SELECT idgen_seq_next('cache:a') = :reserved + 1 AS transactional_after_reserved;
+SELECT count(*) AS cached_after_mode_switch FROM idgen_seq_cache WHERE key = 'cache:a';
+-- And cached again: above that.
+SELECT idgen_seq_configure('cache:a', cache => 5);
+SELECT idgen_seq_next('cache:a') = :reserved + 2 AS cached_again;
+SELECT idgen_seq_drop('cache:a') AS dropped;
+SELECT idgen_seq_next('cache:a') AS restarts_transactional;
+SELECT count(*) AS cached_after_drop FROM idgen_seq_cache WHERE key = 'cache:a';
+
+-- A transaction that configured the key holds its row: it is served from
+-- the table until it commits (the worker could not reserve meanwhile).
+BEGIN;
+SELECT idgen_seq_configure('cache:t', cache => 5);
+SELECT idgen_seq_next('cache:t') AS first, idgen_seq_next('cache:t') AS second;
+COMMIT;
+SELECT idgen_seq_next('cache:t') AS cached_after_commit;
+
+-- The end of the bigint range: the values that fit, then an error.
+SELECT idgen_seq_configure('cache:e', cache => 5);
+SELECT idgen_seq_set('cache:e', 9223372036854775800);
+SELECT string_agg(idgen_seq_next('cache:e')::text, ',') AS last_values FROM generate_series(1, 7);
+SELECT idgen_seq_next('cache:e');
+\echo :LAST_ERROR_SQLSTATE
+
+-- Bad cache settings: an error, and nothing changes.
+SELECT idgen_seq_configure('cache:w', cache => -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_configure('cache:w', cache => 1000001);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_configure('cache:w', cache => NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT key, step, max_value, cache FROM idgen_seq_keys WHERE key = 'cache:w';
+-- The view is not for PUBLIC.
+CREATE ROLE cache_user;
+SET ROLE cache_user;
+SELECT * FROM idgen_seq_cache;
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_next('cache:w') AS user_next;
+RESET ROLE;
+DROP ROLE cache_user;
