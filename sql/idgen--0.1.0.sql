@@ -246,7 +246,8 @@ REVOKE ALL ON FUNCTION @extschema@.idgen_worker_acquire(text, interval, int, boo
 
 -- Every lease with its state: held, quarantine (ended, the id resting for
 -- idgen.worker_quarantine) or free.  A session-bound lease is held while its
--- session holds the id's advisory lock (class 26980 = 0x6964, see lease.c).
+-- session holds the id's advisory lock (objsubid 26980 = 0x6964, see
+-- lease.c).
 CREATE VIEW @extschema@.idgen_worker_leases AS
     SELECT l.datacenter_id, l.worker_id, l.holder, l.token, l.session_bound,
            pg_catalog.pg_get_userbyid(l.acquired_by) AS acquired_by,

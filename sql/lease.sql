@@ -68,29 +68,52 @@ SELECT * FROM idgen_worker_acquire('one-too-many', max_workers => 104);
 \echo :LAST_ERROR_SQLSTATE
 SELECT state, count(*) FROM idgen_worker_leases GROUP BY state ORDER BY state;
 
--- A lease bound to the session: no expiry, held by the session's advisory
--- lock, ended by release (or the end of the session: see the TAP test).
+-- A lease bound to the session: no expiry, held by a session-level advisory
+-- lock on its id, ended by release (or the end of the session: see the TAP
+-- test).
 SELECT worker_id, datacenter_id, token AS ts, expires_at IS NULL AS no_expiry
 FROM idgen_worker_acquire('session', session_bound => true, max_workers => 105) \gset
 SELECT :worker_id AS worker_id, :datacenter_id AS datacenter_id, :'no_expiry' AS no_expiry;
 SELECT state, holder_pid = pg_backend_pid() AS held_by_this_session
 FROM idgen_worker_leases WHERE token = :ts;
 SELECT idgen_worker_renew(8, :ts) IS NULL AS renewal_keeps_no_expiry;
+-- An aborted transaction does not drop its lock.
+SELECT 1 / 0;
+SELECT count(*) AS session_locks FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 26980;
+-- A release that rolls back keeps it held, lock and all.
+BEGIN;
+SELECT idgen_worker_release(8, :ts) AS released_then_rolled_back;
+ROLLBACK;
+SELECT state, holder_pid = pg_backend_pid() AS held_by_this_session
+FROM idgen_worker_leases WHERE token = :ts;
+SELECT count(*) AS session_locks FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 26980;
+-- A committed release gives the lock up at commit.
+BEGIN;
 SELECT idgen_worker_release(8, :ts) AS released;
-SELECT count(*) AS advisory_locks_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 26980;
+SELECT count(*) AS session_locks_until_commit FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 26980;
+COMMIT;
+-- pg_advisory_unlock_all() (and DISCARD ALL) drops the lock of a
+-- session-bound lease: the lease then counts as ended (see the README).
+SET idgen.worker_quarantine = 0;
+SELECT token AS ts2 FROM idgen_worker_acquire('session2', session_bound => true, max_workers => 105) \gset
+SELECT state FROM idgen_worker_leases WHERE token = :ts2;
+SELECT pg_advisory_unlock_all();
+SELECT state FROM idgen_worker_leases WHERE token = :ts2;
+SELECT idgen_worker_release(8, :ts2) AS released;
+SELECT count(*) AS session_locks_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 26980;
 -- A session lease acquired in a rolled-back savepoint leaves no lock behind.
 SET idgen.worker_quarantine = 0;
 BEGIN;
 SAVEPOINT s;
 SELECT worker_id FROM idgen_worker_acquire('session', session_bound => true, max_workers => 105);
 ROLLBACK TO SAVEPOINT s;
-SELECT count(*) AS advisory_locks_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 26980;
+SELECT count(*) AS session_locks_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 26980;
 COMMIT;
 -- And one in a rolled-back transaction.
 BEGIN;
 SELECT worker_id FROM idgen_worker_acquire('session', session_bound => true, max_workers => 105);
 ROLLBACK;
-SELECT count(*) AS advisory_locks_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 26980;
+SELECT count(*) AS session_locks_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 26980;
 SELECT count(*) AS rows_for_rolled_back FROM idgen_worker_lease WHERE token > :ts;
 
 -- Purge: leases whose id has rested are deleted (their ids are free anyway).

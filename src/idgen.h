@@ -262,6 +262,7 @@ typedef struct IdgenStatements
 	int			count;
 	SPIPlanPtr *plans;			/* count entries, kept for the backend's life */
 	Oid			nspid;			/* the schema they were prepared for */
+	char		nspname[NAMEDATALEN];	/* and its name then */
 } IdgenStatements;
 
 typedef struct IdgenSqlContext
@@ -275,6 +276,7 @@ extern void idgen_lookup_function(FunctionCallInfo fcinfo, IdgenFunction *fn);
 extern void idgen_sql_begin(const IdgenFunction *fn, IdgenStatements *st, IdgenSqlContext *cx);
 extern void idgen_sql_end(IdgenSqlContext *cx);
 extern uint64 idgen_sql_run(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
+extern uint64 idgen_sql_run_latest(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
 
 /* keyseq.c */
 #define IDGEN_SEQ_MAX_KEY			256 /* longest key, in bytes */

@@ -146,7 +146,7 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 };
 
 static SPIPlanPtr plans[NUM_QUERIES];
-static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid};
+static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid, ""};
 
 /* ----------
  * Arguments
@@ -273,7 +273,11 @@ insert_row(const IdgenFunction *fn, text *key, SeqRow *row)
 	for (int i = 0; i < NUM_COLS; i++)
 		nulls[i] = isnull[i] ? 'n' : ' ';
 	idgen_sql_begin(fn, &statements, &cx);
-	inserted = idgen_sql_run(&cx, Q_INSERT, values, nulls) == 1;
+	/*
+	 * A row another transaction committed since this one's snapshot is a
+	 * conflict like any other (see lock_row), not a serialization failure.
+	 */
+	inserted = idgen_sql_run_latest(&cx, Q_INSERT, values, nulls) == 1;
 	idgen_sql_end(&cx);
 	return inserted;
 }
@@ -409,12 +413,19 @@ lock_row(SeqTable *t, text *key, SeqRow *row, bool stop_if_cached)
 		ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
 							   t->idx->rd_indcollation[0], F_TEXTEQ,
 							   PointerGetDatum(key));
+#if PG_VERSION_NUM >= 180000
+		scan = index_beginscan(t->rel, t->idx, &dirty, NULL, 1, 0);
+#else
 		scan = index_beginscan(t->rel, t->idx, &dirty, 1, 0);
+#endif
 		index_rescan(scan, &skey, 1, NULL, 0);
 		found = index_getnext_slot(scan, ForwardScanDirection, t->slot);
 		index_endscan(scan);
 		if (!found)
+		{
+			ExecClearTuple(t->slot);	/* no buffer pin held across an insert */
 			return ROW_NONE;
+		}
 		tid = t->slot->tts_tid;
 
 		/* Inserted by a transaction still in progress: wait for it. */
@@ -457,7 +468,7 @@ lock_row(SeqTable *t, text *key, SeqRow *row, bool stop_if_cached)
  * by REINDEX CONCURRENTLY).  Rare enough to set up an executor state for.
  */
 static void
-insert_index_entries(Relation rel, HeapTuple tup)
+insert_index_entries(Relation rel, HeapTuple tup, bool only_summarizing)
 {
 	EState	   *estate = CreateExecutorState();
 	ResultRelInfo *rri = makeNode(ResultRelInfo);
@@ -467,11 +478,14 @@ insert_index_entries(Relation rel, HeapTuple tup)
 	ExecOpenIndices(rri, false);
 	slot = ExecInitExtraTupleSlot(estate, RelationGetDescr(rel), &TTSOpsHeapTuple);
 	ExecStoreHeapTuple(tup, slot, false);
-	(void) ExecInsertIndexTuples(rri, slot, estate, false, false, NULL, NIL
 #if PG_VERSION_NUM >= 160000
-								 ,false
+	(void) ExecInsertIndexTuples(rri, slot, estate, false, false, NULL, NIL, only_summarizing);
+#elif PG_VERSION_NUM >= 140000
+	(void) ExecInsertIndexTuples(rri, slot, estate, false, false, NULL, NIL);
+#else
+	estate->es_result_relation_info = rri;
+	(void) ExecInsertIndexTuples(slot, estate, false, NULL, NIL);
 #endif
-		);
 	ExecCloseIndices(rri);
 	ExecResetTupleTable(estate->es_tupleTable, true);
 	FreeExecutorState(estate);
@@ -493,12 +507,15 @@ write_row(SeqTable *t, SeqRow *row)
 		TU_UpdateIndexes update_indexes;
 
 		simple_heap_update(t->rel, &t->slot->tts_tid, tup, &update_indexes);
+		/* A HOT update may still need entries in summarizing (BRIN) indexes. */
+		if (update_indexes != TU_None)
+			insert_index_entries(t->rel, tup, update_indexes == TU_Summarizing);
 	}
 #else
 	simple_heap_update(t->rel, &t->slot->tts_tid, tup);
-#endif
 	if (!HeapTupleIsHeapOnly(tup))
-		insert_index_entries(t->rel, tup);
+		insert_index_entries(t->rel, tup, false);
+#endif
 	heap_freetuple(tup);
 }
 

@@ -135,11 +135,11 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 	},
 	[Q_SESSIONS] = {
 		"SELECT id, token FROM %1$s.idgen_worker_lease "
-		"WHERE session_bound AND expires_at IS NULL AND released_at IS NULL",
+		"WHERE session_bound AND expires_at IS NULL AND released_at IS NULL LIMIT 1000",
 		0, {InvalidOid}
 	},
 	[Q_ENDED] = {
-		"SELECT id, token FROM %1$s.idgen_worker_lease WHERE " LEASE_ENDED_BEFORE("$1"),
+		"SELECT id, token FROM %1$s.idgen_worker_lease WHERE " LEASE_ENDED_BEFORE("$1") " LIMIT 1000",
 		1, {TIMESTAMPTZOID}
 	},
 	[Q_DELETE] = {
@@ -151,10 +151,17 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 };
 
 static SPIPlanPtr plans[NUM_QUERIES];
-static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid};
+static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid, ""};
 
 /* ----------
- * Advisory locks on worker ids
+ * Locks on worker ids
+ *
+ * Advisory locks (database, lease table, id, IDGEN_LEASE_LOCK_CLASS): the
+ * SQL advisory lock functions use 1 and 2 in the last field, so they never
+ * collide with these.  A session-level lock of the default lock method
+ * would be given up by any aborted transaction of the session; an advisory
+ * one survives aborts, but DISCARD ALL and pg_advisory_unlock_all() give it
+ * up (see the README on session-bound leases behind a pooler).
  * ----------
  */
 static void
@@ -172,15 +179,6 @@ lock_id(Oid relid, int32 id, bool session, bool wait)
 	return LockAcquire(&tag, ExclusiveLock, session, !wait) != LOCKACQUIRE_NOT_AVAIL;
 }
 
-static bool
-held_by_me(Oid relid, int32 id)
-{
-	LOCKTAG		tag;
-
-	lease_locktag(&tag, relid, id);
-	return LockHeldByMe(&tag, ExclusiveLock);
-}
-
 static void
 unlock_id(Oid relid, int32 id, bool session)
 {
@@ -191,32 +189,96 @@ unlock_id(Oid relid, int32 id, bool session)
 }
 
 /*
- * Session locks of leases acquired in the current transaction: released if
- * the (sub)transaction that took them aborts, as the row goes with it.
+ * The session-bound leases of this session.  Each is held by a
+ * session-level lock on its id, taken when it is acquired and given up when
+ * it is released; both only count once the (sub)transaction that did them
+ * commits:
+ *	  acquired in a (sub)transaction that aborts: the lock is given up then;
+ *	  released in a (sub)transaction that aborts: the lease stays held;
+ *	  released and committed: the lock is given up at commit, not before,
+ *	  since until then the release can still roll back.
  */
-typedef struct PendingSessionLock
+typedef struct SessionLease
 {
 	Oid			relid;
 	int32		id;
-	int			nest_level;
-} PendingSessionLock;
+	int			acquired_level; /* nesting level that acquired it; 0 once committed */
+	int			released_level; /* nesting level that released it; 0 if none */
+} SessionLease;
 
-static List *pending_session_locks = NIL;	/* in TopMemoryContext */
+static List *session_leases = NIL;	/* in TopMemoryContext */
 
-static void
-release_pending(int from_level)
+static SessionLease *
+session_lease(Oid relid, int32 id)
 {
 	ListCell   *lc;
 
-	foreach(lc, pending_session_locks)
+	foreach(lc, session_leases)
 	{
-		PendingSessionLock *p = (PendingSessionLock *) lfirst(lc);
+		SessionLease *sl = (SessionLease *) lfirst(lc);
 
-		if (p->nest_level < from_level)
-			continue;
-		unlock_id(p->relid, p->id, true);
-		pending_session_locks = foreach_delete_current(pending_session_locks, lc);
-		pfree(p);
+		if (sl->relid == relid && sl->id == id)
+			return sl;
+	}
+	return NULL;
+}
+
+/* Whether this session holds the lease of 'id' (bound to it). */
+static bool
+held_by_me(Oid relid, int32 id)
+{
+	return session_lease(relid, id) != NULL;
+}
+
+/*
+ * The (sub)transactions at nesting level 'level' and deeper end: commit
+ * them into 'level - 1' (level 1: the transaction commits) or abort them.
+ */
+static void
+session_leases_end(int level, bool commit)
+{
+	ListCell   *lc;
+
+	foreach(lc, session_leases)
+	{
+		SessionLease *sl = (SessionLease *) lfirst(lc);
+		bool		drop = false;
+
+		if (commit && level == 1)
+		{
+			/* The transaction commits: what it did takes effect. */
+			drop = sl->released_level > 0;
+			sl->acquired_level = 0;
+		}
+		else if (commit)
+		{
+			if (sl->acquired_level >= level)
+				sl->acquired_level = level - 1;
+			if (sl->released_level >= level)
+				sl->released_level = level - 1;
+		}
+		else
+		{
+			/* Aborted: undo what it did. */
+			if (sl->released_level >= level)
+				sl->released_level = 0;
+			drop = sl->acquired_level >= level && sl->acquired_level > 0;
+		}
+		if (drop)
+		{
+			LOCKTAG		tag;
+
+			/* Unless pg_advisory_unlock_all() or DISCARD ALL took it already. */
+			lease_locktag(&tag, sl->relid, sl->id);
+#if PG_VERSION_NUM >= 170000
+			if (LockHeldByMe(&tag, ExclusiveLock, false))
+#else
+			if (LockHeldByMe(&tag, ExclusiveLock))
+#endif
+				unlock_id(sl->relid, sl->id, true);
+			session_leases = foreach_delete_current(session_leases, lc);
+			pfree(sl);
+		}
 	}
 }
 
@@ -225,15 +287,14 @@ lease_xact_callback(XactEvent event, void *arg)
 {
 	switch (event)
 	{
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-			release_pending(0);
-			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PREPARE:
-			list_free_deep(pending_session_locks);
-			pending_session_locks = NIL;
+			session_leases_end(1, true);
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			session_leases_end(1, false);
 			break;
 		default:
 			break;
@@ -244,45 +305,51 @@ static void
 lease_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					   SubTransactionId parentSubid, void *arg)
 {
-	int			level = GetCurrentTransactionNestLevel();
-	ListCell   *lc;
-
 	if (event == SUBXACT_EVENT_ABORT_SUB)
-		release_pending(level);
+		session_leases_end(GetCurrentTransactionNestLevel(), false);
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
-	{
-		/* The parent owns them now. */
-		foreach(lc, pending_session_locks)
-		{
-			PendingSessionLock *p = (PendingSessionLock *) lfirst(lc);
-
-			if (p->nest_level >= level)
-				p->nest_level = level - 1;
-		}
-	}
+		session_leases_end(GetCurrentTransactionNestLevel(), true);
 }
 
 static void
-hold_for_session(Oid relid, int32 id)
+register_callbacks(void)
 {
-	static bool callbacks_registered = false;
-	MemoryContext old;
-	PendingSessionLock *p;
+	static bool registered = false;
 
-	if (!callbacks_registered)
+	if (!registered)
 	{
 		RegisterXactCallback(lease_xact_callback, NULL);
 		RegisterSubXactCallback(lease_subxact_callback, NULL);
-		callbacks_registered = true;
+		registered = true;
 	}
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	p = palloc(sizeof(PendingSessionLock));
-	p->relid = relid;
-	p->id = id;
-	p->nest_level = GetCurrentTransactionNestLevel();
-	pending_session_locks = lappend(pending_session_locks, p);
+}
+
+/* Hold id (claimed in this transaction) for the session. */
+static void
+hold_for_session(Oid relid, int32 id)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	SessionLease *sl;
+
+	register_callbacks();
+	sl = palloc(sizeof(SessionLease));
+	sl->relid = relid;
+	sl->id = id;
+	sl->acquired_level = GetCurrentTransactionNestLevel();
+	sl->released_level = 0;
+	session_leases = lappend(session_leases, sl);
 	MemoryContextSwitchTo(old);
 	(void) lock_id(relid, id, true, true);	/* we hold it already: no wait */
+}
+
+/* Give up the session's lease of id when this transaction commits. */
+static void
+release_for_session(Oid relid, int32 id)
+{
+	SessionLease *sl = session_lease(relid, id);
+
+	if (sl != NULL && sl->released_level == 0)
+		sl->released_level = GetCurrentTransactionNestLevel();
 }
 
 /* ----------
@@ -388,7 +455,7 @@ end_session_lease(IdgenSqlContext *cx, Oid relid, int32 id, int64 token, Timesta
 	args[0] = Int32GetDatum(id);
 	args[1] = Int64GetDatum(token);
 	args[2] = TimestampTzGetDatum(now);
-	return idgen_sql_run(cx, Q_END_SESSION, args, NULL) == 1;
+	return idgen_sql_run_latest(cx, Q_END_SESSION, args, NULL) == 1;
 }
 
 /* ----------
@@ -481,7 +548,7 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
 	/* The ids that are not free, as of now. */
 	args[0] = Int32GetDatum(max_workers);
 	args[1] = TimestampTzGetDatum(ended_before);
-	nbusy = (int) idgen_sql_run(&cx, Q_BUSY, args, NULL);
+	nbusy = (int) idgen_sql_run_latest(&cx, Q_BUSY, args, NULL);
 	busy = palloc(sizeof(int32) * (nbusy + 1));
 	session_ids = palloc(sizeof(int32) * (nbusy + 1));
 	session_tokens = palloc(sizeof(int64) * (nbusy + 1));
@@ -546,7 +613,7 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
 		args[5] = ObjectIdGetDatum(cx.save_userid);	/* the caller */
 		args[6] = TimestampTzGetDatum(now);
 		args[8] = TimestampTzGetDatum(ended_before);
-		if (idgen_sql_run(&cx, Q_CLAIM, args, nulls) == 1)
+		if (idgen_sql_run_latest(&cx, Q_CLAIM, args, nulls) == 1)
 		{
 			bool		n;
 
@@ -598,7 +665,7 @@ typedef struct Lease
 } Lease;
 
 static bool
-lease_by_token(IdgenSqlContext *cx, int64 token, Lease *l)
+lease_by_token(IdgenSqlContext *cx, int64 token, Lease *l, bool latest)
 {
 	Datum		arg = Int64GetDatum(token);
 	HeapTuple	tup;
@@ -606,7 +673,8 @@ lease_by_token(IdgenSqlContext *cx, int64 token, Lease *l)
 	bool		n;
 	Datum		d;
 
-	if (idgen_sql_run(cx, Q_BY_TOKEN, &arg, NULL) == 0)
+	if ((latest ? idgen_sql_run_latest(cx, Q_BY_TOKEN, &arg, NULL) :
+		 idgen_sql_run(cx, Q_BY_TOKEN, &arg, NULL)) == 0)
 		return false;
 	tup = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
@@ -643,7 +711,7 @@ lock_lease(FunctionCallInfo fcinfo, IdgenSqlContext *cx, const IdgenFunction *fn
 {
 	Oid			relid = lease_relid(fn, "idgen_worker_lease");
 
-	if (!lease_by_token(cx, token, l))
+	if (!lease_by_token(cx, token, l, false))
 		lease_lost(worker_id, token);
 	if (worker_of(l->id) != worker_id)
 		ereport(ERROR,
@@ -670,7 +738,7 @@ lock_lease(FunctionCallInfo fcinfo, IdgenSqlContext *cx, const IdgenFunction *fn
 	}
 	(void) lock_id(relid, l->id, false, true);
 	/* Read it again: an acquirer may have taken the id before we locked. */
-	if (!lease_by_token(cx, token, l))
+	if (!lease_by_token(cx, token, l, true))
 		lease_lost(worker_id, token);
 }
 
@@ -718,7 +786,7 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 		args[2] = IntervalPGetDatum(&l.ttl);
 	else
 		nulls[2] = 'n';
-	if (idgen_sql_run(&cx, Q_RENEW, args, nulls) != 1)
+	if (idgen_sql_run_latest(&cx, Q_RENEW, args, nulls) != 1)
 		elog(ERROR, "worker lease with token " INT64_FORMAT " vanished while locked", token);
 	expires = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &n);
 	idgen_sql_end(&cx);
@@ -752,18 +820,13 @@ idgen_worker_release(PG_FUNCTION_ARGS)
 	{
 		args[0] = Int64GetDatum(token);
 		args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-		(void) idgen_sql_run(&cx, Q_RELEASE, args, NULL);
+		(void) idgen_sql_run_latest(&cx, Q_RELEASE, args, NULL);
 	}
 	idgen_sql_end(&cx);
 
-	/* A lease bound to this session: its session lock goes too. */
+	/* A lease bound to this session: its lock goes too, at commit. */
 	if (!l.released && l.session_bound)
-	{
-		Oid			relid = lease_relid(&fn, "idgen_worker_lease");
-
-		if (held_by_me(relid, l.id))
-			unlock_id(relid, l.id, true);
-	}
+		release_for_session(lease_relid(&fn, "idgen_worker_lease"), l.id);
 	PG_RETURN_BOOL(!l.released);
 }
 
@@ -827,7 +890,7 @@ idgen_worker_purge(PG_FUNCTION_ARGS)
 		args[0] = Int32GetDatum(ids[i]);
 		args[1] = Int64GetDatum(tokens[i]);
 		args[2] = TimestampTzGetDatum(before);
-		deleted += (int64) idgen_sql_run(&cx, Q_DELETE, args, NULL);
+		deleted += (int64) idgen_sql_run_latest(&cx, Q_DELETE, args, NULL);
 	}
 	idgen_sql_end(&cx);
 	PG_RETURN_INT64(deleted);

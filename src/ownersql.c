@@ -16,17 +16,20 @@
  *
  * A statement set (IdgenStatements) is a table of SQL texts in which %1$s
  * stands for the quoted schema name; it is prepared on first use and again
- * if the extension was re-created in another schema since.
+ * if the extension was re-created in another schema, or its schema renamed,
+ * since.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_proc.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "idgen.h"
@@ -50,11 +53,15 @@ idgen_lookup_function(FunctionCallInfo fcinfo, IdgenFunction *fn)
 static void
 prepare_statements(IdgenStatements *st, Oid nspid)
 {
+	char	   *name = get_namespace_name(nspid);
 	char	   *schema;
 
-	if (likely(nspid == st->nspid))
+	/* Prepared for this schema, under this name (ALTER SCHEMA ... RENAME). */
+	if (likely(nspid == st->nspid && name != NULL && strcmp(name, st->nspname) == 0))
 		return;
-	schema = pstrdup(quote_identifier(get_namespace_name(nspid)));
+	if (name == NULL)
+		elog(ERROR, "cache lookup failed for schema %u", nspid);
+	schema = pstrdup(quote_identifier(name));
 	for (int q = 0; q < st->count; q++)
 	{
 		const IdgenStatement *s = &st->statements[q];
@@ -68,6 +75,7 @@ prepare_statements(IdgenStatements *st, Oid nspid)
 		SPI_keepplan(plan);
 	}
 	st->nspid = nspid;
+	strlcpy(st->nspname, name, sizeof(st->nspname));
 }
 
 /*
@@ -104,5 +112,25 @@ idgen_sql_run(IdgenSqlContext *cx, int q, Datum *values, const char *nulls)
 
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+/*
+ * Run statement 'q' with a snapshot taken now, whatever the isolation level:
+ * for a write to a row whose writers all hold one lock, which the caller
+ * holds (so the latest version is committed and may be written), and for
+ * the read that decides it.  Under REPEATABLE READ the transaction's own
+ * snapshot would fail such a write with a serialization error.
+ */
+uint64
+idgen_sql_run_latest(IdgenSqlContext *cx, int q, Datum *values, const char *nulls)
+{
+	int			rc;
+
+	CommandCounterIncrement();
+	rc = SPI_execute_snapshot(cx->statements->plans[q], values, nulls,
+							  GetLatestSnapshot(), InvalidSnapshot, false, true, 0);
+	if (rc < 0)
+		elog(ERROR, "SPI_execute_snapshot failed: %s", SPI_result_code_string(rc));
 	return SPI_processed;
 }
