@@ -37,7 +37,7 @@ REGRESS_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_regress \
 
 # Isolation tests (specs/*.spec): races between sessions, on their own
 # temporary preloaded instance.
-ISOLATION = keyseq_race lease_race
+ISOLATION = keyseq_race lease_race seqcache_race
 ISOLATION_OPTS = --temp-config=test/idgen_isolation.conf --temp-instance=./tmp_isolation \
 	--load-extension=$(EXTENSION)
 

@@ -9,6 +9,7 @@ BEGIN
         EXIT WHEN EXISTS (SELECT FROM pg_stat_activity
                           WHERE backend_type = 'idgen purge' AND datname = current_database());
         PERFORM pg_sleep(0.1);
+        PERFORM pg_stat_clear_snapshot();
     END LOOP;
 END $$;
 SELECT count(*) AS worker_here FROM pg_stat_activity

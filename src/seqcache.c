@@ -395,7 +395,8 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
 			e->served_before += e->seg[CURSOR_EPOCH(w) & 1].count;
 			e->seg_started = now;
 			e->next_ready = false;
-			e->requested = true;	/* and the one after */
+			if (!e->reserving)
+				e->requested = true;	/* and the one after */
 			pg_write_barrier();
 			pg_atomic_write_u64(&e->c.f.cursor, CURSOR(keygen, CURSOR_EPOCH(w) + 1, 0));
 			LWLockRelease(e->lock);
@@ -404,7 +405,8 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
 		}
 		if (!failed)
 		{
-			e->requested = true;
+			if (!e->reserving)
+				e->requested = true;
 			if (!counted)
 				e->waits++, counted = true;
 		}
@@ -502,7 +504,7 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out)
 				if (off <= seg.prefetch_at && off + take > seg.prefetch_at)
 				{
 					LWLockAcquire(e->lock, LW_EXCLUSIVE);
-					if (e->keygen == le->keygen && !e->next_ready)
+					if (e->keygen == le->keygen && !e->next_ready && !e->reserving)
 						e->requested = true;
 					LWLockRelease(e->lock);
 					wake_worker();
