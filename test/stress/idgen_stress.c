@@ -52,6 +52,13 @@
  * leaves it unknown whether the batch committed, only distinctness is
  * checked then, not gaps.
  *
+ * With --cached the keys are expected to be cached per-key sequences
+ * (idgen_seq_configure(key, cache => n)), whose values are not
+ * transactional and may leave gaps: the values of every batch are kept,
+ * rolled back or not, and the checks are that each key's values are
+ * distinct over all connections and strictly increasing, key by key, in the
+ * order each connection received them; gaps are not checked.
+ *
  * Exit status: 0 if all checks pass, 1 if any check fails (a duplicate, an
  * order violation, a gap or missing values), 2 on usage, connection or
  * query errors.
@@ -129,6 +136,7 @@ typedef struct Options
 	double		hot;			/* probability of the key 'hot' */
 	double		rollback;		/* probability of rolling a batch back */
 	const char *seq_func;		/* validated identifier, spliced into SQL */
+	bool		cached;			/* not transactional: keep every value, no gap check */
 	char		hot_text[32];	/* hot and rollback as SQL literals */
 	char		rollback_text[32];
 } Options;
@@ -218,6 +226,9 @@ typedef struct Client
 	int64		commits;		/* batches committed */
 	int64		rollbacks;		/* batches rolled back on purpose */
 	int64		in_doubt;		/* connection lost while COMMIT was in flight */
+	int64		order_errors;	/* --cached: a key's value not above the last */
+	int64	   *last_value;		/* --cached: per local key id, the last value */
+	int32		last_cap;
 	KeyTable	keytab;			/* key text of this connection's local key ids */
 	char		errmsg[1024];
 } Client;
@@ -260,6 +271,7 @@ static bool seq_query_error(Client *cl, PGresult *res, double *last_ok);
 static bool parse_seq_result(Client *cl, PGresult *res, int expected,
 							 SeqValue *out);
 static void run_seq_client(Client *cl);
+static void keep_cached_batch(Client *cl, const SeqValue *batch, int n);
 static void *xrealloc(void *p, size_t size);
 static void check_seq(const Options *opts, Client *clients, int64 total,
 					  bool check_gaps, SeqCheck *out);
@@ -323,6 +335,10 @@ usage(void)
 		   DEFAULT_SEQ_FUNC);
 	printf("      --rollback=FRACTION  probability that a batch's transaction is rolled\n"
 		   "                           back instead of committed (default 0), 0..1\n");
+	printf("      --cached             the keys are cached (not transactional): keep the\n"
+		   "                           values of every batch, rolled back or not; check\n"
+		   "                           that each key's values are distinct and rise in\n"
+		   "                           the order each connection got them; no gap check\n");
 	printf("\nExit status: 0 pass, 1 fail (duplicates, order violations, gaps or missing\n"
 		   "values), 2 usage, connection or query error.\n");
 }
@@ -998,6 +1014,35 @@ parse_seq_result(Client *cl, PGresult *res, int expected, SeqValue *out)
 }
 
 /* the generating loop of one connection in sequence mode */
+/*
+ * --cached: keep a batch's values whatever becomes of its transaction, and
+ * check that each key's values rise in the order this connection got them.
+ */
+static void
+keep_cached_batch(Client *cl, const SeqValue *batch, int n)
+{
+	ValueArray *va = &cl->values;
+
+	if (cl->last_cap < cl->keytab.nkeys)
+	{
+		int32		cap = Max(cl->keytab.nkeys, 2 * cl->last_cap);
+
+		cl->last_value = xrealloc(cl->last_value, sizeof(int64) * cap);
+		for (int32 k = cl->last_cap; k < cap; k++)
+			cl->last_value[k] = PG_INT64_MIN;
+		cl->last_cap = cap;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		if (batch[i].value <= cl->last_value[batch[i].key])
+			cl->order_errors++;
+		cl->last_value[batch[i].key] = batch[i].value;
+	}
+	values_reserve(va, (size_t) n);
+	memcpy(va->data + va->n * va->esize, batch, sizeof(SeqValue) * n);
+	va->n += n;
+}
+
 static void
 run_seq_client(Client *cl)
 {
@@ -1084,6 +1129,8 @@ run_seq_client(Client *cl)
 			break;
 		}
 		PQclear(res);
+		if (opts->cached)
+			keep_cached_batch(cl, batch, n);
 
 		rollback = opts->rollback > 0 && pg_prng_double(&prng) < opts->rollback;
 		endcmd = rollback ? "ROLLBACK" : "COMMIT";
@@ -1115,6 +1162,8 @@ run_seq_client(Client *cl)
 		cl->generated += n;
 		if (rollback)
 			cl->rollbacks++;
+		else if (opts->cached)
+			cl->commits++;
 		else
 		{
 			ValueArray *va = &cl->values;
@@ -1447,6 +1496,7 @@ main(int argc, char **argv)
 		{"hot", required_argument, NULL, 2},
 		{"seq-func", required_argument, NULL, 3},
 		{"rollback", required_argument, NULL, 4},
+		{"cached", no_argument, NULL, 5},
 		{"help", no_argument, NULL, '?'},
 		{NULL, 0, NULL, 0}
 	};
@@ -1558,6 +1608,10 @@ main(int argc, char **argv)
 					usage_error("invalid value \"%s\" for option --seq-func: must match ^[a-zA-Z_][a-zA-Z0-9_.]*$",
 								optarg);
 				opts.seq_func = optarg;
+				seq_option = true;
+				break;
+			case 5:
+				opts.cached = true;
 				seq_option = true;
 				break;
 			case 4:
@@ -1693,19 +1747,24 @@ main(int argc, char **argv)
 	if (opts.keys > 0)
 	{
 		/* sequence mode: its own checks and summary */
-		bool		check_gaps = !opts.reconnect;
+		bool		check_gaps = !opts.reconnect && !opts.cached;
+		int64		order_errors = 0;
 		int64		expected = (int64) opts.clients * opts.ids;
 		/* keys the query can pick ('hot' with probability 1 > random()) */
 		int64		possible = (opts.hot < 1.0 ? opts.keys : 0) + (opts.hot > 0.0 ? 1 : 0);
 
 		check_seq(&opts, clients, total, check_gaps, &sc);
+		for (int c = 0; c < opts.clients; c++)
+			order_errors += clients[c].order_errors;
 		if (opts.duration > 0)
 			short_count = (generated == 0 || (opts.rollback == 0 && total == 0));
 		else
 			short_count = (generated < expected ||
 						   (opts.rollback == 0 && total < expected));
+		if (opts.cached)
+			short_count = (generated == 0 || total < generated);
 		pass = (sc.duplicates == 0 && sc.gaps == 0 && sc.below == 0 &&
-				!short_count);
+				order_errors == 0 && !short_count);
 
 		if (opts.duration > 0)
 			printf("%s: %d clients x %g s of %s(key) over " INT64_FORMAT " keys",
@@ -1732,7 +1791,11 @@ main(int argc, char **argv)
 			   rollbacks, errors, reconnects);
 		if (sc.below > 0)
 			printf("%s: " INT64_FORMAT " values below 1\n", PROGNAME, sc.below);
-		if (!check_gaps)
+		if (opts.cached)
+			printf("%s: --cached: every value kept (rolled back or not), gaps not checked; "
+				   INT64_FORMAT " order violations (a key's value not above the one the connection got before)\n",
+				   PROGNAME, order_errors);
+		else if (!check_gaps)
 			printf("%s: --reconnect: only distinctness checked, not gaps; "
 				   INT64_FORMAT " batches were lost while COMMIT was in flight and may or may not have committed\n",
 				   PROGNAME, in_doubt);

@@ -1,0 +1,112 @@
+# Scenario: cached per-key sequences (cache => n) under load, crashes and a
+# stalled worker.
+#
+#  - 16 connections over one hot cached key and 200 cold ones, a fifth of
+#    the batches rolled back: every key's values distinct, and rising in the
+#    order each connection got them.
+#  - The same through a SIGKILL crash-restart and an immediate stop: shared
+#    memory is lost with its segments, and the new segments start above
+#    every reserved value, so nothing repeats.
+#  - The worker that reserves segments cannot (the table is locked): callers
+#    wait idgen.seq_cache_wait_ms, fail with a clear error, and go on once
+#    the table is free.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IdgenTest;
+
+my $stress = stress_client();
+my $node = idgen_node(
+	'seqcache',
+	'max_connections' => 40,
+	'restart_after_crash' => 'on',
+	'idgen.purge_interval' => '1s',
+	'idgen.seq_cache_wait_ms' => 1000);
+my $connstr = $node->connstr('postgres');
+
+sub wait_for_worker
+{
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idgen purge'")
+	  or die 'the idgen purge worker did not start';
+}
+
+sub configure_keys
+{
+	$node->safe_psql('postgres', q{
+		DELETE FROM idgen_seq;
+		SELECT idgen_seq_configure('hot', cache => 50);
+		SELECT idgen_seq_configure('k:' || i, cache => 10) FROM generate_series(1, 200) i;
+	});
+}
+
+wait_for_worker();
+
+# --- load ------------------------------------------------------------------
+{
+	configure_keys();
+	my ($out, $err) = ('', '');
+	my $ok = IPC::Run::run([ $stress, '-d', $connstr, '-q', '-c', 16, '-n', 4000, '-b', 20,
+			'--keys', 200, '--hot', '0.3', '--rollback', '0.2', '--cached' ], '>', \$out, '2>', \$err);
+	note("load:\n$out$err");
+	ok($ok, 'load: the stress client passed');
+	like($out, qr/\b0 duplicates\b/, 'load: no value served twice');
+	like($out, qr/\b0 order violations\b/, "load: each connection's values of a key kept rising");
+	my ($hot_served, $hot_value) = split /\|/, $node->safe_psql('postgres',
+		"SELECT c.served, s.value FROM idgen_seq_cache c JOIN idgen_seq s USING (key) WHERE key = 'hot'");
+	cmp_ok($hot_value, '>=', $hot_served, "load: the table is ahead of the hot key's $hot_served values");
+}
+
+# --- crashes -----------------------------------------------------------------
+{
+	configure_keys();
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start([ $stress, '-d', $connstr, '-q', '-c', 8, '-D', 8, '-b', 20,
+			'--keys', 50, '--hot', '0.5', '--cached', '--reconnect' ], '>', \$out, '2>', \$err);
+	sleep 2;
+	my $victim = $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE application_name = 'idgen_stress' LIMIT 1");
+	like($victim, qr/^\d+$/, 'found a backend serving cached values');
+	kill 'KILL', $victim or die "kill: $!";
+	$node->poll_query_until('postgres', 'SELECT 1', '1')
+	  or die 'server did not come back after the crash';
+	ok($node->log_contains(qr/server process \(PID $victim\) was terminated by signal 9/),
+		'SIGKILL of a backend: the postmaster crash-restarted');
+	sleep 2;
+	$node->stop('immediate');
+	$node->start;
+	my $passed = $h->finish;
+	note("crashes:\n$out$err");
+	ok($passed, 'crashes: the stress client passed');
+	like($out, qr/\b0 duplicates\b/, 'crashes: no value served twice across both crashes');
+	like($out, qr/\b0 order violations\b/, "crashes: each connection's values of a key kept rising");
+	my ($reconnects) = $out =~ /(\d+) reconnects/;
+	cmp_ok($reconnects // 0, '>=', 8, "crashes: the connections were lost and came back ($reconnects)");
+}
+
+# --- the worker cannot reserve ----------------------------------------------
+{
+	wait_for_worker();
+	$node->safe_psql('postgres', "SELECT idgen_seq_configure('slow', cache => 1)");
+	# Serve until the worker has nothing left ahead (segments of 1 value).
+	$node->safe_psql('postgres', "SELECT idgen_seq_next('slow') FROM generate_series(1, 5)");
+	my $locker = $node->background_psql('postgres');
+	$locker->query_safe('BEGIN; LOCK TABLE idgen_seq IN ACCESS EXCLUSIVE MODE');
+	my ($ret, $stdout, $stderr) = $node->psql('postgres',
+		"\\set VERBOSITY verbose\nSELECT idgen_seq_next('slow') FROM generate_series(1, 3)");
+	isnt($ret, 0, 'with the table locked, a caller that needs a segment fails');
+	like($stderr, qr/55000: could not get a segment for cached sequence key "slow" in time/,
+		'the error says what happened');
+	like($stderr, qr/idgen.seq_cache_wait_ms \(1000 ms\)/, 'and how long it waited');
+	$locker->query_safe('COMMIT');
+	$locker->quit;
+	my $next = $node->safe_psql('postgres', "SELECT idgen_seq_next('slow')");
+	cmp_ok($next, '>', 5, "once the table is free, the key goes on ($next)");
+}
+
+$node->stop('fast');
+ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+done_testing();
