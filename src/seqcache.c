@@ -169,6 +169,15 @@ static SeqCacheShared *cache = NULL;
 static HTAB *map = NULL;
 static HTAB *local_map = NULL;
 
+/* The key this backend served last, for a repeat without hashing. */
+static struct
+{
+	LocalEntry *le;				/* NULL: none */
+	Oid			dbid;
+	int			keylen;
+	char		key[IDGEN_SEQ_MAX_KEY];
+}			last;
+
 /* ----------
  * Shared memory
  * ----------
@@ -228,12 +237,22 @@ idgen_seqcache_shmem_startup(void)
  * Helpers
  * ----------
  */
+/* A tag for the shared map: zero-padded, as HASH_BLOBS compares it all. */
 static void
 make_tag(SeqCacheTag *tag, Oid dbid, const char *key, int len)
 {
 	memset(tag, 0, sizeof(*tag));
 	tag->dbid = dbid;
 	memcpy(tag->key, key, len);
+}
+
+/* A tag for the backend's map: the key's bytes only. */
+static void
+make_local_tag(SeqCacheTag *tag, Oid dbid, const char *key, int len)
+{
+	tag->dbid = dbid;
+	memcpy(tag->key, key, len);
+	tag->key[len] = '\0';
 }
 
 /* The value 'off' (0-based) of a segment: what advance() gives off+1 times. */
@@ -290,9 +309,8 @@ idgen_seqcache_available(void)
 
 	if (cache == NULL)
 		return false;
-	SpinLockAcquire(&cache->mutex);
-	dbid = cache->worker_dbid;
-	SpinLockRelease(&cache->mutex);
+	/* An aligned 4-byte read, without the mutex: this is on every call. */
+	dbid = *(volatile Oid *) &cache->worker_dbid;
 	return dbid == MyDatabaseId;
 }
 
@@ -313,10 +331,64 @@ retire_entry(SeqCacheEntry *e)
 	pg_atomic_write_u64(&e->c.f.cursor, CURSOR(e->keygen, CURSOR_EPOCH(w) + 1, 0));
 }
 
+/*
+ * Make the next segment current (e->lock held; the current one, of cursor
+ * 'w', is used up), and adapt the size of the reservations to come to how
+ * long the used-up segment lasted.
+ */
+static void
+switch_segment(SeqCacheEntry *e, uint64 w)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int64		lasted = now - e->seg_started;
+	int64		max_size = Min((int64) e->cache * 1024, (int64) IDGEN_SEQ_MAX_SEGMENT);
+	uint32		epoch = CURSOR_EPOCH(w);
+
+	if (lasted < IDGEN_SEQ_SEGMENT_TARGET)
+		e->seg_size = Min(e->seg_size * 2, max_size);
+	else if (lasted > 4 * IDGEN_SEQ_SEGMENT_TARGET)
+		e->seg_size = Max(e->seg_size / 2, (int64) e->cache);
+	e->served_before += e->seg[epoch & 1].count;
+	e->seg_started = now;
+	e->next_ready = false;
+	pg_write_barrier();
+	pg_atomic_write_u64(&e->c.f.cursor, CURSOR(e->keygen, epoch + 1, 0));
+}
+
 /* ----------
  * The backend's map
  * ----------
  */
+/*
+ * The backend's map hashes and compares only the key's bytes, not the
+ * padding of the tag (which the shared map, HASH_BLOBS, needs zeroed).
+ */
+static uint32
+local_hash(const void *key, Size keysize)
+{
+	const SeqCacheTag *tag = (const SeqCacheTag *) key;
+
+	return hash_combine(murmurhash32(tag->dbid),
+						hash_bytes((const unsigned char *) tag->key, strlen(tag->key)));
+}
+
+static int
+local_match(const void *key1, const void *key2, Size keysize)
+{
+	const SeqCacheTag *a = (const SeqCacheTag *) key1;
+	const SeqCacheTag *b = (const SeqCacheTag *) key2;
+
+	return a->dbid == b->dbid && strcmp(a->key, b->key) == 0 ? 0 : 1;
+}
+
+static void *
+local_keycopy(void *dest, const void *src, Size keysize)
+{
+	make_tag((SeqCacheTag *) dest, ((const SeqCacheTag *) src)->dbid,
+			 ((const SeqCacheTag *) src)->key, strlen(((const SeqCacheTag *) src)->key));
+	return dest;
+}
+
 static LocalEntry *
 local_lookup(const SeqCacheTag *tag, bool create, bool *found)
 {
@@ -327,9 +399,12 @@ local_lookup(const SeqCacheTag *tag, bool create, bool *found)
 		memset(&info, 0, sizeof(info));
 		info.keysize = sizeof(SeqCacheTag);
 		info.entrysize = sizeof(LocalEntry);
+		info.hash = local_hash;
+		info.match = local_match;
+		info.keycopy = local_keycopy;
 		info.hcxt = TopMemoryContext;
 		local_map = hash_create("idgen seq cache (local)", 64, &info,
-								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+								HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_KEYCOPY | HASH_CONTEXT);
 	}
 	return (LocalEntry *) hash_search(local_map, tag, create ? HASH_ENTER : HASH_FIND, found);
 }
@@ -383,22 +458,9 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
 		failed = e->failed;
 		if (!failed && e->next_ready)
 		{
-			TimestampTz now = GetCurrentTimestamp();
-			int64		lasted = now - e->seg_started;
-			int64		max_size = Min((int64) e->cache * 1024, (int64) IDGEN_SEQ_MAX_SEGMENT);
-
-			/* Adapt the size of the reservations to come. */
-			if (lasted < IDGEN_SEQ_SEGMENT_TARGET)
-				e->seg_size = Min(e->seg_size * 2, max_size);
-			else if (lasted > 4 * IDGEN_SEQ_SEGMENT_TARGET)
-				e->seg_size = Max(e->seg_size / 2, (int64) e->cache);
-			e->served_before += e->seg[CURSOR_EPOCH(w) & 1].count;
-			e->seg_started = now;
-			e->next_ready = false;
+			switch_segment(e, w);
 			if (!e->reserving)
 				e->requested = true;	/* and the one after */
-			pg_write_barrier();
-			pg_atomic_write_u64(&e->c.f.cursor, CURSOR(keygen, CURSOR_EPOCH(w) + 1, 0));
 			LWLockRelease(e->lock);
 			wake_worker();
 			return;
@@ -447,17 +509,28 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out)
 
 	if (!idgen_seqcache_available())
 		return false;
-	make_tag(&tag, MyDatabaseId, key, keylen);
-	le = local_lookup(&tag, false, &found);
-	if (!found)
+	if (last.le != NULL && last.dbid == MyDatabaseId && last.keylen == keylen &&
+		memcmp(last.key, key, keylen) == 0)
+		le = last.le;
+	else
 	{
-		LocalEntry	tmp;
+		make_local_tag(&tag, MyDatabaseId, key, keylen);
+		le = local_lookup(&tag, false, &found);
+		if (!found)
+		{
+			LocalEntry	tmp;
 
-		if (!shared_lookup(&tag, &tmp))
-			return false;
-		le = local_lookup(&tag, true, &found);
-		le->index = tmp.index;
-		le->keygen = tmp.keygen;
+			make_tag(&tag, MyDatabaseId, key, keylen);
+			if (!shared_lookup(&tag, &tmp))
+				return false;
+			le = local_lookup(&tag, true, &found);
+			le->index = tmp.index;
+			le->keygen = tmp.keygen;
+		}
+		last.le = le;
+		last.dbid = MyDatabaseId;
+		last.keylen = keylen;
+		memcpy(last.key, key, keylen);
 	}
 
 	for (;;)
@@ -473,7 +546,9 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out)
 			/* The entry was retired or reused: look the key up again. */
 			LocalEntry	tmp;
 
+			make_tag(&tag, MyDatabaseId, key, keylen);
 			(void) hash_search(local_map, &tag, HASH_REMOVE, NULL);
+			last.le = NULL;
 			if (!shared_lookup(&tag, &tmp))
 			{
 				if (done > 0)
@@ -514,6 +589,7 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out)
 			}
 			continue;
 		}
+		make_tag(&tag, MyDatabaseId, key, keylen);
 		switch_or_wait(e, le->keygen, w, tag.key);
 	}
 }
@@ -746,11 +822,9 @@ idgen_seqcache_publish(IdgenSeqRequest *req, int n)
 				e->fetches++;
 				if (CURSOR_OFFSET(w) >= e->seg[epoch & 1].count)
 				{
-					/* The current one is used up: switch now. */
-					e->served_before += e->seg[epoch & 1].count;
-					e->seg_started = GetCurrentTimestamp();
-					pg_write_barrier();
-					pg_atomic_write_u64(&e->c.f.cursor, CURSOR(e->keygen, epoch + 1, 0));
+					/* The current one is used up: switch now, and ask for more. */
+					switch_segment(e, w);
+					e->requested = true;
 				}
 				else
 					e->next_ready = true;

@@ -91,12 +91,13 @@ wait_for_worker();
 {
 	wait_for_worker();
 	$node->safe_psql('postgres', "SELECT idgen_seq_configure('slow', cache => 1)");
-	# Serve until the worker has nothing left ahead (segments of 1 value).
 	$node->safe_psql('postgres', "SELECT idgen_seq_next('slow') FROM generate_series(1, 5)");
 	my $locker = $node->background_psql('postgres');
 	$locker->query_safe('BEGIN; LOCK TABLE idgen_seq IN ACCESS EXCLUSIVE MODE');
+	# More values than the two segments reserved ahead can hold (segments of
+	# a key with cache => 1 grow to 1024 values at most).
 	my ($ret, $stdout, $stderr) = $node->psql('postgres',
-		"\\set VERBOSITY verbose\nSELECT idgen_seq_next('slow') FROM generate_series(1, 3)");
+		"\\set VERBOSITY verbose\nSELECT count(idgen_seq_next('slow')) FROM generate_series(1, 5000)");
 	isnt($ret, 0, 'with the table locked, a caller that needs a segment fails');
 	like($stderr, qr/55000: could not get a segment for cached sequence key "slow" in time/,
 		'the error says what happened');
