@@ -146,7 +146,7 @@ _PG_init(void)
 							"The least recently used key is evicted when a new one needs room; "
 							"its reserved but unserved values are lost.",
 							&idgen_seq_cache_keys, 1024, 16, 1024 * 1024,
-							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+							layout_context(), 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("idgen.seq_cache_wait_ms",
 							"Sets how long a call waits for a segment of a cached key before it fails.",
 							NULL,

@@ -957,6 +957,18 @@ idgen_seq_purge(PG_FUNCTION_ARGS)
  * ----------
  */
 
+/* Run 'sql' (with '%s' for the schema) in the worker; fail unless 'expect'. */
+static void
+worker_sql(const char *sql, const char *schema, int nargs, Oid *types, Datum *args,
+		   bool read_only, int expect, const char *what)
+{
+	int			rc = SPI_execute_with_args(psprintf(sql, schema), nargs, types, args,
+										   NULL, read_only, 0);
+
+	if (rc != expect)
+		elog(ERROR, "idgen: %s failed: %s", what, SPI_result_code_string(rc));
+}
+
 /* A text[] of the requests' keys. */
 static Datum
 request_keys(IdgenSeqRequest *req, int n, bool (*want) (IdgenSeqRequest *r))
@@ -1000,15 +1012,12 @@ idgen_seq_reserve_segments(const char *schema, IdgenSeqRequest *req, int n)
 	Datum	   *new_values = palloc(sizeof(Datum) * (n + 1));
 	Datum	   *new_keys = palloc(sizeof(Datum) * (n + 1));
 	int			nnew = 0;
-	int			rc;
 
 	args[0] = request_keys(req, n, NULL);
-	rc = SPI_execute_with_args(psprintf("SELECT key, step, max_value, ttl, last_used, cache, value "
-										"FROM %s.idgen_seq WHERE key OPERATOR(pg_catalog.=) ANY ($1) "
-										"FOR UPDATE SKIP LOCKED", schema),
-							   1, argtypes, args, NULL, false, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "idgen: reading cached keys failed: %s", SPI_result_code_string(rc));
+	worker_sql("SELECT key, step, max_value, ttl, last_used, cache, value "
+			   "FROM %s.idgen_seq WHERE key OPERATOR(pg_catalog.=) ANY ($1) "
+			   "FOR UPDATE SKIP LOCKED", schema,
+			   1, argtypes, args, false, SPI_OK_SELECT, "reading cached keys");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		Datum		values[NUM_COLS];
@@ -1041,22 +1050,20 @@ idgen_seq_reserve_segments(const char *schema, IdgenSeqRequest *req, int n)
 		uargs[0] = PointerGetDatum(construct_array(new_keys, nnew, TEXTOID, -1, false, TYPALIGN_INT));
 		uargs[1] = PointerGetDatum(construct_array(new_values, nnew, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 		uargs[2] = TimestampTzGetDatum(now);
-		rc = SPI_execute_with_args(psprintf("UPDATE %s.idgen_seq s SET value = u.v, "
-											"last_used = CASE WHEN s.ttl IS NULL THEN s.last_used ELSE $3 END "
-											"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(k, v) "
-											"WHERE s.key OPERATOR(pg_catalog.=) u.k", schema),
-								   3, types, uargs, NULL, false, 0);
-		if (rc != SPI_OK_UPDATE || SPI_processed != (uint64) nnew)
-			elog(ERROR, "idgen: reserving segments failed: %s", SPI_result_code_string(rc));
+		worker_sql("UPDATE %s.idgen_seq s SET value = u.v, "
+				   "last_used = CASE WHEN s.ttl IS NULL THEN s.last_used ELSE $3 END "
+				   "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(k, v) "
+				   "WHERE s.key OPERATOR(pg_catalog.=) u.k", schema,
+				   3, types, uargs, false, SPI_OK_UPDATE, "reserving segments");
+		if (SPI_processed != (uint64) nnew)
+			elog(ERROR, "idgen: reserving segments updated " UINT64_FORMAT " rows, not %d",
+				 SPI_processed, nnew);
 	}
 
 	/* The rows not read: held by another transaction (ask again), or gone. */
 	args[0] = request_keys(req, n, still_retry);
-	rc = SPI_execute_with_args(psprintf("SELECT key FROM %s.idgen_seq "
-										"WHERE key OPERATOR(pg_catalog.=) ANY ($1)", schema),
-							   1, argtypes, args, NULL, true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "idgen: reading cached keys failed: %s", SPI_result_code_string(rc));
+	worker_sql("SELECT key FROM %s.idgen_seq WHERE key OPERATOR(pg_catalog.=) ANY ($1)", schema,
+			   1, argtypes, args, true, SPI_OK_SELECT, "reading cached keys");
 	for (int i = 0; i < n; i++)
 	{
 		bool		present = false;
@@ -1080,18 +1087,15 @@ idgen_seq_record_use(const char *schema, IdgenSeqRequest *req, int n)
 {
 	Oid			argtypes[2] = {TEXTARRAYOID, TIMESTAMPTZOID};
 	Datum		args[2];
-	int			rc;
 
 	if (n == 0)
 		return;
 	args[0] = request_keys(req, n, NULL);
 	args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-	rc = SPI_execute_with_args(psprintf("UPDATE %s.idgen_seq SET last_used = $2 "
-										"WHERE key OPERATOR(pg_catalog.=) ANY ($1) AND ttl IS NOT NULL "
-										"AND last_used OPERATOR(pg_catalog.<) $2", schema),
-							   2, argtypes, args, NULL, false, 0);
-	if (rc != SPI_OK_UPDATE)
-		elog(ERROR, "idgen: recording the use of cached keys failed: %s", SPI_result_code_string(rc));
+	worker_sql("UPDATE %s.idgen_seq SET last_used = $2 "
+			   "WHERE key OPERATOR(pg_catalog.=) ANY ($1) AND ttl IS NOT NULL "
+			   "AND last_used OPERATOR(pg_catalog.<) $2", schema,
+			   2, argtypes, args, false, SPI_OK_UPDATE, "recording the use of cached keys");
 }
 
 /*

@@ -9,7 +9,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 use Exporter 'import';
-our @EXPORT = qw(idgen_node sql_error stress_client);
+our @EXPORT = qw(idgen_node sql_error stress_client crash_twice);
 
 # A new cluster with idgen preloaded and the extension created in database
 # "postgres".  %conf holds extra settings (name => value); a setting named
@@ -36,6 +36,27 @@ sub sql_error
 		"\\set VERBOSITY verbose\n$sql", on_error_stop => 1);
 	ok($ret != 0, "fails: $sql");
 	return $stderr;
+}
+
+# While the stress client runs against $node: SIGKILL one of its backends
+# (the postmaster crash-restarts every process and re-creates shared
+# memory), then stop the server with pg_ctl stop -m immediate and start it
+# again.  $what names what the backends were doing, for the test names.
+sub crash_twice
+{
+	my ($node, $what) = @_;
+	sleep 2;
+	my $victim = $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE application_name = 'idgen_stress' LIMIT 1");
+	like($victim, qr/^\d+$/, "found a backend $what");
+	kill 'KILL', $victim or die "kill: $!";
+	$node->poll_query_until('postgres', 'SELECT 1', '1')
+	  or die 'server did not come back after the crash';
+	ok($node->log_contains(qr/server process \(PID $victim\) was terminated by signal 9/),
+		'SIGKILL of a backend: the postmaster crash-restarted');
+	sleep 2;
+	$node->stop('immediate');
+	$node->start;
 }
 
 # Path of the libpq stress client built by `make stress`.

@@ -55,6 +55,17 @@ is($node->safe_psql('postgres',
 		'SELECT preloaded, layout_valid, shmem_bytes IS NULL FROM idgen_info()'),
 	'f|t|t', 'idgen_info reports it is not preloaded');
 
+# Without shared memory, a cached per-key sequence is served from the table,
+# transactionally: correct, without the speed.
+is( $node->safe_psql(
+		'postgres', q{
+	SELECT idgen_seq_configure('cached', cache => 10);
+	BEGIN; SELECT idgen_seq_next('cached'); ROLLBACK;
+	SELECT idgen_seq_next('cached'), idgen_seq_next('cached'), idgen_seq_current('cached'),
+	       (SELECT count(*) FROM idgen_seq_cache)}),
+	"\n1\n1|2|2|0",
+	'a cached key falls back to the transactional mode without preload (a rollback gives 1 back)');
+
 $node->stop('fast');
 ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
 done_testing();

@@ -30,19 +30,7 @@ for my $kind (sort keys %runs)
 		'>', \$out{$kind}, '2>', \$err{$kind});
 }
 
-sleep 2;
-my $victim = $node->safe_psql('postgres',
-	"SELECT pid FROM pg_stat_activity WHERE application_name = 'idgen_stress' LIMIT 1");
-like($victim, qr/^\d+$/, 'found a generating backend');
-kill 'KILL', $victim or die "kill: $!";
-$node->poll_query_until('postgres', 'SELECT 1', '1')
-  or die 'server did not come back after the crash';
-ok($node->log_contains(qr/server process \(PID $victim\) was terminated by signal 9/),
-	'SIGKILL of a backend: the postmaster crash-restarted');
-
-sleep 2;
-$node->stop('immediate');
-$node->start;
+crash_twice($node, 'generating');
 
 for my $kind (sort keys %runs)
 {

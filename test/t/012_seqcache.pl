@@ -66,18 +66,7 @@ wait_for_worker();
 	my ($out, $err) = ('', '');
 	my $h = IPC::Run::start([ $stress, '-d', $connstr, '-q', '-c', 8, '-D', 8, '-b', 20,
 			'--keys', 50, '--hot', '0.5', '--cached', '--reconnect' ], '>', \$out, '2>', \$err);
-	sleep 2;
-	my $victim = $node->safe_psql('postgres',
-		"SELECT pid FROM pg_stat_activity WHERE application_name = 'idgen_stress' LIMIT 1");
-	like($victim, qr/^\d+$/, 'found a backend serving cached values');
-	kill 'KILL', $victim or die "kill: $!";
-	$node->poll_query_until('postgres', 'SELECT 1', '1')
-	  or die 'server did not come back after the crash';
-	ok($node->log_contains(qr/server process \(PID $victim\) was terminated by signal 9/),
-		'SIGKILL of a backend: the postmaster crash-restarted');
-	sleep 2;
-	$node->stop('immediate');
-	$node->start;
+	crash_twice($node, 'serving cached values');
 	my $passed = $h->finish;
 	note("crashes:\n$out$err");
 	ok($passed, 'crashes: the stress client passed');
