@@ -330,6 +330,7 @@ extern void idgen_seqcache_invalidate(const char *key, int keylen);
 extern void idgen_seqcache_worker_attach(Latch *latch);
 extern void idgen_seqcache_worker_detach(int code, Datum arg);
 extern int	idgen_seqcache_collect(IdgenSeqRequest *req, int max);
+extern bool idgen_seqcache_pending(bool *urgent);
 extern int64 idgen_seqcache_reserve(IdgenSeqRequest *r, int64 value, int64 step, int64 max_value);
 extern void idgen_seqcache_publish(IdgenSeqRequest *req, int n);
 extern int	idgen_seqcache_collect_used(IdgenSeqRequest *req, int max);

@@ -80,15 +80,16 @@ end_work(void)
 
 /*
  * Reserve the segments cached keys are waiting for, in one committed
- * transaction, then publish them.  Returns whether requests remain (rows
- * that were busy, or more than one batch).
+ * transaction, then publish them.  Returns whether it got anywhere: false
+ * if there was nothing to do, or every row asked for was busy (held by
+ * another transaction; those are asked again).
  */
 static bool
 reserve_once(IdgenSeqRequest *req)
 {
 	int			n = idgen_seqcache_collect(req, WORKER_BATCH);
 	char	   *schema;
-	bool		again = (n == WORKER_BATCH);
+	bool		progress = false;
 
 	if (n == 0)
 		return false;
@@ -101,8 +102,8 @@ reserve_once(IdgenSeqRequest *req)
 	end_work();					/* committed, and durable: now serve them */
 	idgen_seqcache_publish(req, n);
 	for (int i = 0; i < n; i++)
-		again |= (req[i].outcome == IDGEN_SEQ_RETRY);
-	return again;
+		progress |= (req[i].outcome != IDGEN_SEQ_RETRY);
+	return progress;
 }
 
 /*
@@ -165,7 +166,8 @@ idgen_purge_main(Datum main_arg)
 	{
 		TimestampTz now;
 		long		timeout_ms;
-		bool		again;
+		bool		progress;
+		bool		urgent;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -175,7 +177,11 @@ idgen_purge_main(Datum main_arg)
 		}
 
 		ResetLatch(MyLatch);
-		again = reserve_once(req);
+		/* Prefetch requests can wait 2 ms to be reserved together. */
+		if (idgen_seqcache_pending(&urgent) && !urgent)
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 2L, PG_WAIT_EXTENSION);
+		progress = reserve_once(req);
 
 		now = GetCurrentTimestamp();
 		if (now >= next_purge)
@@ -187,10 +193,17 @@ idgen_purge_main(Datum main_arg)
 			next_purge = now + (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC;
 		}
 
-		/* Busy rows are asked again soon; otherwise sleep until woken. */
-		timeout_ms = again ? 10 : (long) ((next_purge - now) / 1000) + 1;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Max(timeout_ms, 1L), PG_WAIT_EXTENSION);
+		/*
+		 * More to reserve: at once.  Only busy rows to ask again: in 10 ms.
+		 * Nothing: sleep until woken, or the next purge.
+		 */
+		if (idgen_seqcache_pending(&urgent))
+			timeout_ms = progress ? 0 : 10;
+		else
+			timeout_ms = (long) ((next_purge - now) / 1000) + 1;
+		if (timeout_ms > 0)
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 timeout_ms, PG_WAIT_EXTENSION);
 	}
 }
 

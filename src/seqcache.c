@@ -134,9 +134,23 @@ typedef struct SeqCacheShared
 {
 	LWLock	   *map_lock;
 	ConditionVariable cv;		/* a segment was published, or a key dropped */
-	slock_t		mutex;			/* guards the worker fields */
+	slock_t		mutex;			/* guards the worker fields and the queue */
 	Oid			worker_dbid;	/* InvalidOid when no worker runs */
 	Latch	   *worker_latch;
+
+	/*
+	 * Entries that want a segment, for the worker (so that it need not scan
+	 * them all): a ring of queue_size indexes, pushed when an entry's
+	 * 'requested' turns true.  An entry retired and installed again may be
+	 * in it twice; if it ever fills, 'overflow' makes the worker scan.
+	 */
+	int		   *queue;
+	uint64		queue_head;		/* next to pop */
+	uint64		queue_tail;		/* next to push */
+	int			queue_size;
+	bool		overflow;
+	bool		urgent;			/* a caller is waiting for a segment */
+
 	int			nentries;
 	SeqCacheEntry entries[FLEXIBLE_ARRAY_MEMBER];
 } SeqCacheShared;
@@ -192,6 +206,7 @@ idgen_seqcache_shmem_size(void)
 
 	size = add_size(size, mul_size(sizeof(SeqCacheEntry), idgen_seq_cache_keys));
 	size = add_size(size, PG_CACHE_LINE_SIZE);
+	size = add_size(size, mul_size(sizeof(int), 2 * idgen_seq_cache_keys));
 	size = add_size(size, hash_estimate_size(idgen_seq_cache_keys, sizeof(SeqCacheMapEntry)));
 	return size;
 }
@@ -204,9 +219,10 @@ idgen_seqcache_shmem_startup(void)
 	char	   *base;
 
 	base = ShmemInitStruct("idgen seq cache",
-						   add_size(offsetof(SeqCacheShared, entries),
-									add_size(mul_size(sizeof(SeqCacheEntry), idgen_seq_cache_keys),
-											 PG_CACHE_LINE_SIZE)),
+						   add_size(add_size(offsetof(SeqCacheShared, entries),
+											 mul_size(sizeof(SeqCacheEntry), idgen_seq_cache_keys)),
+									add_size(PG_CACHE_LINE_SIZE,
+											 mul_size(sizeof(int), 2 * idgen_seq_cache_keys))),
 						   &found);
 	cache = (SeqCacheShared *) TYPEALIGN(PG_CACHE_LINE_SIZE, base);
 	if (!found)
@@ -219,6 +235,10 @@ idgen_seqcache_shmem_startup(void)
 		cache->worker_dbid = InvalidOid;
 		cache->worker_latch = NULL;
 		cache->nentries = idgen_seq_cache_keys;
+		cache->queue = (int *) &cache->entries[cache->nentries];
+		cache->queue_size = 2 * cache->nentries;
+		cache->queue_head = cache->queue_tail = 0;
+		cache->overflow = cache->urgent = false;
 		for (int i = 0; i < cache->nentries; i++)
 		{
 			SeqCacheEntry *e = &cache->entries[i];
@@ -302,6 +322,37 @@ wake_worker(void)
 }
 
 /*
+ * Ask the worker for a segment for entry 'e' (its lock held), unless one is
+ * asked for or being reserved already; 'urgent' when the caller will wait
+ * for it.  Returns whether the worker must be woken: for an urgent request,
+ * or the first in the queue (it sleeps a little to gather the others).
+ */
+static bool
+request_segment(SeqCacheEntry *e, bool urgent)
+{
+	bool		wake = urgent;
+
+	if (!e->requested && !e->reserving)
+	{
+		e->requested = true;
+		SpinLockAcquire(&cache->mutex);
+		if (cache->queue_tail - cache->queue_head >= (uint64) cache->queue_size)
+			cache->overflow = true;
+		else
+			cache->queue[cache->queue_tail++ % cache->queue_size] = (int) (e - cache->entries);
+		wake |= (cache->queue_tail - cache->queue_head == 1) || cache->overflow;
+		SpinLockRelease(&cache->mutex);
+	}
+	if (urgent)
+	{
+		SpinLockAcquire(&cache->mutex);
+		cache->urgent = true;
+		SpinLockRelease(&cache->mutex);
+	}
+	return wake;
+}
+
+/*
  * Whether cached keys of this database are served from shared memory: the
  * library is preloaded and the worker runs in this database.
  */
@@ -328,7 +379,7 @@ retire_entry(SeqCacheEntry *e)
 	e->keygen = (e->keygen + 1) & KEYGEN_MASK;
 	e->seg[next].count = 0;
 	e->seg[next].prefetch_at = 0;
-	e->next_ready = e->requested = e->reserving = e->failed = false;
+	e->next_ready = e->requested = e->reserving = e->failed = false;	/* a queued index is skipped */
 	e->in_use = false;
 	pg_write_barrier();
 	pg_atomic_write_u64(&e->c.f.cursor, CURSOR(e->keygen, CURSOR_EPOCH(w) + 1, 0));
@@ -461,17 +512,18 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
 		failed = e->failed;
 		if (!failed && e->next_ready)
 		{
+			bool		wake;
+
 			switch_segment(e, w);
-			if (!e->reserving)
-				e->requested = true;	/* and the one after */
+			wake = request_segment(e, false);	/* and the one after */
 			LWLockRelease(e->lock);
-			wake_worker();
+			if (wake)
+				wake_worker();
 			return;
 		}
 		if (!failed)
 		{
-			if (!e->reserving)
-				e->requested = true;
+			(void) request_segment(e, true);
 			if (!counted)
 				e->waits++, counted = true;
 		}
@@ -581,11 +633,14 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out)
 					e->c.f.last_used = GetCurrentStatementStartTimestamp();
 				if (off <= seg.prefetch_at && off + take > seg.prefetch_at)
 				{
+					bool		wake = false;
+
 					LWLockAcquire(e->lock, LW_EXCLUSIVE);
-					if (e->keygen == le->keygen && !e->next_ready && !e->reserving)
-						e->requested = true;
+					if (e->keygen == le->keygen && !e->next_ready)
+						wake = request_segment(e, false);
 					LWLockRelease(e->lock);
-					wake_worker();
+					if (wake)
+						wake_worker();
 				}
 				if (done == count)
 					return true;
@@ -645,7 +700,8 @@ idgen_seqcache_install(const char *key, int keylen, int32 cache_size, bool has_t
 	e->c.f.last_used = GetCurrentStatementStartTimestamp();
 	e->served_before = e->fetches = e->waits = 0;
 	e->c.f.used = true;
-	e->requested = true;
+	e->requested = e->reserving = false;
+	(void) request_segment(e, true);
 	{
 		uint64		w = pg_atomic_read_u64(&e->c.f.cursor);
 		uint32		next = (CURSOR_EPOCH(w) + 1) & 1;
@@ -709,7 +765,15 @@ idgen_seqcache_worker_attach(Latch *latch)
 
 		LWLockAcquire(e->lock, LW_EXCLUSIVE);
 		if (e->reserving)
-			e->reserving = false, e->requested = true;
+		{
+			e->reserving = false;
+			(void) request_segment(e, true);
+		}
+		else if (e->requested)
+		{
+			e->requested = false;	/* queued by the previous worker's time */
+			(void) request_segment(e, true);
+		}
 		LWLockRelease(e->lock);
 	}
 }
@@ -729,33 +793,77 @@ idgen_seqcache_worker_detach(int code, Datum arg)
  * The keys of this database whose entries want a segment, marked as being
  * reserved: their count, with key text, keygen and wanted size in the arrays.
  */
+static bool collect_one(SeqCacheEntry *e, IdgenSeqRequest *r);
+
 int
 idgen_seqcache_collect(IdgenSeqRequest *req, int max)
 {
 	int			n = 0;
+	bool		scan;
 
-	for (int i = 0; i < cache->nentries && n < max; i++)
+	SpinLockAcquire(&cache->mutex);
+	scan = cache->overflow;
+	cache->overflow = cache->urgent = false;
+	if (scan)
+		cache->queue_head = cache->queue_tail;	/* the scan covers them */
+	SpinLockRelease(&cache->mutex);
+
+	if (scan)
 	{
-		SeqCacheEntry *e = &cache->entries[i];
+		for (int i = 0; i < cache->nentries && n < max; i++)
+			if (cache->entries[i].requested)	/* unlocked peek; rechecked */
+				n += collect_one(&cache->entries[i], &req[n]);
+		return n;
+	}
+	while (n < max)
+	{
+		int			i = -1;
 
-		if (!e->requested)		/* unlocked peek; rechecked below */
-			continue;
-		LWLockAcquire(e->lock, LW_EXCLUSIVE);
-		if (e->in_use && e->requested && !e->reserving && !e->next_ready &&
-			e->tag.dbid == MyDatabaseId)
-		{
-			e->reserving = true;
-			e->requested = false;
-			req[n].index = i;
-			req[n].keygen = e->keygen;
-			req[n].size = e->seg_size;
-			strlcpy(req[n].key, e->tag.key, sizeof(req[n].key));
-			req[n].outcome = IDGEN_SEQ_RETRY;
-			n++;
-		}
-		LWLockRelease(e->lock);
+		SpinLockAcquire(&cache->mutex);
+		if (cache->queue_head < cache->queue_tail)
+			i = cache->queue[cache->queue_head++ % cache->queue_size];
+		SpinLockRelease(&cache->mutex);
+		if (i < 0)
+			break;
+		n += collect_one(&cache->entries[i], &req[n]);
 	}
 	return n;
+}
+
+/* Whether requests wait in the queue, and whether a caller waits. */
+bool
+idgen_seqcache_pending(bool *urgent)
+{
+	bool		pending;
+
+	SpinLockAcquire(&cache->mutex);
+	pending = cache->queue_head < cache->queue_tail || cache->overflow;
+	*urgent = cache->urgent;
+	SpinLockRelease(&cache->mutex);
+	return pending;
+}
+
+/* Take entry 'e''s request into 'r', if it still wants a segment. */
+static bool
+collect_one(SeqCacheEntry *e, IdgenSeqRequest *r)
+{
+	bool		taken = false;
+
+	LWLockAcquire(e->lock, LW_EXCLUSIVE);
+	if (e->in_use && e->requested && !e->reserving && !e->next_ready &&
+		e->tag.dbid == MyDatabaseId)
+	{
+		e->reserving = true;
+		e->requested = false;
+		r->index = (int) (e - cache->entries);
+		r->keygen = e->keygen;
+		r->size = e->seg_size;
+		strlcpy(r->key, e->tag.key, sizeof(r->key));
+		r->outcome = IDGEN_SEQ_RETRY;
+		taken = true;
+	}
+	LWLockRelease(e->lock);
+	return taken;
 }
 
 /*
@@ -807,7 +915,7 @@ idgen_seqcache_publish(IdgenSeqRequest *req, int n)
 		{
 			e->reserving = false;
 			if (r->outcome == IDGEN_SEQ_RETRY)
-				e->requested = true;
+				(void) request_segment(e, false);
 			else if (r->outcome == IDGEN_SEQ_RESERVED && r->count == 0)
 				e->failed = true;
 			else if (r->outcome == IDGEN_SEQ_RESERVED)
@@ -827,7 +935,7 @@ idgen_seqcache_publish(IdgenSeqRequest *req, int n)
 				{
 					/* The current one is used up: switch now, and ask for more. */
 					switch_segment(e, w);
-					e->requested = true;
+					(void) request_segment(e, false);
 				}
 				else
 					e->next_ready = true;
