@@ -10,6 +10,8 @@
 #  - The worker that reserves segments cannot (the table is locked): callers
 #    wait idgen.seq_cache_wait_ms, fail with a clear error, and go on once
 #    the table is free.
+#  - ttl: a cached key in use does not expire; an idle one is purged, its
+#    segments forgotten, and it starts again.
 use strict;
 use warnings;
 
@@ -95,6 +97,41 @@ wait_for_worker();
 	$locker->quit;
 	my $next = $node->safe_psql('postgres', "SELECT idgen_seq_next('slow')");
 	cmp_ok($next, '>', 5, "once the table is free, the key goes on ($next)");
+}
+
+# --- ttl ---------------------------------------------------------------------
+# A cached key's use is recorded in its row at each reservation and each
+# purge run (every second here), so it expires between its ttl and its ttl
+# plus idgen.purge_interval after its last use, and not while it is used,
+# even when its segment outlasts the ttl.
+{
+	wait_for_worker();
+	$node->safe_psql('postgres', q{
+		SELECT idgen_seq_configure('busy', cache => 1000, ttl => '1 s');
+		SELECT idgen_seq_configure('idle', cache => 1000, ttl => '1 s');
+		SELECT idgen_seq_next('idle');
+	});
+	my $last = 0;
+	my $rising = 1;
+	for (1 .. 12)
+	{
+		my $v = $node->safe_psql('postgres', "SELECT idgen_seq_next('busy')");
+		$rising &&= $v > $last;
+		$last = $v;
+		select(undef, undef, undef, 0.25);
+	}
+	ok($rising, "a cached key used every 0.25 s for 3 s with a 1 s ttl kept going (up to $last)");
+	is($node->safe_psql('postgres', "SELECT count(*) FROM idgen_seq WHERE key = 'busy'"),
+		'1', 'the purge left the key in use alone');
+	# 'idle' was used once, 3 s ago: past its ttl plus the purge interval.
+	$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM idgen_seq WHERE key = 'idle'")
+	  or die 'the idle cached key was not purged';
+	pass('the purge deleted the idle cached key');
+	is($node->safe_psql('postgres',
+			"SELECT count(*) FROM idgen_seq_cache WHERE key = 'idle'"),
+		'0', 'and forgot its cached segments');
+	is($node->safe_psql('postgres', "SELECT idgen_seq_next('idle')"),
+		'1', 'the expired key starts again, as a new (transactional) key');
 }
 
 $node->stop('fast');
