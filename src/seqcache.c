@@ -161,13 +161,31 @@ typedef struct SeqCacheMapEntry
 	int			index;
 } SeqCacheMapEntry;
 
-/* the backend's own map: key -> (entry, keygen) */
+/*
+ * The backend's own map: hash of (database, key) -> (entry, keygen).  It
+ * holds no key text: a hit is checked against the entry's tag in shared
+ * memory (read without its lock; a torn or stale read only fails the check,
+ * or the compare-and-swap, whose cursor names the keygen).  Two keys with
+ * one hash share a slot and take turns.
+ */
 typedef struct LocalEntry
 {
-	SeqCacheTag tag;
+	uint32		hash;			/* simplehash key */
+	char		status;
 	int			index;
 	uint32		keygen;
 } LocalEntry;
+
+#define SH_PREFIX		localkeys
+#define SH_ELEMENT_TYPE	LocalEntry
+#define SH_KEY_TYPE		uint32
+#define SH_KEY			hash
+#define SH_HASH_KEY(tb, key)	(key)
+#define SH_EQUAL(tb, a, b)		((a) == (b))
+#define SH_SCOPE		static inline
+#define SH_DECLARE
+#define SH_DEFINE
+#include "lib/simplehash.h"
 
 #define KEYGEN_BITS		20
 #define KEYGEN_MASK		((UINT64CONST(1) << KEYGEN_BITS) - 1)
@@ -184,16 +202,7 @@ typedef struct LocalEntry
 
 static SeqCacheShared *cache = NULL;
 static HTAB *map = NULL;
-static HTAB *local_map = NULL;
-
-/* The key this backend served last, for a repeat without hashing. */
-static struct
-{
-	LocalEntry *le;				/* NULL: none */
-	Oid			dbid;
-	int			keylen;
-	char		key[IDGEN_SEQ_MAX_KEY];
-}			last;
+static localkeys_hash *local_map = NULL;
 
 /* ----------
  * Shared memory
@@ -267,15 +276,6 @@ make_tag(SeqCacheTag *tag, Oid dbid, const char *key, int len)
 	memset(tag, 0, sizeof(*tag));
 	tag->dbid = dbid;
 	memcpy(tag->key, key, len);
-}
-
-/* A tag for the backend's map: the key's bytes only. */
-static void
-make_local_tag(SeqCacheTag *tag, Oid dbid, const char *key, int len)
-{
-	tag->dbid = dbid;
-	memcpy(tag->key, key, len);
-	tag->key[len] = '\0';
 }
 
 /* The value 'off' (0-based) of a segment: what advance() gives off+1 times. */
@@ -413,54 +413,18 @@ switch_segment(SeqCacheEntry *e, uint64 w)
  * The backend's map
  * ----------
  */
-/*
- * The backend's map hashes and compares only the key's bytes, not the
- * padding of the tag (which the shared map, HASH_BLOBS, needs zeroed).
- */
 static uint32
-local_hash(const void *key, Size keysize)
+key_hash(Oid dbid, const char *key, int keylen)
 {
-	const SeqCacheTag *tag = (const SeqCacheTag *) key;
-
-	return hash_combine(murmurhash32(tag->dbid),
-						hash_bytes((const unsigned char *) tag->key, strlen(tag->key)));
+	return hash_combine(murmurhash32(dbid), hash_bytes((const unsigned char *) key, keylen));
 }
 
-static int
-local_match(const void *key1, const void *key2, Size keysize)
+/* Whether entry 'e' is (as far as an unlocked read can tell) the key's. */
+static bool
+entry_is(const SeqCacheEntry *e, const char *key, int keylen)
 {
-	const SeqCacheTag *a = (const SeqCacheTag *) key1;
-	const SeqCacheTag *b = (const SeqCacheTag *) key2;
-
-	return a->dbid == b->dbid && strcmp(a->key, b->key) == 0 ? 0 : 1;
-}
-
-static void *
-local_keycopy(void *dest, const void *src, Size keysize)
-{
-	make_tag((SeqCacheTag *) dest, ((const SeqCacheTag *) src)->dbid,
-			 ((const SeqCacheTag *) src)->key, strlen(((const SeqCacheTag *) src)->key));
-	return dest;
-}
-
-static LocalEntry *
-local_lookup(const SeqCacheTag *tag, bool create, bool *found)
-{
-	if (local_map == NULL)
-	{
-		HASHCTL		info;
-
-		memset(&info, 0, sizeof(info));
-		info.keysize = sizeof(SeqCacheTag);
-		info.entrysize = sizeof(LocalEntry);
-		info.hash = local_hash;
-		info.match = local_match;
-		info.keycopy = local_keycopy;
-		info.hcxt = TopMemoryContext;
-		local_map = hash_create("idgen seq cache (local)", 64, &info,
-								HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_KEYCOPY | HASH_CONTEXT);
-	}
-	return (LocalEntry *) hash_search(local_map, tag, create ? HASH_ENTER : HASH_FIND, found);
+	return e->tag.dbid == MyDatabaseId && e->tag.key[keylen] == '\0' &&
+		memcmp(e->tag.key, key, keylen) == 0;
 }
 
 /* Find the key's entry in shared memory; false if it has none. */
@@ -558,34 +522,27 @@ bool
 idgen_seqcache_next(const char *key, int keylen, int count, int64 *out)
 {
 	SeqCacheTag tag;
+	uint32		h;
 	LocalEntry *le;
 	bool		found;
 	int			done = 0;
 
 	if (!idgen_seqcache_available())
 		return false;
-	if (last.le != NULL && last.dbid == MyDatabaseId && last.keylen == keylen &&
-		memcmp(last.key, key, keylen) == 0)
-		le = last.le;
-	else
+	if (local_map == NULL)
+		local_map = localkeys_create(TopMemoryContext, 256, NULL);
+	h = key_hash(MyDatabaseId, key, keylen);
+	le = localkeys_lookup(local_map, h);
+	if (le == NULL || !entry_is(&cache->entries[le->index], key, keylen))
 	{
-		make_local_tag(&tag, MyDatabaseId, key, keylen);
-		le = local_lookup(&tag, false, &found);
-		if (!found)
-		{
-			LocalEntry	tmp;
+		LocalEntry	tmp;
 
-			make_tag(&tag, MyDatabaseId, key, keylen);
-			if (!shared_lookup(&tag, &tmp))
-				return false;
-			le = local_lookup(&tag, true, &found);
-			le->index = tmp.index;
-			le->keygen = tmp.keygen;
-		}
-		last.le = le;
-		last.dbid = MyDatabaseId;
-		last.keylen = keylen;
-		memcpy(last.key, key, keylen);
+		make_tag(&tag, MyDatabaseId, key, keylen);
+		if (!shared_lookup(&tag, &tmp))
+			return false;
+		le = localkeys_insert(local_map, h, &found);
+		le->index = tmp.index;
+		le->keygen = tmp.keygen;
 	}
 
 	for (;;)
@@ -602,15 +559,13 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out)
 			LocalEntry	tmp;
 
 			make_tag(&tag, MyDatabaseId, key, keylen);
-			(void) hash_search(local_map, &tag, HASH_REMOVE, NULL);
-			last.le = NULL;
 			if (!shared_lookup(&tag, &tmp))
 			{
+				localkeys_delete(local_map, h);
 				if (done > 0)
 					elog(ERROR, "cached sequence key \"%s\" was dropped during a batch", tag.key);
 				return false;
 			}
-			le = local_lookup(&tag, true, &found);
 			le->index = tmp.index;
 			le->keygen = tmp.keygen;
 			continue;
