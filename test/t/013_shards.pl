@@ -1,0 +1,135 @@
+# Scenario: several servers generating IDs, and gene-routed sharding with
+# postgres_fdw.  Three shard servers and a router, each with idgen preloaded
+# and an identity of its own (datacenter 1, workers 1 to 3; the router
+# datacenter 0, worker 1), all with one layout carrying 4 gene bits.
+#
+# On the router, users and orders are partitioned by RANGE on a plain gene
+# column, each partition a foreign table on one shard:
+#   genes 0-5 -> shard 1, 6-10 -> shard 2, 11-15 -> shard 3.
+# A user's id carries its gene; an order's id is generated with its user's
+# gene (idgen_snowflake(idgen_gene(user_id))), so it lands on its user's
+# shard, and a lookup by order id alone (gene = idgen_gene(id)) prunes to
+# one foreign scan.  IDs generated on all four servers at once never
+# collide.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IdgenTest;
+
+my %layout = ('idgen.gene_bits' => 4, 'idgen.sequence_bits' => 8);
+my $router = idgen_node('router', %layout, 'idgen.datacenter_id' => 0, 'idgen.worker_id' => 1);
+my @shards = map {
+	idgen_node("shard$_", %layout, 'idgen.datacenter_id' => 1, 'idgen.worker_id' => $_)
+} 1 .. 3;
+
+# The shards hold the tables; the router's partitions are foreign tables.
+my @ranges = ([ 0, 6 ], [ 6, 11 ], [ 11, 16 ]);
+for my $s (@shards)
+{
+	$s->safe_psql('postgres', q{
+		CREATE TABLE users (id bigint PRIMARY KEY, gene int NOT NULL, name text);
+		CREATE TABLE orders (id bigint PRIMARY KEY, user_id bigint NOT NULL, gene int NOT NULL, amount int);
+	});
+}
+$router->safe_psql('postgres', q{
+	CREATE EXTENSION postgres_fdw;
+	CREATE TABLE users (id bigint NOT NULL, gene int NOT NULL, name text) PARTITION BY RANGE (gene);
+	CREATE TABLE orders (id bigint NOT NULL, user_id bigint NOT NULL, gene int NOT NULL, amount int)
+		PARTITION BY RANGE (gene);
+});
+for my $i (0 .. 2)
+{
+	my $n = $i + 1;
+	my ($from, $to) = @{ $ranges[$i] };
+	my $host = $shards[$i]->host;
+	my $port = $shards[$i]->port;
+	$router->safe_psql('postgres', qq{
+		CREATE SERVER shard$n FOREIGN DATA WRAPPER postgres_fdw
+			OPTIONS (host '$host', port '$port', dbname 'postgres');
+		CREATE USER MAPPING FOR CURRENT_USER SERVER shard$n;
+		CREATE FOREIGN TABLE users_$n PARTITION OF users FOR VALUES FROM ($from) TO ($to)
+			SERVER shard$n OPTIONS (table_name 'users');
+		CREATE FOREIGN TABLE orders_$n PARTITION OF orders FOR VALUES FROM ($from) TO ($to)
+			SERVER shard$n OPTIONS (table_name 'orders');
+	});
+}
+
+# 160 users through the router: idgen_snowflake() spreads their genes
+# round-robin, and the gene column is the id's gene.  Then 5 orders each,
+# with ids carrying the user's gene.
+$router->safe_psql('postgres', q{
+	INSERT INTO users (id, gene, name)
+		SELECT id, idgen_gene(id), 'user ' || n
+		FROM (SELECT idgen_snowflake() AS id, n FROM generate_series(1, 160) n) s;
+	INSERT INTO orders (id, user_id, gene, amount)
+		SELECT idgen_snowflake(idgen_gene(u.id)), u.id, idgen_gene(u.id), k
+		FROM users u, generate_series(1, 5) k;
+});
+
+my @per_shard = map {
+	$_->safe_psql('postgres', 'SELECT count(*) FROM users') . '/' .
+	  $_->safe_psql('postgres', 'SELECT count(*) FROM orders')
+} @shards;
+is(join(' ', @per_shard), '60/300 50/250 50/250',
+	'users and orders are spread over the shards by gene (6, 5 and 5 genes of 16)');
+is( join(',', map {
+			$_->safe_psql('postgres',
+				'SELECT count(*) FROM orders o LEFT JOIN users u ON u.id = o.user_id WHERE u.id IS NULL')
+		} @shards),
+	'0,0,0', "every order is on its user's shard");
+is( join(',', map {
+			$_->safe_psql('postgres',
+				'SELECT count(*) FROM orders WHERE idgen_gene(id) <> gene OR idgen_gene(user_id) <> gene')
+		} @shards),
+	'0,0,0', "an order's id carries its user's gene");
+
+# A lookup by order id alone: the gene comes from the id, and the plan
+# prunes to one foreign scan.
+my $order = $shards[1]->safe_psql('postgres', 'SELECT id FROM orders ORDER BY id LIMIT 1');
+my $plan = $router->safe_psql('postgres',
+	"EXPLAIN (COSTS OFF) SELECT * FROM orders WHERE id = $order AND gene = idgen_gene($order)");
+note("plan:\n$plan");
+is(scalar(() = $plan =~ /Foreign Scan/g), 1, 'a lookup by order id prunes to one foreign scan');
+like($plan, qr/orders_2/, "the one on its user's shard (shard 2)");
+is($router->safe_psql('postgres',
+		"SELECT count(*) FROM orders WHERE id = $order AND gene = idgen_gene($order)"),
+	'1', 'and finds the order');
+
+# IDs generated on all four servers at once (clients connected directly to
+# each): every server's IDs carry its identity, and none collides.
+my @nodes = ($router, @shards);
+my @runs;
+for my $node (@nodes)
+{
+	my ($out, $err) = ('', '');
+	push @runs, [ $node, \$out, \$err, IPC::Run::start(
+		[ $node->installed_command('psql'), '-XAtq', '-d', $node->connstr('postgres'), '-c',
+		  'CREATE TABLE ids AS SELECT idgen_snowflake() AS id FROM generate_series(1, 200000)' ],
+		'>', \$out, '2>', \$err) ];
+}
+$_->[3]->finish or die "generation failed: ${$_->[2]}" for @runs;
+my (%seen, $dups, $total);
+$dups = $total = 0;
+for my $node (@nodes)
+{
+	my ($identities) = $node->safe_psql('postgres', q{
+		SELECT string_agg(DISTINCT datacenter_id || ':' || worker_id, ',')
+		FROM ids, idgen_snowflake_decode(id)});
+	my ($dc, $w) = split /\|/, $node->safe_psql('postgres',
+		'SELECT datacenter_id, worker_id FROM idgen_info()');
+	is($identities, "$dc:$w", $node->name . "'s IDs all carry its identity $dc:$w");
+	for my $id (split /\n/, $node->safe_psql('postgres', 'SELECT id FROM ids'))
+	{
+		$total++;
+		$dups++ if $seen{$id}++;
+	}
+}
+is($total, 800_000, '200 000 IDs from each of the four servers');
+is($dups, 0, 'no ID repeats across the servers');
+
+$_->stop('fast') for @nodes;
+ok(!$_->log_contains('TRAP|PANIC'), $_->name . ': clean shutdown') for @nodes;
+done_testing();
