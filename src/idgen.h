@@ -324,8 +324,9 @@ typedef struct IdgenSeqCacheRow
 extern Size idgen_seqcache_shmem_size(void);
 extern void idgen_seqcache_shmem_startup(void);
 extern bool idgen_seqcache_available(void);
-extern bool idgen_seqcache_next(const char *key, int keylen, int count, int64 *out);
-extern void idgen_seqcache_install(const char *key, int keylen, int32 cache_size, bool has_ttl);
+extern bool idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid relid);
+extern void idgen_seqcache_install(const char *key, int keylen, int32 cache_size, bool has_ttl,
+								   Oid relid);
 extern void idgen_seqcache_invalidate(const char *key, int keylen);
 extern void idgen_seqcache_worker_attach(Latch *latch);
 extern void idgen_seqcache_worker_detach(int code, Datum arg);
@@ -334,7 +335,8 @@ extern bool idgen_seqcache_pending(bool *urgent);
 extern int64 idgen_seqcache_reserve(IdgenSeqRequest *r, int64 value, int64 step, int64 max_value);
 extern void idgen_seqcache_publish(IdgenSeqRequest *req, int n);
 extern int	idgen_seqcache_collect_used(IdgenSeqRequest *req, int max);
-extern void idgen_seqcache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), void *arg);
+extern void idgen_seqcache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), void *arg,
+								  Oid relid);
 
 /* purge.c */
 extern void idgen_purge_register(void);

@@ -64,6 +64,7 @@
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/lsyscache.h"
@@ -435,7 +436,13 @@ lock_row(SeqTable *t, text *key, SeqRow *row, bool stop_if_cached)
 			continue;
 		}
 
-		if (stop_if_cached)
+		/*
+		 * A cached key is served from shared memory, unless a transaction
+		 * holds its row: this one (which then gets values from the row until
+		 * it ends, as the worker could not reserve meanwhile), or another
+		 * (a set or reconfiguration in progress: wait for it below).
+		 */
+		if (stop_if_cached && !TransactionIdIsValid(dirty.xmax))
 		{
 			row_from_slot(t->slot, row);
 			if (row->cache > 0 && !ttl_passed(row, GetCurrentTimestamp()) &&
@@ -552,6 +559,7 @@ apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next, bool s
 	IdgenFunction fn;
 	SeqTable	t;
 	Applied		applied;
+	bool		from_cached_row = false;
 
 	PreventCommandIfReadOnly(psprintf("%s()", get_func_name(fcinfo->flinfo->fn_oid)));
 	serve_cached = next && serve_cached && idgen_seqcache_available();
@@ -565,13 +573,15 @@ apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next, bool s
 		if (found == ROW_CACHED)
 		{
 			idgen_seqcache_install(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
-								   row.cache, row.has_ttl);
+								   row.cache, row.has_ttl, RelationGetRelid(t.rel));
 			applied = APPLIED_CACHED;
 			break;
 		}
 		if (found == ROW_LOCKED)
 		{
 			applied = ttl_passed(&row, now) ? APPLIED_NEW : APPLIED_EXISTED;
+			/* A cached key served from its row: its segments are behind now. */
+			from_cached_row = row.cache > 0;
 			if (applied == APPLIED_NEW)
 				row_defaults(&row, now);
 			if (op(&row, applied == APPLIED_EXISTED, now, arg))
@@ -590,7 +600,7 @@ apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next, bool s
 		/* Another session inserted it first: lock that row instead. */
 	}
 	close_table(&t);
-	if (!next)
+	if (!next || (from_cached_row && idgen_seqcache_available()))
 		idgen_seqcache_invalidate(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
 	return applied;
 }
@@ -646,6 +656,40 @@ op_next(SeqRow *row, bool existed, TimestampTz now, void *arg)
 	return true;
 }
 
+/*
+ * The table idgen_seq, remembered by the backend until a relcache
+ * invalidation of it (the extension dropped and created again, say): cached
+ * entries made for another table are stale.
+ */
+static Oid	known_relid = InvalidOid;
+
+static void
+forget_relid(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == known_relid)
+		known_relid = InvalidOid;
+}
+
+static Oid
+seq_relid(FunctionCallInfo fcinfo)
+{
+	static bool callback_registered = false;
+
+	if (unlikely(!OidIsValid(known_relid)))
+	{
+		IdgenFunction fn;
+
+		if (!callback_registered)
+		{
+			CacheRegisterRelcacheCallback(forget_relid, (Datum) 0);
+			callback_registered = true;
+		}
+		idgen_lookup_function(fcinfo, &fn);
+		known_relid = get_relname_relid("idgen_seq", fn.nspid);
+	}
+	return known_relid;
+}
+
 static int64
 seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 {
@@ -654,10 +698,13 @@ seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 
 	if (out == NULL)
 		a.out = &last, a.count = 1;
+	PreventCommandIfReadOnly("idgen_seq_next()");
 	for (int attempt = 0;; attempt++)
 	{
 		/* A cached key with an entry: served from shared memory. */
-		if (idgen_seqcache_next(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), a.count, a.out))
+		if (idgen_seqcache_available() &&
+			idgen_seqcache_next(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), a.count, a.out,
+								seq_relid(fcinfo)))
 			break;
 		/* Otherwise the table, which installs the entry of a cached key. */
 		if (apply(fcinfo, key, op_next, &a, true, attempt < 3) != APPLIED_CACHED)
@@ -1129,7 +1176,27 @@ idgen_seq_cache(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
+#if PG_VERSION_NUM >= 150000
 	InitMaterializedSRF(fcinfo, 0);
-	idgen_seqcache_report(emit_cache_row, rsinfo);
+#else
+	{
+		TupleDesc	tupdesc;
+		MemoryContext old;
+
+		if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
+			!(rsinfo->allowedModes & SFRM_Materialize))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("set-valued function called in context that cannot accept a set")));
+		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "return type must be a row type");
+		old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+		rsinfo->setDesc = CreateTupleDescCopy(tupdesc);
+		rsinfo->setResult = tuplestore_begin_heap(true, false, work_mem);
+		rsinfo->returnMode = SFRM_Materialize;
+		MemoryContextSwitchTo(old);
+	}
+#endif
+	idgen_seqcache_report(emit_cache_row, rsinfo, seq_relid(fcinfo));
 	return (Datum) 0;
 }

@@ -17,7 +17,7 @@
  * eviction, or when the key is set, dropped or reconfigured.
  *
  * Serving
- *	  The entry's cursor word packs (keygen:20, epoch:12, offset:32).  The
+ *	  The entry's cursor word packs (keygen:20, epoch:13, offset:31).  The
  *	  current segment is seg[epoch & 1]; offset counts the values of it
  *	  already served.  A caller reads the cursor, reads the segment (after a
  *	  read barrier) and claims values with one compare-and-swap of the
@@ -122,6 +122,7 @@ typedef struct SeqCacheEntry
 	bool		reserving;		/* the worker is reserving one */
 	bool		failed;			/* the key reached the end of bigint */
 	bool		has_ttl;
+	Oid			relid;			/* the table idgen_seq its segments come from */
 	int32		cache;			/* the minimum segment size */
 	int64		seg_size;		/* the size of the next reservation */
 	TimestampTz seg_started;	/* when the current segment became current */
@@ -187,14 +188,22 @@ typedef struct LocalEntry
 #define SH_DEFINE
 #include "lib/simplehash.h"
 
+/*
+ * The cursor: keygen (20 bits) | epoch (13 bits) | offset (31 bits; a
+ * segment has at most 2^30 values).  A caller's compare-and-swap could only
+ * be fooled by a word that came back to the same value while it was paused
+ * between its read and its swap: 8192 segment switches of that key, or 2^20
+ * reuses of the entry, in that pause.
+ */
 #define KEYGEN_BITS		20
 #define KEYGEN_MASK		((UINT64CONST(1) << KEYGEN_BITS) - 1)
-#define EPOCH_MASK		UINT64CONST(0xFFF)
+#define EPOCH_MASK		UINT64CONST(0x1FFF)
+#define OFFSET_MASK		UINT64CONST(0x7FFFFFFF)
 #define CURSOR(keygen, epoch, off) \
-	((((uint64) (keygen) & KEYGEN_MASK) << 44) | (((uint64) (epoch) & EPOCH_MASK) << 32) | (uint64) (off))
+	((((uint64) (keygen) & KEYGEN_MASK) << 44) | (((uint64) (epoch) & EPOCH_MASK) << 31) | (uint64) (off))
 #define CURSOR_KEYGEN(w)	((uint32) ((w) >> 44))
-#define CURSOR_EPOCH(w)		((uint32) (((w) >> 32) & EPOCH_MASK))
-#define CURSOR_OFFSET(w)	((uint32) ((w) & UINT64CONST(0xFFFFFFFF)))
+#define CURSOR_EPOCH(w)		((uint32) (((w) >> 31) & EPOCH_MASK))
+#define CURSOR_OFFSET(w)	((uint32) ((w) & OFFSET_MASK))
 
 /* A segment should last about this long (Leaf's 15 minutes, scaled down). */
 #define IDGEN_SEQ_SEGMENT_TARGET	(10 * USECS_PER_SEC)
@@ -304,7 +313,7 @@ segment_fit(int64 base, int64 step, int64 max_value, int64 want)
 {
 	if (max_value > 0)
 		return want;
-	if (base >= PG_INT64_MAX - step)
+	if (base > PG_INT64_MAX - step)
 		return 0;
 	return Min(want, (PG_INT64_MAX - base) / step);
 }
@@ -461,56 +470,68 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
 {
 	TimestampTz start = GetCurrentTimestamp();
 	bool		counted = false;
+	bool		woke = false;
 
+	ConditionVariablePrepareToSleep(&cache->cv);
 	for (;;)
 	{
 		bool		failed;
+		bool		wake = false;
 		long		waited_ms;
 
 		LWLockAcquire(e->lock, LW_EXCLUSIVE);
 		if (pg_atomic_read_u64(&e->c.f.cursor) != w || e->keygen != keygen)
 		{
 			LWLockRelease(e->lock);
-			return;
+			break;
 		}
 		failed = e->failed;
 		if (!failed && e->next_ready)
 		{
-			bool		wake;
-
 			switch_segment(e, w);
 			wake = request_segment(e, false);	/* and the one after */
 			LWLockRelease(e->lock);
 			if (wake)
 				wake_worker();
-			return;
+			break;
 		}
 		if (!failed)
 		{
-			(void) request_segment(e, true);
+			wake = request_segment(e, true);
 			if (!counted)
 				e->waits++, counted = true;
 		}
 		LWLockRelease(e->lock);
 		if (failed)
+		{
+			ConditionVariableCancelSleep();
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("sequence key \"%s\" has reached the end of the bigint range", key),
 					 errhint("Configure a max_value so that it wraps, or reset it with idgen_seq_set().")));
-		wake_worker();
+		}
+		if (wake || !woke)
+		{
+			wake_worker();
+			woke = true;
+		}
 
 		waited_ms = (long) ((GetCurrentTimestamp() - start) / 1000);
 		if (waited_ms >= idgen_seq_cache_wait_ms)
+		{
+			ConditionVariableCancelSleep();
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("could not get a segment for cached sequence key \"%s\" in time", key),
 					 errdetail("No segment was reserved within idgen.seq_cache_wait_ms (%d ms); no value is served before its segment is reserved durably.",
 							   idgen_seq_cache_wait_ms),
 					 errhint("Check that the idgen purge worker runs (it reserves segments) and that no transaction holds the key's row or locks the table idgen_seq.")));
-		ConditionVariableTimedSleep(&cache->cv, Min(idgen_seq_cache_wait_ms - waited_ms, 100L),
-									PG_WAIT_EXTENSION);
-		ConditionVariableCancelSleep();
+		}
+		/* Woken by a publication (or a retirement); or look again in 100 ms. */
+		(void) ConditionVariableTimedSleep(&cache->cv, Min(idgen_seq_cache_wait_ms - waited_ms, 100L),
+										   PG_WAIT_EXTENSION);
 	}
+	ConditionVariableCancelSleep();
 }
 
 /*
@@ -519,7 +540,7 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
  * the entry of a cached key).
  */
 bool
-idgen_seqcache_next(const char *key, int keylen, int count, int64 *out)
+idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid relid)
 {
 	SeqCacheTag tag;
 	uint32		h;
@@ -571,6 +592,23 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out)
 			continue;
 		}
 		pg_read_barrier();
+		if (unlikely(e->relid != relid))
+		{
+			/*
+			 * Installed for a table that is gone (the extension was dropped
+			 * and created again): forget it.
+			 */
+			LWLockAcquire(cache->map_lock, LW_EXCLUSIVE);
+			LWLockAcquire(e->lock, LW_EXCLUSIVE);
+			if (e->in_use && e->keygen == le->keygen && e->relid != relid)
+				retire_entry(e);
+			LWLockRelease(e->lock);
+			LWLockRelease(cache->map_lock);
+			localkeys_delete(local_map, h);
+			if (done > 0)
+				elog(ERROR, "cached sequence key \"%s\" was dropped during a batch", key);
+			return false;
+		}
 		seg = e->seg[CURSOR_EPOCH(w) & 1];
 		off = CURSOR_OFFSET(w);
 		if (off < seg.count)
@@ -613,7 +651,7 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out)
  * key's cache setting.
  */
 void
-idgen_seqcache_install(const char *key, int keylen, int32 cache_size, bool has_ttl)
+idgen_seqcache_install(const char *key, int keylen, int32 cache_size, bool has_ttl, Oid relid)
 {
 	SeqCacheTag tag;
 	SeqCacheMapEntry *m;
@@ -651,6 +689,7 @@ idgen_seqcache_install(const char *key, int keylen, int32 cache_size, bool has_t
 	e->cache = cache_size;
 	e->seg_size = cache_size;
 	e->has_ttl = has_ttl;
+	e->relid = relid;
 	e->seg_started = GetCurrentTimestamp();
 	e->c.f.last_used = GetCurrentStatementStartTimestamp();
 	e->served_before = e->fetches = e->waits = 0;
@@ -708,29 +747,32 @@ idgen_seqcache_invalidate(const char *key, int keylen)
 void
 idgen_seqcache_worker_attach(Latch *latch)
 {
-	SpinLockAcquire(&cache->mutex);
-	cache->worker_dbid = MyDatabaseId;
-	cache->worker_latch = latch;
-	SpinLockRelease(&cache->mutex);
-
-	/* A reservation the previous worker did not finish is asked again. */
+	/*
+	 * Start afresh: while no worker ran, cached keys were served from the
+	 * table, past the segments these entries hold.  Their callers install
+	 * them again, above the table's values.
+	 */
+	LWLockAcquire(cache->map_lock, LW_EXCLUSIVE);
 	for (int i = 0; i < cache->nentries; i++)
 	{
 		SeqCacheEntry *e = &cache->entries[i];
 
 		LWLockAcquire(e->lock, LW_EXCLUSIVE);
-		if (e->reserving)
-		{
-			e->reserving = false;
-			(void) request_segment(e, true);
-		}
-		else if (e->requested)
-		{
-			e->requested = false;	/* queued by the previous worker's time */
-			(void) request_segment(e, true);
-		}
+		if (e->in_use)
+			retire_entry(e);
+		e->requested = e->reserving = false;
 		LWLockRelease(e->lock);
 	}
+	LWLockRelease(cache->map_lock);
+
+	SpinLockAcquire(&cache->mutex);
+	cache->queue_head = cache->queue_tail = 0;
+	cache->urgent = false;
+	cache->overflow = true;		/* one scan, for anything installed meanwhile */
+	cache->worker_dbid = MyDatabaseId;
+	cache->worker_latch = latch;
+	SpinLockRelease(&cache->mutex);
+	ConditionVariableBroadcast(&cache->cv);
 }
 
 void
@@ -765,9 +807,18 @@ idgen_seqcache_collect(IdgenSeqRequest *req, int max)
 
 	if (scan)
 	{
-		for (int i = 0; i < cache->nentries && n < max; i++)
+		int			i;
+
+		for (i = 0; i < cache->nentries && n < max; i++)
 			if (cache->entries[i].requested)	/* unlocked peek; rechecked */
 				n += collect_one(&cache->entries[i], &req[n]);
+		if (i < cache->nentries)
+		{
+			/* Stopped early: scan again next round. */
+			SpinLockAcquire(&cache->mutex);
+			cache->overflow = true;
+			SpinLockRelease(&cache->mutex);
+		}
 		return n;
 	}
 	while (n < max)
@@ -933,7 +984,8 @@ idgen_seqcache_collect_used(IdgenSeqRequest *req, int max)
  * ----------
  */
 void
-idgen_seqcache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), void *arg)
+idgen_seqcache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), void *arg,
+					  Oid relid)
 {
 	if (cache == NULL)
 		return;
@@ -944,7 +996,7 @@ idgen_seqcache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), voi
 		bool		emit_it = false;
 
 		LWLockAcquire(e->lock, LW_SHARED);
-		if (e->in_use && e->tag.dbid == MyDatabaseId)
+		if (e->in_use && e->tag.dbid == MyDatabaseId && e->relid == relid)
 		{
 			uint64		w = pg_atomic_read_u64(&e->c.f.cursor);
 			SeqSegment *s = &e->seg[CURSOR_EPOCH(w) & 1];
