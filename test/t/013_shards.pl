@@ -130,6 +130,28 @@ for my $node (@nodes)
 is($total, 800_000, '200 000 IDs from each of the four servers');
 is($dups, 0, 'no ID repeats across the servers');
 
+# The negative control, and why identities must be distinct: a fifth server
+# configured with shard 1's identity generates the same IDs as shard 1 in
+# the same milliseconds.  (Refusing such a server is not built yet.)
+my $twin = idgen_node('twin', %layout, 'idgen.datacenter_id' => 1, 'idgen.worker_id' => 1);
+{
+	my @pair = ($shards[0], $twin);
+	my @h;
+	for my $node (@pair)
+	{
+		$node->safe_psql('postgres', 'DROP TABLE IF EXISTS ids');
+		push @h, IPC::Run::start([ $node->installed_command('psql'), '-XAtq', '-d', $node->connstr('postgres'),
+			'-c', 'CREATE TABLE ids AS SELECT idgen_snowflake() AS id FROM generate_series(1, 1000000)' ]);
+	}
+	$_->finish or die 'generation failed' for @h;
+	my %ids = map { $_ => 1 } split /
+/, $shards[0]->safe_psql('postgres', 'SELECT id FROM ids');
+	my $same = grep { $ids{$_} } split /
+/, $twin->safe_psql('postgres', 'SELECT id FROM ids');
+	cmp_ok($same, '>', 0, "two servers with one identity do collide ($same shared IDs): identities must be distinct");
+}
+push @nodes, $twin;
+
 $_->stop('fast') for @nodes;
 ok(!$_->log_contains('TRAP|PANIC'), $_->name . ': clean shutdown') for @nodes;
 done_testing();
