@@ -584,7 +584,7 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid reli
 			{
 				localkeys_delete(local_map, h);
 				if (done > 0)
-					elog(ERROR, "cached sequence key \"%s\" was dropped during a batch", tag.key);
+					elog(ERROR, "cached sequence key \"%s\" changed while a batch was served", tag.key);
 				return false;
 			}
 			le->index = tmp.index;
@@ -605,8 +605,9 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid reli
 			LWLockRelease(e->lock);
 			LWLockRelease(cache->map_lock);
 			localkeys_delete(local_map, h);
+			make_tag(&tag, MyDatabaseId, key, keylen);
 			if (done > 0)
-				elog(ERROR, "cached sequence key \"%s\" was dropped during a batch", key);
+				elog(ERROR, "cached sequence key \"%s\" changed while a batch was served", tag.key);
 			return false;
 		}
 		seg = e->seg[CURSOR_EPOCH(w) & 1];
