@@ -92,8 +92,6 @@ stop_redis() { if [ -n "$REDIS_PID" ]; then kill "$REDIS_PID" 2>/dev/null; wait 
 cleanup_all() { local rc=$?; set +e; stop_redis; (exit "$rc"); cleanup; }
 trap cleanup_all EXIT
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; m = int((NR + 1) / 2); print (NR % 2) ? v[m] : (v[m] + v[m + 1]) / 2 }'; }
-fmt_int() { awk -v x="$1" 'BEGIN { s = sprintf("%.0f", x); n = length(s); o = ""; for (k = 1; k <= n; k++) { o = o substr(s, k, 1); if ((n - k) % 3 == 0 && k < n) o = o " " } print o }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 
 print_machine

@@ -5,8 +5,8 @@
 # picks the user that runs the server (postgres when root) and as_pg to run
 # a command as that user, makes the throwaway cluster's directory DIR with a
 # cleanup trap that stops the server and removes it, chooses PORT, and
-# defines PSQL and sql, section, print_machine, init_cluster and
-# start_cluster.
+# defines PSQL and sql, section, median, fmt_int, print_machine,
+# init_cluster and start_cluster.
 
 [ -x "$PG_CONFIG" ] || command -v "$PG_CONFIG" >/dev/null || die "no pg_config at $PG_CONFIG"
 BINDIR=$("$PG_CONFIG" --bindir)
@@ -83,6 +83,11 @@ PSQL=("$BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -d bench)
 sql() { as_pg "${PSQL[@]}" -At -c "$1"; }		# one value per line, no headers
 
 section() { printf '\n== %s\n\n' "$*"; }
+
+# median: the median of the numbers on stdin, one per line.
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; m = int((NR + 1) / 2); print (NR % 2) ? v[m] : (v[m] + v[m + 1]) / 2 }'; }
+# fmt_int X: X rounded, with a space every three digits.
+fmt_int() { awk -v x="$1" 'BEGIN { s = sprintf("%.0f", x); n = length(s); o = ""; for (k = 1; k <= n; k++) { o = o substr(s, k, 1); if ((n - k) % 3 == 0 && k < n) o = o " " } print o }'; }
 
 # print_machine: the machine the figures come from.  Sets cpu_model and
 # mem_kb, which the summaries use again.

@@ -123,8 +123,6 @@ PROG=seq_bench.sh
 # shellcheck source=test/bench/lib.sh
 . "$SRC/test/bench/lib.sh"
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; m = int((NR + 1) / 2); print (NR % 2) ? v[m] : (v[m] + v[m + 1]) / 2 }'; }
-fmt_int() { awk -v x="$1" 'BEGIN { s = sprintf("%.0f", x); n = length(s); o = ""; for (k = 1; k <= n; k++) { o = o substr(s, k, 1); if ((n - k) % 3 == 0 && k < n) o = o " " } print o }'; }
 # verdict RATIO: how RATIO (idgen / hand-written tps) compares with TARGET.
 verdict() {
 	awk -v r="$1" -v t="$TARGET" 'BEGIN {
