@@ -257,6 +257,7 @@ static bool wait_at_gate(Shared *sh);
 static bool reconnect_client(Client *cl);
 static bool handle_query_error(Client *cl, PGresult *res, double *last_ok);
 static bool store_result(Client *cl, PGresult *res, int expected);
+static int	next_batch(Client *cl, double start, int64 generated);
 static void run_client(Client *cl);
 static void *client_thread(void *arg);
 static int64 check_order(const Options *opts, Client *clients);
@@ -723,6 +724,33 @@ store_result(Client *cl, PGresult *res, int expected)
 }
 
 /* the generating loop of one connection */
+/*
+ * The size of the client's next batch, or 0 when it is done: with
+ * --duration, when the time is up or the values kept reach their limit
+ * (then 'capped'); otherwise when 'generated' (what -n counts) reaches -n.
+ */
+static int
+next_batch(Client *cl, double start, int64 generated)
+{
+	const Options *opts = cl->shared->opts;
+	int64		left;
+
+	if (opts->duration > 0)
+	{
+		if (now_seconds() - start >= opts->duration)
+			return 0;
+		left = MAX_TOTAL_IDS / opts->clients - (int64) cl->values.n;
+		if (left <= 0)
+		{
+			cl->capped = true;
+			return 0;
+		}
+	}
+	else
+		left = opts->ids - generated;
+	return left <= 0 ? 0 : (int) Min(left, (int64) opts->batch);
+}
+
 static void
 run_client(Client *cl)
 {
@@ -737,27 +765,8 @@ run_client(Client *cl)
 		int			n;
 		PGresult   *res;
 
-		if (opts->duration > 0)
-		{
-			int64		left = MAX_TOTAL_IDS / opts->clients - (int64) cl->values.n;
-
-			if (now_seconds() - start >= opts->duration)
-				break;
-			if (left <= 0)
-			{
-				cl->capped = true;
-				break;
-			}
-			n = (int) Min(left, (int64) opts->batch);
-		}
-		else
-		{
-			int64		left = opts->ids - (int64) cl->values.n;
-
-			if (left <= 0)
-				break;
-			n = (int) Min(left, (int64) opts->batch);
-		}
+		if ((n = next_batch(cl, start, (int64) cl->values.n)) == 0)
+			break;
 
 		snprintf(query, qlen, "SELECT %s FROM generate_series(1, %d)",
 				 opts->expr, n);
@@ -1073,29 +1082,9 @@ run_seq_client(Client *cl)
 		const char *endcmd;
 		bool		go_on;
 
-		if (opts->duration > 0)
-		{
-			/* the limit is on the values kept: the committed ones */
-			int64		left = MAX_TOTAL_IDS / opts->clients - (int64) cl->values.n;
-
-			if (now_seconds() - start >= opts->duration)
-				break;
-			if (left <= 0)
-			{
-				cl->capped = true;
-				break;
-			}
-			n = (int) Min(left, (int64) opts->batch);
-		}
-		else
-		{
-			/* -n counts rows generated, rolled back or not */
-			int64		left = opts->ids - cl->generated;
-
-			if (left <= 0)
-				break;
-			n = (int) Min(left, (int64) opts->batch);
-		}
+		/* -n counts rows generated, rolled back or not */
+		if ((n = next_batch(cl, start, cl->generated)) == 0)
+			break;
 
 		snprintf(query, qlen,
 				 "SELECT k, %s(k) FROM (SELECT CASE WHEN random() < %s THEN 'hot' "
