@@ -51,7 +51,6 @@
 #include "catalog/index.h"
 #include "executor/executor.h"
 #include "catalog/pg_class.h"
-#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "executor/spi.h"
@@ -68,7 +67,6 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/lsyscache.h"
-#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "idgen.h"
@@ -561,7 +559,8 @@ apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next, bool s
 	Applied		applied;
 	bool		from_cached_row = false;
 
-	PreventCommandIfReadOnly(psprintf("%s()", get_func_name(fcinfo->flinfo->fn_oid)));
+	if (XactReadOnly)			/* the name only for the error */
+		PreventCommandIfReadOnly(psprintf("%s()", get_func_name(fcinfo->flinfo->fn_oid)));
 	serve_cached = next && serve_cached && idgen_seqcache_available();
 	idgen_lookup_function(fcinfo, &fn);
 	open_table(&fn, &t);
@@ -702,8 +701,7 @@ seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 	for (int attempt = 0;; attempt++)
 	{
 		/* A cached key with an entry: served from shared memory. */
-		if (idgen_seqcache_available() &&
-			idgen_seqcache_next(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), a.count, a.out,
+		if (idgen_seqcache_next(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), a.count, a.out,
 								seq_relid(fcinfo)))
 			break;
 		/* Otherwise the table, which installs the entry of a cached key. */

@@ -656,6 +656,7 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
  */
 typedef struct Lease
 {
+	Oid			relid;			/* the lease table */
 	int32		id;
 	Interval	ttl;
 	bool		has_ttl;
@@ -711,6 +712,7 @@ lock_lease(FunctionCallInfo fcinfo, IdgenSqlContext *cx, const IdgenFunction *fn
 {
 	Oid			relid = lease_relid(fn, "idgen_worker_lease");
 
+	l->relid = relid;
 	if (!lease_by_token(cx, token, l, false))
 		lease_lost(worker_id, token);
 	if (worker_of(l->id) != worker_id)
@@ -826,7 +828,7 @@ idgen_worker_release(PG_FUNCTION_ARGS)
 
 	/* A lease bound to this session: its lock goes too, at commit. */
 	if (!l.released && l.session_bound)
-		release_for_session(lease_relid(&fn, "idgen_worker_lease"), l.id);
+		release_for_session(l.relid, l.id);
 	PG_RETURN_BOOL(!l.released);
 }
 
