@@ -152,6 +152,8 @@ typedef struct SeqCacheShared
 	bool		overflow;
 	bool		urgent;			/* a caller is waiting for a segment */
 
+	pg_atomic_uint64 installs;	/* entries installed so far */
+
 	int			nentries;
 	SeqCacheEntry entries[FLEXIBLE_ARRAY_MEMBER];
 } SeqCacheShared;
@@ -167,14 +169,17 @@ typedef struct SeqCacheMapEntry
  * holds no key text: a hit is checked against the entry's tag in shared
  * memory (read without its lock; a torn or stale read only fails the check,
  * or the compare-and-swap, whose cursor names the keygen).  Two keys with
- * one hash share a slot and take turns.
+ * one hash share a slot and take turns.  A key found without an entry is
+ * remembered as such until the next install anywhere, so that a
+ * transactional key costs no shared lookup per call.
  */
 typedef struct LocalEntry
 {
 	uint32		hash;			/* simplehash key */
 	char		status;
-	int			index;
+	int			index;			/* -1: the key had no entry (see 'installs') */
 	uint32		keygen;
+	uint64		installs;		/* for index -1: cache->installs then */
 } LocalEntry;
 
 #define SH_PREFIX		localkeys
@@ -257,6 +262,7 @@ idgen_seqcache_shmem_startup(void)
 		cache->queue_size = 2 * cache->nentries;
 		cache->queue_head = cache->queue_tail = 0;
 		cache->overflow = cache->urgent = false;
+		pg_atomic_init_u64(&cache->installs, 0);
 		for (int i = 0; i < cache->nentries; i++)
 		{
 			SeqCacheEntry *e = &cache->entries[i];
@@ -554,14 +560,24 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid reli
 		local_map = localkeys_create(TopMemoryContext, 256, NULL);
 	h = key_hash(MyDatabaseId, key, keylen);
 	le = localkeys_lookup(local_map, h);
-	if (le == NULL || !entry_is(&cache->entries[le->index], key, keylen))
+	if (le != NULL && le->index < 0 &&
+		le->installs == pg_atomic_read_u64(&cache->installs))
+		return false;			/* no entry, and none installed since */
+	if (le == NULL || le->index < 0 || !entry_is(&cache->entries[le->index], key, keylen))
 	{
 		LocalEntry	tmp;
+		uint64		installs = pg_atomic_read_u64(&cache->installs);
+		bool		shared;
 
 		make_tag(&tag, MyDatabaseId, key, keylen);
-		if (!shared_lookup(&tag, &tmp))
-			return false;
+		shared = shared_lookup(&tag, &tmp);
 		le = localkeys_insert(local_map, h, &found);
+		if (!shared)
+		{
+			le->index = -1;
+			le->installs = installs;
+			return false;
+		}
 		le->index = tmp.index;
 		le->keygen = tmp.keygen;
 	}
@@ -708,6 +724,8 @@ idgen_seqcache_install(const char *key, int keylen, int32 cache_size, bool has_t
 	}
 	m = (SeqCacheMapEntry *) hash_search(map, &tag, HASH_ENTER, &found);
 	m->index = (int) (e - cache->entries);
+	/* After the map has it: backends' "no entry" memories end here. */
+	pg_atomic_fetch_add_u64(&cache->installs, 1);
 	LWLockRelease(e->lock);
 	LWLockRelease(cache->map_lock);
 	wake_worker();
