@@ -50,6 +50,7 @@
 #   CACHE_BENCH_T        seconds per pgbench run (default 5)
 #   CACHE_BENCH_ROUNDS   rounds (default 3)
 #   CACHE_BENCH_REDIS_N  requests per redis-benchmark run (default 500000)
+#   CACHE_BENCH_PARTS    which of the parts to run (default "A B C")
 #   PG_CONFIG            pg_config of the server (default PostgreSQL 15's)
 #   BENCH_INSTALL=0      do not run make install first (as root it does)
 #
@@ -58,6 +59,7 @@ set -euo pipefail
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 T=${CACHE_BENCH_T:-5}
 ROUNDS=${CACHE_BENCH_ROUNDS:-3}
+PARTS=${CACHE_BENCH_PARTS:-A B C}
 REDIS_N=${CACHE_BENCH_REDIS_N:-500000}
 INSTALL=${BENCH_INSTALL:-1}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -154,7 +156,8 @@ echo "each pgbench run: pgbench -n -M prepared -c $CLIENTS -j $CLIENTS -T $T; $R
 declare -A RUNS
 section "runs (tps)"
 printf '%-4s %-6s %-34s %12s\n' part round method tps
-for part in A B; do
+PG_PARTS=$(tr ' ' '\n' <<<"$PARTS" | grep -E '^[AB]$' | tr '\n' ' ')
+for part in $PG_PARTS; do
 	for ((r = 1; r <= ROUNDS; r++)); do
 		# rotate the order of the methods from round to round
 		read -ra ms <<<"$METHODS"
@@ -177,6 +180,8 @@ for part in A B; do
 	done
 done
 
+declare -A C_NS=([cached]=0 [nextval]=1)
+if [[ " $PARTS " == *" C "* ]]; then
 section "Part C: one backend, cost per value (median of $MEASUREMENTS, timed in the server)"
 sql "CREATE FUNCTION bench_ms(q text) RETURNS double precision LANGUAGE plpgsql AS \$f\$
 DECLARE t0 timestamptz; c bigint;
@@ -197,7 +202,6 @@ declare -A CQ=([cached]="SELECT count(idgen_seq_next('one')) FROM generate_serie
 	done
 } >"$DIR/part_c.sql"
 out=$(as_pg "${PSQL[@]}" -At -f "$DIR/part_c.sql")
-declare -A C_NS
 for x in cached nextval; do
 	echo "$x: ${CQ[$x]}"
 	ms=$(awk -F'|' -v x="$x" '$1 != "warmup" && $2 == x { print $3 }' <<<"$out" | median)
@@ -205,13 +209,15 @@ for x in cached nextval; do
 	echo "  runs (ms): $(awk -F'|' -v x="$x" '$1 != "warmup" && $2 == x { printf "%s ", $3 }' <<<"$out"); median ${C_NS[$x]} ns per value"
 done
 
+fi
+
 section "summary"
 echo "$(nproc) CPU ${cpu_model:-unknown}, $(mem_gib) GiB, $("$BINDIR/postgres" --version | sed 's/^postgres (PostgreSQL) /PostgreSQL /'), $(redis-server --version | awk '{ print "Redis " $3 }' | sed 's/v=//'), $(date -u +%Y-%m-%d)."
 echo
 echo "| part | method | median tps | / Redis INCR | / SELECT 1 | / nextval() |"
 echo "|---|---|---:|---:|---:|---:|"
 declare -A MED
-for part in A B; do
+for part in $PG_PARTS; do
 	for m in $METHODS; do MED[$part,$m]=$(tr ' ' '\n' <<<"${RUNS[$part,$m]}" | grep . | median); done
 	for m in $METHODS; do
 		printf '| %s | %s | %s | %sx | %sx | %sx |\n' "$([ "$part" = A ] && echo "A: one hot key" || echo "B: $(fmt_int $NKEYS) keys")" \
@@ -223,13 +229,13 @@ echo
 echo "pgbench -n -M prepared -c $CLIENTS -j $CLIENTS -T $T (Unix socket, synchronous_commit = on); redis-benchmark -c $CLIENTS -n $REDIS_N (Unix socket,"
 echo "appendfsync everysec); median of $ROUNDS rounds, the order of the methods rotating."
 echo
-for part in A B; do
+for part in $PG_PARTS; do
 	rr=$(ratio "${MED[$part,cached]}" "${MED[$part,redis]}")
 	rf=$(ratio "${MED[$part,cached]}" "${MED[$part,select1]}")
 	echo "part $part: cached / Redis INCR = ${rr}x (target >= 1.0: $(awk -v r="$rr" 'BEGIN { print (r >= 1.0) ? "met" : "NOT met" }')), cached / SELECT 1 = ${rf}x (target >= 0.85: $(awk -v r="$rf" 'BEGIN { print (r >= 0.85) ? "met" : "NOT met" }'))"
 done
 rc=$(ratio "${C_NS[cached]}" "${C_NS[nextval]}")
-echo "part C: one backend, ${C_NS[cached]} ns per cached value vs ${C_NS[nextval]} ns per nextval() = ${rc}x (target <= 1.0: $(awk -v r="$rc" 'BEGIN { print (r <= 1.0) ? "met" : "NOT met" }'))"
+[[ " $PARTS " == *" C "* ]] && echo "part C: one backend, ${C_NS[cached]} ns per cached value vs ${C_NS[nextval]} ns per nextval() = ${rc}x (target <= 1.0: $(awk -v r="$rc" 'BEGIN { print (r <= 1.0) ? "met" : "NOT met" }'))"
 echo
 echo "cache statistics:"
 as_pg "${PSQL[@]}" -c "SELECT key, cache, segment_size, served, fetches, waits FROM idgen_seq_cache WHERE key IN ('hc', 'one', 'c:1') ORDER BY key"
