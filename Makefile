@@ -21,6 +21,7 @@ OBJS = \
 	src/lease.o \
 	src/ownersql.o \
 	src/purge.o \
+	src/registry.o \
 	src/seqcache.o \
 	src/shmem.o \
 	src/snowflake.o \
@@ -28,6 +29,10 @@ OBJS = \
 	src/uuid7.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
+
+# The registry worker (src/registry.c) talks to the registry server with libpq.
+PG_CPPFLAGS = -I$(libpq_srcdir)
+SHLIB_LINK_INTERNAL = $(libpq)
 
 # Regression tests run on a temporary instance that preloads the library
 # (pg_cron's idiom), so no hand-configured server is needed.

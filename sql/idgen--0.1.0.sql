@@ -201,7 +201,10 @@ CREATE TABLE @extschema@.idgen_worker_lease (
     acquired_at timestamptz NOT NULL,
     renewed_at timestamptz NOT NULL,
     expires_at timestamptz,
-    released_at timestamptz
+    released_at timestamptz,
+    -- set for a server's own identity (idgen_server_lease): its
+    -- pg_control_system().system_identifier
+    system_identifier bigint
 );
 REVOKE ALL ON @extschema@.idgen_worker_lease FROM PUBLIC;
 -- Fencing tokens: every acquisition takes a new one, never reused.
@@ -238,7 +241,25 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'idgen_worker_purge'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- A server's own identity, when this server is the registry of others
+-- (idgen.registry on those): called by their "idgen registry" workers, and
+-- renewed and released with idgen_worker_renew / idgen_worker_release.
+CREATE FUNCTION @extschema@.idgen_server_lease(
+    system_identifier bigint,
+    instance text,
+    ttl interval DEFAULT '30 s',
+    claim_datacenter_id int DEFAULT NULL,
+    claim_worker_id int DEFAULT NULL,
+    OUT worker_id int,
+    OUT datacenter_id int,
+    OUT token bigint,
+    OUT expires_at timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'idgen_server_lease'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 -- Leasing worker ids is for the roles the administrator grants it to.
+REVOKE ALL ON FUNCTION @extschema@.idgen_server_lease(bigint, text, interval, int, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.idgen_worker_acquire(text, interval, int, boolean),
     @extschema@.idgen_worker_renew(int, bigint, interval),
     @extschema@.idgen_worker_release(int, bigint),
@@ -258,7 +279,7 @@ CREATE VIEW @extschema@.idgen_worker_leases AS
                 WHEN (l.ended_at OPERATOR(pg_catalog.+) l.quarantine) OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
                      THEN 'quarantine'
                 ELSE 'free' END AS state,
-           l.holder_pid
+           l.holder_pid, l.system_identifier
     FROM (SELECT (l.id OPERATOR(pg_catalog.>>) w.bits) AS datacenter_id,
                  (l.id::bigint OPERATOR(pg_catalog.&)
                   ((1::bigint OPERATOR(pg_catalog.<<) w.bits) OPERATOR(pg_catalog.-) 1))::int AS worker_id,
@@ -339,6 +360,28 @@ CREATE FUNCTION @extschema@.idgen_info(
 RETURNS record
 AS 'MODULE_PATHNAME', 'idgen_info'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+-- Where this server's Snowflake identity comes from (idgen.identity,
+-- idgen.registry) and, when it is leased from a registry, the lease.
+CREATE FUNCTION @extschema@.idgen_identity(
+    OUT source text,
+    OUT leased boolean,
+    OUT state text,
+    OUT datacenter_id int,
+    OUT worker_id int,
+    OUT token bigint,
+    OUT valid_until timestamptz,
+    OUT registry_expires_at timestamptz,
+    OUT acquired_at timestamptz,
+    OUT renewed_at timestamptz,
+    OUT clock_skew_ms bigint,
+    OUT system_identifier bigint,
+    OUT message text,
+    OUT worker_pid int,
+    OUT failures bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'idgen_identity'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 -- A column DEFAULT cannot read another column, so carrying a parent's gene
 -- into a child's ID on INSERT is a BEFORE INSERT trigger:

@@ -44,6 +44,15 @@ int			idgen_worker_quarantine_ms = 10 * 1000;
 int			idgen_seq_cache_keys = 1024;
 int			idgen_seq_cache_wait_ms = 2000;
 double		idgen_seq_cache_prefetch = 0.1;
+int			idgen_identity_source = IDGEN_IDENTITY_FROM_SETTINGS;
+char	   *idgen_registry = NULL;
+int			idgen_registry_ttl_ms = 30 * 1000;
+
+static const struct config_enum_entry identity_options[] = {
+	{"settings", IDGEN_IDENTITY_FROM_SETTINGS, false},
+	{"registry", IDGEN_IDENTITY_FROM_REGISTRY, false},
+	{NULL, 0, false}
+};
 
 void		_PG_init(void);
 
@@ -97,6 +106,24 @@ _PG_init(void)
 	define_layout_int("idgen.worker_id",
 					  "Sets this server's worker id; distinct per server in a cluster.",
 					  &idgen_worker_id, 0);
+
+	DefineCustomEnumVariable("idgen.identity",
+							 "Sets where this server's datacenter and worker id come from.",
+							 "settings: idgen.datacenter_id and idgen.worker_id (claimed from the registry "
+							 "when idgen.registry is set); registry: any free one, leased from the registry.",
+							 &idgen_identity_source, IDGEN_IDENTITY_FROM_SETTINGS, identity_options,
+							 layout_context(), 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("idgen.registry",
+							   "Sets the connection string of the registry that leases this server's identity.",
+							   "Empty: no registry, the identity is not checked against other servers. "
+							   "Whether a registry is used is decided at server start.",
+							   &idgen_registry, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomIntVariable("idgen.registry_ttl",
+							"Sets how long a lease on this server's identity lasts; it is renewed every third of it.",
+							"Without a renewal (the registry unreachable) generation stops when it runs out.",
+							&idgen_registry_ttl_ms, 30 * 1000, 1000, 24 * 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("idgen.max_drift_ms",
 							"Sets how far ahead of the system clock the generator may run.",
@@ -172,5 +199,6 @@ _PG_init(void)
 		idgen_shmem_init();
 		idgen_keeper_register();
 		idgen_purge_register();
+		idgen_registry_register();
 	}
 }

@@ -16,6 +16,7 @@
  *	  keyseq.c     per-key business sequences
  *	  seqcache.c   cached per-key sequences: segments in shared memory
  *	  lease.c      worker-id leases
+ *	  registry.c   a server's identity leased from a registry server
  *	  purge.c      the background worker that deletes expired keys
  *	  stats.c      idgen_stats, idgen_stats_reset, idgen_info
  *
@@ -146,6 +147,37 @@ typedef struct IdgenKeeperStatus
 	TimestampTz last_failure;
 } IdgenKeeperStatus;
 
+/* Where a leased identity stands (registry.c). */
+typedef enum IdgenIdentityState
+{
+	IDGEN_IDENTITY_SETTINGS,	/* not leased: from the settings, unchecked */
+	IDGEN_IDENTITY_STARTING,	/* no answer from the registry yet */
+	IDGEN_IDENTITY_HELD,		/* leased (valid until valid_until) */
+	IDGEN_IDENTITY_REFUSED,		/* the registry said no */
+	IDGEN_IDENTITY_UNREACHABLE, /* the registry could not be asked */
+	IDGEN_IDENTITY_STOPPED		/* released at shutdown */
+} IdgenIdentityState;
+
+/* The registry worker's state, for idgen_identity(); under 'mutex'. */
+typedef struct IdgenRegistryStatus
+{
+	slock_t		mutex;
+	int			pid;			/* the worker's, 0 when not running */
+	IdgenIdentityState state;
+	int			datacenter_id;	/* of the lease; -1 before the first */
+	int			worker_id;
+	int64		token;			/* 0: none held */
+	TimestampTz valid_until;	/* local: generation stops here */
+	TimestampTz registry_expires_at;	/* the registry's */
+	TimestampTz acquired_at;
+	TimestampTz renewed_at;
+	int64		skew_ms;		/* this clock minus the registry's */
+	bool		has_skew;
+	uint64		renewals;
+	uint64		failures;
+	char		message[256];	/* why it is not held, or empty */
+} IdgenRegistryStatus;
+
 /*
  * The shared-memory segment.  See shmem.c for the locking protocol.
  */
@@ -159,6 +191,15 @@ typedef struct IdgenShared
 
 	/* durable horizon (a TimestampTz); raised only once it is on disk */
 	IdgenPaddedAtomic horizon;
+
+	/*
+	 * With identity_leased: the lease on this server's identity, as
+	 * (valid-until ms << timestamp_shift) | datacenter and worker fields,
+	 * 0 for none (registry.c).  identity_leased is set at start.
+	 */
+	IdgenPaddedAtomic identity;
+	bool		identity_leased;
+	IdgenRegistryStatus registry;
 
 	IdgenKeeperStatus keeper;
 	bool		horizon_restored;	/* read from the file at start */
@@ -215,6 +256,14 @@ extern int	idgen_worker_quarantine_ms;
 extern int	idgen_seq_cache_keys;
 extern int	idgen_seq_cache_wait_ms;
 extern double idgen_seq_cache_prefetch;
+extern int	idgen_identity_source;
+extern char *idgen_registry;
+extern int	idgen_registry_ttl_ms;
+
+/* idgen.identity */
+#define IDGEN_IDENTITY_FROM_SETTINGS	0
+#define IDGEN_IDENTITY_FROM_REGISTRY	1
+#define idgen_identity_from_registry	(idgen_identity_source == IDGEN_IDENTITY_FROM_REGISTRY)
 
 /*
  * lease.c: the last field of the advisory lock tags on worker ids (the SQL
@@ -228,9 +277,16 @@ extern void idgen_layout_compute(IdgenLayout *layout, TimestampTz now);
 extern void idgen_layout_report(int elevel);
 extern void idgen_layout_check(void);
 extern int64 idgen_compose(const IdgenLayout *layout, uint64 tick, uint32 gene);
+extern int64 idgen_compose_identity(const IdgenLayout *layout, uint64 tick, uint32 gene,
+									uint64 identity);
 
 /* clock.c */
 extern uint64 idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *clock);
+
+/* registry.c */
+extern void idgen_registry_shmem_init(IdgenShared *s);
+extern void idgen_registry_register(void);
+extern int64 idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 gene);
 
 /* keeper.c */
 extern bool idgen_horizon_read(TimestampTz *horizon, char *why, size_t whylen);

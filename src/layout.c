@@ -229,10 +229,17 @@ idgen_layout_check(void)
 int64
 idgen_compose(const IdgenLayout *l, uint64 tick, uint32 gene)
 {
+	return idgen_compose_identity(l, tick, gene, l->identity);
+}
+
+/* The same with 'identity' (datacenter and worker fields, in place). */
+int64
+idgen_compose_identity(const IdgenLayout *l, uint64 tick, uint32 gene, uint64 identity)
+{
 	uint64		ms = tick >> l->sequence_bits;
 	uint64		seq = tick & l->sequence_mask;
 
-	return (int64) ((ms << l->timestamp_shift) | l->identity |
+	return (int64) ((ms << l->timestamp_shift) | identity |
 					(seq << l->sequence_shift) | (uint64) gene);
 }
 

@@ -66,6 +66,7 @@ PG_FUNCTION_INFO_V1(idgen_worker_acquire);
 PG_FUNCTION_INFO_V1(idgen_worker_renew);
 PG_FUNCTION_INFO_V1(idgen_worker_release);
 PG_FUNCTION_INFO_V1(idgen_worker_purge);
+PG_FUNCTION_INFO_V1(idgen_server_lease);
 
 /* Longest holder name, in bytes. */
 #define IDGEN_LEASE_MAX_HOLDER	256
@@ -77,7 +78,9 @@ PG_FUNCTION_INFO_V1(idgen_worker_purge);
 enum
 {
 	Q_BUSY,						/* ids below $1 whose lease has not ended before $2 */
-	Q_CLAIM,					/* take id $1 if its lease ended before $9 */
+	Q_CLAIM,					/* take id $1 if its lease ended before $9, or
+								 * is held by server $10 as holder $2 */
+	Q_HOLDER,					/* who has id $1, and until when */
 	Q_END_SESSION,				/* end the session-bound lease $2 of id $1 */
 	Q_BY_TOKEN,					/* the lease with token $1 */
 	Q_RENEW,					/* renew the lease with token $1 */
@@ -100,16 +103,24 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 	},
 	[Q_CLAIM] = {
 		"INSERT INTO %1$s.idgen_worker_lease AS l (id, holder, token, ttl, session_bound, "
-		"acquired_by, acquired_at, renewed_at, expires_at, released_at) "
-		"VALUES ($1, $2, pg_catalog.nextval($3), $4, $5, $6, $7, $7, $8, NULL) "
+		"acquired_by, acquired_at, renewed_at, expires_at, released_at, system_identifier) "
+		"VALUES ($1, $2, pg_catalog.nextval($3), $4, $5, $6, $7, $7, $8, NULL, $10) "
 		"ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, token = excluded.token, "
 		"ttl = excluded.ttl, session_bound = excluded.session_bound, "
 		"acquired_by = excluded.acquired_by, acquired_at = excluded.acquired_at, "
-		"renewed_at = excluded.renewed_at, expires_at = excluded.expires_at, released_at = NULL "
+		"renewed_at = excluded.renewed_at, expires_at = excluded.expires_at, released_at = NULL, "
+		"system_identifier = excluded.system_identifier "
 		"WHERE COALESCE((COALESCE(l.released_at, l.expires_at) OPERATOR(pg_catalog.<=) $9), false) "
+		"OR COALESCE((l.system_identifier OPERATOR(pg_catalog.=) $10) AND (l.holder OPERATOR(pg_catalog.=) $2) "
+		"AND l.released_at IS NULL, false) "
 		"RETURNING token",
-		9, {INT4OID, TEXTOID, REGCLASSOID, INTERVALOID, BOOLOID, OIDOID,
-		TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+		10, {INT4OID, TEXTOID, REGCLASSOID, INTERVALOID, BOOLOID, OIDOID,
+		TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}
+	},
+	[Q_HOLDER] = {
+		"SELECT holder, system_identifier, COALESCE(released_at, expires_at) "
+		"FROM %1$s.idgen_worker_lease WHERE id OPERATOR(pg_catalog.=) $1",
+		1, {INT4OID}
 	},
 	[Q_END_SESSION] = {
 		"UPDATE %1$s.idgen_worker_lease SET expires_at = $3 "
@@ -474,27 +485,105 @@ compare_int32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-Datum
-idgen_worker_acquire(PG_FUNCTION_ARGS)
+/* The holder argument: not null, not empty, not too long. */
+static text *
+holder_arg(FunctionCallInfo fcinfo, int n, const char *name)
+{
+	text	   *holder;
+
+	if (PG_ARGISNULL(n))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be null", name)));
+	holder = PG_GETARG_TEXT_PP(n);
+	if (VARSIZE_ANY_EXHDR(holder) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", name),
+				 errhint("Name the process that will generate with the worker id, e.g. its host and pid.")));
+	if (VARSIZE_ANY_EXHDR(holder) > IDGEN_LEASE_MAX_HOLDER)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is too long", name),
+				 errdetail("The %s is %d bytes; the limit is %d.",
+						   name, (int) VARSIZE_ANY_EXHDR(holder), IDGEN_LEASE_MAX_HOLDER)));
+	return holder;
+}
+
+/*
+ * Refuse the claim of 'id' by server 'sysid': say who has it, and until
+ * when.  Called with the id's lock held, so what it reads is current.
+ */
+static void
+report_taken(IdgenSqlContext *cx, int32 id, int64 sysid)
+{
+	Datum		arg = Int32GetDatum(id);
+	char	   *holder = NULL;
+	bool		sysid_null = true;
+	int64		holder_sysid = 0;
+	bool		end_null = true;
+	TimestampTz end = 0;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (idgen_sql_run_latest(cx, Q_HOLDER, &arg, NULL) == 1)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		n;
+
+		holder = TextDatumGetCString(SPI_getbinval(tup, desc, 1, &n));
+		holder_sysid = DatumGetInt64(SPI_getbinval(tup, desc, 2, &sysid_null));
+		end = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &end_null));
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_IN_USE),
+			 errmsg("worker id (datacenter %d, worker %d) is taken",
+					datacenter_of(id), worker_of(id)),
+			 holder == NULL ?
+			 errdetail("It is being claimed right now.") :
+			 end_null ?
+			 errdetail("It is leased to \"%s\" for as long as its session lasts.", holder) :
+			 end > now ?
+			 errdetail("It is leased to \"%s\"%s%s until %s.", holder,
+					   sysid_null ? "" : ", system identifier ",
+					   sysid_null ? "" : psprintf(INT64_FORMAT, holder_sysid),
+					   timestamptz_to_str(end)) :
+			 errdetail("Its lease, held by \"%s\", ended at %s; it rests until %s (idgen.worker_quarantine).",
+					   holder, timestamptz_to_str(end),
+					   timestamptz_to_str(end + (TimestampTz) idgen_worker_quarantine_ms * 1000)),
+			 (!sysid_null && holder_sysid == sysid && end > now) ?
+			 errhint("The holder has the same system identifier as the claimant: one is a standby, "
+					 "a restored backup or a copy of the other's data directory. "
+					 "Give each server its own identity, or set idgen.identity = 'registry'.") :
+			 errhint("Give each server its own idgen.datacenter_id and idgen.worker_id, "
+					 "or set idgen.identity = 'registry' to be given a free one.")));
+}
+
+/*
+ * Lease a worker id to 'holder' and return the SQL result row.  With
+ * 'want' >= 0, that id or an error; else a free id below 'max_workers'.
+ * 'sysid' (when not null) names the server whose identity the lease is:
+ * the same server and holder may take its own live lease over (a server
+ * whose shared memory was reset by a crash and restart).
+ */
+static Datum
+lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_workers,
+			  bool session_bound, bool sysid_null, int64 sysid, int64 want)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz ended_before = free_before(now);
-	bool		session_bound = !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
-	Interval   *ttl = NULL;
-	text	   *holder;
-	int64		space;
-	int32		max_workers;
+	int64		space = layout_space();
 	int64		own;
 	IdgenFunction fn;
 	IdgenSqlContext cx;
 	Oid			relid;
 	Oid			seqid;
-	Datum		args[9];
-	char		nulls[9];
-	int32	   *busy;			/* ids with a live or resting lease, sorted */
-	int			nbusy;
-	int32	   *session_ids;	/* those bound to a session, with tokens */
-	int64	   *session_tokens;
+	Datum		args[10];
+	char		nulls[10];
+	int32	   *busy = NULL;	/* ids with a live or resting lease, sorted */
+	int			nbusy = 0;
+	int32	   *session_ids = NULL; /* those bound to a session, with tokens */
+	int64	   *session_tokens = NULL;
 	int			nsession = 0;
 	int			nlocked = 0;	/* ids skipped as another acquirer had them */
 	uint32		start;
@@ -504,84 +593,68 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
 	Datum		values[4];
 	bool		isnull[4] = {false, false, false, false};
 
-	/* Arguments */
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("holder must not be null")));
-	holder = PG_GETARG_TEXT_PP(0);
-	if (VARSIZE_ANY_EXHDR(holder) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("holder must not be empty"),
-				 errhint("Name the process that will generate with the worker id, e.g. its host and pid.")));
-	if (VARSIZE_ANY_EXHDR(holder) > IDGEN_LEASE_MAX_HOLDER)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("holder is too long"),
-				 errdetail("The holder is %d bytes; the limit is %d.",
-						   (int) VARSIZE_ANY_EXHDR(holder), IDGEN_LEASE_MAX_HOLDER)));
-	if (!session_bound)
-		ttl = ttl_arg(fcinfo, 1, now);
-	space = layout_space();
-	if (PG_ARGISNULL(2))
-		max_workers = (int32) Min(space, (int64) PG_INT32_MAX);
-	else
-	{
-		max_workers = PG_GETARG_INT32(2);
-		if (max_workers < 1 || max_workers > space)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("max_workers %d is out of range", max_workers),
-					 errdetail("This server's layout has " INT64_FORMAT " worker ids "
-							   "(idgen.datacenter_bits %d + idgen.worker_bits %d): max_workers is 1 to " INT64_FORMAT ".",
-							   space, idgen_layout.datacenter_bits, idgen_layout.worker_bits, space)));
-	}
 	own = ((int64) idgen_layout.datacenter_id << idgen_layout.worker_bits) | idgen_layout.worker_id;
-	PreventCommandIfReadOnly("idgen_worker_acquire()");
+	if (want == own)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("worker id (datacenter %d, worker %d) is taken",
+						datacenter_of((int32) want), worker_of((int32) want)),
+				 errdetail("It is the identity of the registry server itself (its idgen.datacenter_id and idgen.worker_id)."),
+				 errhint("Give each server its own idgen.datacenter_id and idgen.worker_id, "
+						 "or set idgen.identity = 'registry' to be given a free one.")));
 
 	idgen_lookup_function(fcinfo, &fn);
 	relid = lease_relid(&fn, "idgen_worker_lease");
 	seqid = lease_relid(&fn, "idgen_worker_token");
 	idgen_sql_begin(&fn, &statements, &cx);
 
-	/* The ids that are not free, as of now. */
-	args[0] = Int32GetDatum(max_workers);
-	args[1] = TimestampTzGetDatum(ended_before);
-	nbusy = (int) idgen_sql_run_latest(&cx, Q_BUSY, args, NULL);
-	busy = palloc(sizeof(int32) * (nbusy + 1));
-	session_ids = palloc(sizeof(int32) * (nbusy + 1));
-	session_tokens = palloc(sizeof(int64) * (nbusy + 1));
-	for (int i = 0; i < nbusy; i++)
+	if (want < 0)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		n;
-
-		busy[i] = DatumGetInt32(SPI_getbinval(tup, desc, 1, &n));
-		if (DatumGetBool(SPI_getbinval(tup, desc, 3, &n)))
+		/* The ids that are not free, as of now. */
+		args[0] = Int32GetDatum(max_workers);
+		args[1] = TimestampTzGetDatum(ended_before);
+		nbusy = (int) idgen_sql_run_latest(&cx, Q_BUSY, args, NULL);
+		busy = palloc(sizeof(int32) * (nbusy + 1));
+		session_ids = palloc(sizeof(int32) * (nbusy + 1));
+		session_tokens = palloc(sizeof(int64) * (nbusy + 1));
+		for (int i = 0; i < nbusy; i++)
 		{
-			session_ids[nsession] = busy[i];
-			session_tokens[nsession++] = DatumGetInt64(SPI_getbinval(tup, desc, 2, &n));
-		}
-	}
-	qsort(busy, nbusy, sizeof(int32), compare_int32);
+			HeapTuple	tup = SPI_tuptable->vals[i];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			bool		n;
 
-	/* Try the ids in turn, from a random one. */
+			busy[i] = DatumGetInt32(SPI_getbinval(tup, desc, 1, &n));
+			if (DatumGetBool(SPI_getbinval(tup, desc, 3, &n)))
+			{
+				session_ids[nsession] = busy[i];
+				session_tokens[nsession++] = DatumGetInt64(SPI_getbinval(tup, desc, 2, &n));
+			}
+		}
+		qsort(busy, nbusy, sizeof(int32), compare_int32);
+
+		/* Try the ids in turn, from a random one. */
 #if PG_VERSION_NUM >= 150000
-	start = (uint32) pg_prng_uint64_range(&pg_global_prng_state, 0, (uint64) max_workers - 1);
+		start = (uint32) pg_prng_uint64_range(&pg_global_prng_state, 0, (uint64) max_workers - 1);
 #else
-	start = (uint32) (random() % max_workers);
+		start = (uint32) (random() % max_workers);
 #endif
+	}
+	else
+	{
+		/* Just the one; wait for whoever is claiming it. */
+		start = (uint32) want;
+		max_workers = 1;
+	}
+
 	for (int64 i = 0; i < max_workers && claimed_id < 0; i++)
 	{
-		int32		id = (int32) ((start + i) % max_workers);
+		int32		id = (want >= 0) ? (int32) want : (int32) ((start + i) % max_workers);
 		int			s;
 
 		CHECK_FOR_INTERRUPTS();
 		if (id == own)
 			continue;
-		if (bsearch(&id, busy, nbusy, sizeof(int32), compare_int32) != NULL)
+		if (want < 0 && bsearch(&id, busy, nbusy, sizeof(int32), compare_int32) != NULL)
 		{
 			/* Live, resting, or bound to a session that may have ended. */
 			for (s = 0; s < nsession && session_ids[s] != id; s++)
@@ -591,7 +664,7 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
 			(void) end_session_lease(&cx, relid, id, session_tokens[s], now);
 			continue;			/* held, or resting from now on */
 		}
-		if (!lock_id(relid, id, false, false))
+		if (!lock_id(relid, id, false, want >= 0))
 		{
 			nlocked++;			/* another acquirer is claiming it */
 			continue;
@@ -613,6 +686,9 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
 		args[5] = ObjectIdGetDatum(cx.save_userid);	/* the caller */
 		args[6] = TimestampTzGetDatum(now);
 		args[8] = TimestampTzGetDatum(ended_before);
+		args[9] = Int64GetDatum(sysid);
+		if (sysid_null)
+			nulls[9] = 'n';
 		if (idgen_sql_run_latest(&cx, Q_CLAIM, args, nulls) == 1)
 		{
 			bool		n;
@@ -622,6 +698,8 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
 			if (ttl != NULL)
 				values[3] = args[7];
 		}
+		else if (want >= 0)
+			report_taken(&cx, id, sysid);
 		else
 			nlocked++;			/* taken after we looked */
 	}
@@ -647,7 +725,94 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
 	values[1] = Int32GetDatum(datacenter_of((int32) claimed_id));
 	values[2] = Int64GetDatum(token);
 	isnull[3] = (ttl == NULL);
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, isnull)));
+	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, isnull));
+}
+
+/* max_workers argument n: NULL is the whole space. */
+static int32
+max_workers_arg(FunctionCallInfo fcinfo, int n)
+{
+	int64		space = layout_space();
+	int32		max_workers;
+
+	if (PG_ARGISNULL(n))
+		return (int32) Min(space, (int64) PG_INT32_MAX);
+	max_workers = PG_GETARG_INT32(n);
+	if (max_workers < 1 || max_workers > space)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_workers %d is out of range", max_workers),
+				 errdetail("This server's layout has " INT64_FORMAT " worker ids "
+						   "(idgen.datacenter_bits %d + idgen.worker_bits %d): max_workers is 1 to " INT64_FORMAT ".",
+						   space, idgen_layout.datacenter_bits, idgen_layout.worker_bits, space)));
+	return max_workers;
+}
+
+Datum
+idgen_worker_acquire(PG_FUNCTION_ARGS)
+{
+	text	   *holder = holder_arg(fcinfo, 0, "holder");
+	bool		session_bound = !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
+	Interval   *ttl = session_bound ? NULL : ttl_arg(fcinfo, 1, GetCurrentTimestamp());
+	int32		max_workers = max_workers_arg(fcinfo, 2);
+
+	PreventCommandIfReadOnly("idgen_worker_acquire()");
+	PG_RETURN_DATUM(lease_acquire(fcinfo, holder, ttl, max_workers, session_bound,
+								  true, 0, -1));
+}
+
+/* ----------
+ * idgen_server_lease(system_identifier bigint, instance text, ttl interval,
+ *					  claim_datacenter_id int, claim_worker_id int)
+ *	  returns (worker_id int, datacenter_id int, token bigint,
+ *			   expires_at timestamptz)
+ *
+ * A server's own identity, taken from this server as its registry (the
+ * "idgen registry" worker of the other server calls it; see registry.c).
+ * With claim_* given, exactly that id (a server whose identity comes from
+ * its settings: the registry then refuses a second server claiming it);
+ * without, any free one.  Renewed and released as any lease.
+ * ----------
+ */
+Datum
+idgen_server_lease(PG_FUNCTION_ARGS)
+{
+	int64		sysid;
+	text	   *instance;
+	Interval   *ttl;
+	int64		want = -1;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("system_identifier must not be null")));
+	sysid = PG_GETARG_INT64(0);
+	instance = holder_arg(fcinfo, 1, "instance");
+	ttl = ttl_arg(fcinfo, 2, GetCurrentTimestamp());
+	if (PG_ARGISNULL(3) != PG_ARGISNULL(4))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("claim_datacenter_id and claim_worker_id must both be given, or neither")));
+	if (!PG_ARGISNULL(3))
+	{
+		int32		dc = PG_GETARG_INT32(3);
+		int32		w = PG_GETARG_INT32(4);
+
+		(void) layout_space();
+		if (dc < 0 || w < 0 ||
+			(int64) dc >= (INT64CONST(1) << idgen_layout.datacenter_bits) ||
+			(int64) w >= (INT64CONST(1) << idgen_layout.worker_bits))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("worker id (datacenter %d, worker %d) is out of range", dc, w),
+					 errdetail("The registry's layout has idgen.datacenter_bits %d and idgen.worker_bits %d.",
+							   idgen_layout.datacenter_bits, idgen_layout.worker_bits)));
+		want = ((int64) dc << idgen_layout.worker_bits) | w;
+	}
+	PreventCommandIfReadOnly("idgen_server_lease()");
+	PG_RETURN_DATUM(lease_acquire(fcinfo, instance, ttl,
+								  (int32) Min(layout_space(), (int64) PG_INT32_MAX), false,
+								  false, sysid, want));
 }
 
 /* ----------

@@ -175,6 +175,7 @@ idgen_shmem_startup(void)
 		s->keeper.persists = s->keeper.failures = 0;
 		s->keeper.last_persist = s->keeper.last_failure = 0;
 
+		idgen_registry_shmem_init(s);
 		idgen_start_generators(s);
 		for (int i = 0; i < s->nslots; i++)
 			for (int k = 0; k < IDGEN_NUM_KINDS; k++)

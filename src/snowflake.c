@@ -66,6 +66,8 @@ snowflake_next(uint32 gene)
 		.end_of_time = l->end_of_time,
 	};
 
+	if (unlikely(idgen_shared->identity_leased))
+		return idgen_leased_next(&idgen_shared->genes[gene], &c, gene);
 	return idgen_compose(l, idgen_next_tick(&idgen_shared->genes[gene], &c), gene);
 }
 

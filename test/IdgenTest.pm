@@ -13,12 +13,14 @@ our @EXPORT = qw(idgen_node sql_error stress_client crash_twice);
 
 # A new cluster with idgen preloaded and the extension created in database
 # "postgres".  %conf holds extra settings (name => value); a setting named
-# shared_preload_libraries overrides the preload.
+# shared_preload_libraries overrides the preload; the key _init passes a
+# hash of options to init (e.g. allows_streaming => 1).
 sub idgen_node
 {
 	my ($name, %conf) = @_;
+	my $init = delete $conf{_init} // {};
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
+	$node->init(%$init);
 	my %all = (shared_preload_libraries => "'idgen'", %conf);
 	$node->append_conf('postgresql.conf',
 		join('', map { "$_ = $all{$_}\n" } sort keys %all));

@@ -1,0 +1,844 @@
+/*-------------------------------------------------------------------------
+ *
+ * registry.c
+ *	  A server's Snowflake identity held as a lease in a registry: the
+ *	  "idgen registry" background worker, and the check on the hot path.
+ *
+ * Settings
+ *	  idgen.identity = 'settings' (default): the identity is
+ *	  idgen.datacenter_id / idgen.worker_id.  With idgen.registry set at
+ *	  start, the server claims exactly that identity from the registry, so a
+ *	  second server configured with it (a copy, a standby, a typo) is
+ *	  refused instead of issuing the same IDs.
+ *	  idgen.identity = 'registry': the registry gives a free identity.
+ *	  idgen.registry is a libpq connection string to a database of another
+ *	  server (the registry) where the idgen extension is installed; its
+ *	  idgen_worker_lease table holds every server's identity, keyed by id,
+ *	  with each holder's system_identifier.
+ *
+ * The lease
+ *	  The worker calls idgen_server_lease(system_identifier, instance, ttl
+ *	  [, datacenter, worker]) on the registry, then idgen_worker_renew every
+ *	  ttl / 3.  'instance' names this postmaster (host, port, pid, start
+ *	  time): after a crash and restart of this server, whose shared memory
+ *	  lost the token, the same instance takes its own live lease over; any
+ *	  other server has to wait until the lease has ended and rested for the
+ *	  registry's idgen.worker_quarantine.  A clean shutdown releases it.
+ *
+ *	  The lease is valid here until the local time its request was sent plus
+ *	  the ttl: never later than the registry's expiry, as long as the two
+ *	  clocks run at the same rate.  When the registry cannot be reached the
+ *	  server goes on generating until then, and refuses after.  A renewal
+ *	  answered "lease lost" (the registry gave the id to someone else, which
+ *	  it does only after the lease ended) stops generation at once.
+ *
+ * Hot path
+ *	  Shared word 'identity' packs the lease as an ID would:
+ *	  (valid-until millisecond << timestamp_shift) | datacenter and worker
+ *	  fields; 0 when there is none.  A generator reads it once before taking
+ *	  its tick and issues the ID only if the tick's millisecond is below the
+ *	  word's: every such ID's timestamp lies inside the lease (after the
+ *	  word was published, before the lease ends).  One atomic read of a line
+ *	  written every ttl / 3: nothing else is added to the hot path.
+ *
+ * Clock
+ *	  The next holder of an identity starts no earlier than the registry's
+ *	  expiry plus the quarantine (10 s by default): a holder whose clock is
+ *	  ahead of the next one's by more than that could share milliseconds
+ *	  with it.  The worker measures this server's clock against the
+ *	  registry's at every renewal and reports it in idgen_identity().
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "access/xlog.h"
+#include "funcapi.h"
+#include "libpq-fe.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "postmaster/postmaster.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+
+#include "idgen.h"
+
+PGDLLEXPORT void idgen_registry_main(Datum main_arg);
+
+PG_FUNCTION_INFO_V1(idgen_identity);
+
+/* How long one connection attempt or one query may take; at shutdown. */
+#define REGISTRY_TIMEOUT_MS		10000
+#define REGISTRY_EXIT_TIMEOUT_MS	2000
+/* Retry interval after a failure, at most (ttl / 3 when that is shorter). */
+#define REGISTRY_RETRY_MS		1000
+
+/* This worker's connection and what it learnt on connecting. */
+static PGconn *conn = NULL;
+static char registry_schema[NAMEDATALEN * 2 + 3];
+static char *conn_conninfo = NULL;	/* the idgen.registry it was made with */
+static int	timeout_ms = REGISTRY_TIMEOUT_MS;
+
+/* ----------
+ * Shared state
+ * ----------
+ */
+static const char *const state_names[] = {
+	[IDGEN_IDENTITY_SETTINGS] = "settings",
+	[IDGEN_IDENTITY_STARTING] = "starting",
+	[IDGEN_IDENTITY_HELD] = "held",
+	[IDGEN_IDENTITY_REFUSED] = "refused",
+	[IDGEN_IDENTITY_UNREACHABLE] = "unreachable",
+	[IDGEN_IDENTITY_STOPPED] = "stopped",
+};
+
+/* Initialise the shared state; postmaster, at start and after a crash. */
+void
+idgen_registry_shmem_init(IdgenShared *s)
+{
+	IdgenRegistryStatus *r = &s->registry;
+
+	pg_atomic_init_u64(&s->identity.value, 0);
+	s->identity_leased = idgen_identity_from_registry || (idgen_registry != NULL && idgen_registry[0] != '\0');
+	SpinLockInit(&r->mutex);
+	r->pid = 0;
+	r->state = s->identity_leased ? IDGEN_IDENTITY_STARTING : IDGEN_IDENTITY_SETTINGS;
+	r->datacenter_id = r->worker_id = -1;
+	r->token = 0;
+	r->valid_until = r->registry_expires_at = r->acquired_at = r->renewed_at = 0;
+	r->skew_ms = 0;
+	r->has_skew = false;
+	r->renewals = r->failures = 0;
+	r->message[0] = '\0';
+}
+
+/* Set the state and its message (printf-style), under the mutex. */
+static void
+set_state(IdgenIdentityState state, const char *fmt,...) pg_attribute_printf(2, 3);
+
+static void
+set_state(IdgenIdentityState state, const char *fmt,...)
+{
+	IdgenRegistryStatus *r = &idgen_shared->registry;
+	char		buf[sizeof(r->message)];
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+
+	SpinLockAcquire(&r->mutex);
+	r->state = state;
+	strlcpy(r->message, buf, sizeof(r->message));
+	if (state == IDGEN_IDENTITY_REFUSED || state == IDGEN_IDENTITY_UNREACHABLE)
+		r->failures++;
+	SpinLockRelease(&r->mutex);
+}
+
+/* Publish the lease word: identity valid until 'until' (local time). */
+static void
+publish(int datacenter_id, int worker_id, TimestampTz until)
+{
+	const IdgenLayout *l = &idgen_layout;
+	int64		ms = (until - l->epoch) / 1000;
+	uint64		w;
+
+	if (ms <= 0)
+		w = 0;
+	else
+	{
+		if ((uint64) ms > l->timestamp_max)
+			ms = (int64) l->timestamp_max;
+		w = ((uint64) ms << l->timestamp_shift) |
+			((uint64) datacenter_id << l->datacenter_shift) |
+			((uint64) worker_id << l->worker_shift);
+	}
+	pg_atomic_write_u64(&idgen_shared->identity.value, w);
+}
+
+/* ----------
+ * The hot path
+ * ----------
+ */
+
+/*
+ * The identity bits for a tick of millisecond 'ms', given the lease word
+ * 'w' read before the tick was taken; 'false' if it does not cover it.
+ */
+static inline bool
+identity_covers(uint64 w, uint64 ms)
+{
+	return ms < (w >> idgen_layout.timestamp_shift);
+}
+
+/*
+ * Issue the next ID for 'word' (a gene's generator word) under the leased
+ * identity.  Called by snowflake.c only when identity_leased.
+ */
+int64
+idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 gene)
+{
+	const IdgenLayout *l = &idgen_layout;
+	TimestampTz give_up = 0;
+
+	for (;;)
+	{
+		uint64		w = pg_atomic_read_u64(&idgen_shared->identity.value);
+		uint64		tick;
+		IdgenRegistryStatus copy;
+
+		pg_read_barrier();
+		tick = idgen_next_tick(word, clock);
+		if (likely(identity_covers(w, tick >> l->sequence_bits)))
+			return idgen_compose_identity(l, tick, gene,
+										  w & ~(l->timestamp_max << l->timestamp_shift));
+
+		/*
+		 * No lease covers it.  While the worker is still on its first
+		 * attempt (the server has just started), wait for it a little, as
+		 * for the clock.
+		 */
+		SpinLockAcquire(&idgen_shared->registry.mutex);
+		copy = idgen_shared->registry;
+		SpinLockRelease(&idgen_shared->registry.mutex);
+		if (copy.state == IDGEN_IDENTITY_STARTING)
+		{
+			TimestampTz now = GetCurrentTimestamp();
+
+			if (give_up == 0)
+				give_up = now + (TimestampTz) idgen_clock_wait_ms * 1000;
+			if (now < give_up)
+			{
+				CHECK_FOR_INTERRUPTS();
+				pg_usleep(10 * 1000L);
+				continue;
+			}
+		}
+
+		idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_ERRORS, 1);
+		if (copy.state == IDGEN_IDENTITY_HELD || copy.valid_until != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("this server's lease on its Snowflake identity has ended"),
+					 errdetail("The lease on (datacenter %d, worker %d) was valid until %s and could not be renewed: %s",
+							   copy.datacenter_id, copy.worker_id,
+							   timestamptz_to_str(copy.valid_until),
+							   copy.message[0] ? copy.message : "no renewal yet."),
+					 errhint("The \"idgen registry\" worker renews it; see idgen_identity() and the server log, and check that the registry (idgen.registry) is reachable.")));
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this server holds no Snowflake identity"),
+				 errdetail("Its identity comes from the registry (idgen.identity = '%s'), which has not given it one (%s): %s",
+						   idgen_identity_from_registry ? "registry" : "settings",
+						   state_names[copy.state],
+						   copy.message[0] ? copy.message : "no answer yet."),
+				 errhint("See idgen_identity() and the server log.")));
+	}
+}
+
+/* ----------
+ * libpq, without blocking the latch
+ * ----------
+ */
+
+/* Wait until 'conn' is readable or writable; false on timeout or shutdown. */
+static bool
+wait_socket(bool for_write, TimestampTz deadline)
+{
+	long		timeout = (long) ((deadline - GetCurrentTimestamp()) / 1000);
+	int			rc;
+
+	if (timeout <= 0)
+		return false;
+	rc = WaitLatchOrSocket(MyLatch,
+						   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH |
+						   (for_write ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE),
+						   PQsocket(conn), timeout, PG_WAIT_EXTENSION);
+	if (rc & WL_LATCH_SET)
+	{
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return !ShutdownRequestPending;
+}
+
+static void
+disconnect(void)
+{
+	if (conn != NULL)
+		PQfinish(conn);
+	conn = NULL;
+}
+
+/* Strip the trailing newline libpq puts on its messages. */
+static const char *
+pq_message(const char *msg)
+{
+	static char buf[256];
+	size_t		len;
+
+	strlcpy(buf, msg ? msg : "", sizeof(buf));
+	len = strlen(buf);
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
+		buf[--len] = '\0';
+	return buf;
+}
+
+/*
+ * Run 'sql' with text parameters; the result (the caller clears it), or
+ * NULL with the connection dropped when the registry could not answer.
+ */
+static PGresult *
+run(const char *sql, int nparams, const char *const *values, char *err, size_t errlen)
+{
+	TimestampTz deadline = GetCurrentTimestamp() + (TimestampTz) timeout_ms * 1000;
+	PGresult   *res = NULL;
+	PGresult   *r;
+	int			f;
+
+	if (!PQsendQueryParams(conn, sql, nparams, NULL, values, NULL, NULL, 0))
+		goto broken;
+	while ((f = PQflush(conn)) == 1)
+		if (!wait_socket(true, deadline))
+			goto timeout;
+	if (f < 0)
+		goto broken;
+	for (;;)
+	{
+		while (PQisBusy(conn))
+		{
+			if (!wait_socket(false, deadline))
+				goto timeout;
+			if (!PQconsumeInput(conn))
+				goto broken;
+		}
+		r = PQgetResult(conn);
+		if (r == NULL)
+			break;
+		if (res != NULL)
+			PQclear(res);
+		res = r;
+	}
+	if (res != NULL && PQstatus(conn) != CONNECTION_BAD)
+		return res;
+	if (res != NULL)
+		PQclear(res);
+broken:
+	snprintf(err, errlen, "%s", pq_message(PQerrorMessage(conn)));
+	disconnect();
+	return NULL;
+timeout:
+	snprintf(err, errlen, "no answer from the registry within %d ms", timeout_ms);
+	disconnect();
+	return NULL;
+}
+
+/* "message: detail" of a failed result. */
+static const char *
+result_message(const PGresult *res)
+{
+	static char buf[256];
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+
+	snprintf(buf, sizeof(buf), "%s%s%s", msg ? msg : pq_message(PQresultErrorMessage(res)),
+			 detail ? ": " : "", detail ? detail : "");
+	return buf;
+}
+
+/*
+ * Connect, find the extension's schema and check the registry's layout has
+ * the same identity space; false (with the state set) if not.
+ */
+static bool
+connect_registry(void)
+{
+	const char *keys[] = {"dbname", "fallback_application_name", NULL};
+	const char *vals[] = {idgen_registry, "idgen registry", NULL};
+	TimestampTz deadline = GetCurrentTimestamp() + (TimestampTz) timeout_ms * 1000;
+	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+	char		err[256];
+	PGresult   *res;
+
+	if (idgen_registry == NULL || idgen_registry[0] == '\0')
+	{
+		set_state(IDGEN_IDENTITY_UNREACHABLE,
+				  "idgen.identity is 'registry' but idgen.registry (the registry's connection string) is not set");
+		return false;
+	}
+	conn = PQconnectStartParams(keys, vals, 1);
+	if (conn == NULL)
+	{
+		set_state(IDGEN_IDENTITY_UNREACHABLE, "out of memory");
+		return false;
+	}
+	while (st != PGRES_POLLING_OK)
+	{
+		if (st == PGRES_POLLING_FAILED || PQstatus(conn) == CONNECTION_BAD)
+		{
+			set_state(IDGEN_IDENTITY_UNREACHABLE, "could not connect to the registry: %s",
+					  pq_message(PQerrorMessage(conn)));
+			disconnect();
+			return false;
+		}
+		if (!wait_socket(st == PGRES_POLLING_WRITING, deadline))
+		{
+			set_state(IDGEN_IDENTITY_UNREACHABLE, "could not connect to the registry within %d ms",
+					  timeout_ms);
+			disconnect();
+			return false;
+		}
+		st = PQconnectPoll(conn);
+	}
+	if (conn_conninfo != NULL)
+		pfree(conn_conninfo);
+	conn_conninfo = MemoryContextStrdup(TopMemoryContext, idgen_registry);
+
+	res = run("SELECT pg_catalog.quote_ident(n.nspname) "
+			  "FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n "
+			  "ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
+			  "WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'", 0, NULL, err, sizeof(err));
+	if (res == NULL)
+	{
+		set_state(IDGEN_IDENTITY_UNREACHABLE, "the registry did not answer: %s", err);
+		return false;
+	}
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	{
+		set_state(IDGEN_IDENTITY_REFUSED, "%s",
+				  PQresultStatus(res) != PGRES_TUPLES_OK ? result_message(res) :
+				  "the idgen extension is not installed in the registry's database");
+		PQclear(res);
+		disconnect();
+		return false;
+	}
+	strlcpy(registry_schema, PQgetvalue(res, 0, 0), sizeof(registry_schema));
+	PQclear(res);
+
+	/* idgen_info() loads the library, so the registry's layout is known. */
+	{
+		char		sql[512];
+
+		snprintf(sql, sizeof(sql), "SELECT datacenter_bits, worker_bits FROM %s.idgen_info()", registry_schema);
+		res = run(sql, 0, NULL, err, sizeof(err));
+	}
+	if (res == NULL)
+	{
+		set_state(IDGEN_IDENTITY_UNREACHABLE, "the registry did not answer: %s", err);
+		return false;
+	}
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
+		atoi(PQgetvalue(res, 0, 0)) != idgen_layout.datacenter_bits ||
+		atoi(PQgetvalue(res, 0, 1)) != idgen_layout.worker_bits)
+	{
+		if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+			set_state(IDGEN_IDENTITY_REFUSED, "%s", result_message(res));
+		else
+			set_state(IDGEN_IDENTITY_REFUSED,
+					  "the registry's layout has idgen.datacenter_bits %s and idgen.worker_bits %s, this server's %d and %d: identities from it would not fit",
+					  PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
+					  idgen_layout.datacenter_bits, idgen_layout.worker_bits);
+		PQclear(res);
+		disconnect();
+		return false;
+	}
+	PQclear(res);
+	return true;
+}
+
+/* ----------
+ * The lease
+ * ----------
+ */
+static int64 system_identifier;
+static char instance[256];
+
+/*
+ * A time the registry sent as seconds since 1970 (date_part('epoch', ...)): the
+ * text form of a timestamptz would depend on its DateStyle and TimeZone.
+ */
+static TimestampTz
+epoch_to_ts(const char *s)
+{
+	return IDGEN_UNIX_EPOCH + (TimestampTz) (strtod(s, NULL) * USECS_PER_SEC);
+}
+
+/* Remember the registry's clock against ours: its time at our 'sent'. */
+static void
+note_skew(const char *registry_now, TimestampTz sent, TimestampTz received)
+{
+	IdgenRegistryStatus *r = &idgen_shared->registry;
+	TimestampTz theirs = epoch_to_ts(registry_now);
+	int64		skew = (sent + (received - sent) / 2 - theirs) / 1000;
+
+	SpinLockAcquire(&r->mutex);
+	r->skew_ms = skew;
+	r->has_skew = true;
+	SpinLockRelease(&r->mutex);
+}
+
+/* Take an identity; true if one is held now. */
+static bool
+claim(void)
+{
+	IdgenRegistryStatus *r = &idgen_shared->registry;
+	char		sql[512];
+	char		sysid[32];
+	char		ttl[32];
+	char		dc[16];
+	char		w[16];
+	const char *params[5];
+	char		err[256];
+	TimestampTz sent = GetCurrentTimestamp();
+	PGresult   *res;
+
+	snprintf(sysid, sizeof(sysid), INT64_FORMAT, system_identifier);
+	snprintf(ttl, sizeof(ttl), "%d ms", idgen_registry_ttl_ms);
+	snprintf(dc, sizeof(dc), "%d", idgen_layout.datacenter_id);
+	snprintf(w, sizeof(w), "%d", idgen_layout.worker_id);
+	params[0] = sysid;
+	params[1] = instance;
+	params[2] = ttl;
+	params[3] = idgen_identity_from_registry ? NULL : dc;
+	params[4] = idgen_identity_from_registry ? NULL : w;
+	snprintf(sql, sizeof(sql),
+			 "SELECT datacenter_id, worker_id, token, pg_catalog.date_part('epoch', expires_at), "
+			 "pg_catalog.date_part('epoch', pg_catalog.statement_timestamp()) "
+			 "FROM %s.idgen_server_lease($1::bigint, $2, $3::interval, $4::int, $5::int)",
+			 registry_schema);
+	res = run(sql, 5, params, err, sizeof(err));
+	if (res == NULL)
+	{
+		set_state(IDGEN_IDENTITY_UNREACHABLE, "the registry did not answer: %s", err);
+		return false;
+	}
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	{
+		set_state(IDGEN_IDENTITY_REFUSED, "the registry refused: %s", result_message(res));
+		ereport(LOG,
+				(errmsg("idgen registry refused this server's identity claim"),
+				 errdetail("%s", result_message(res))));
+		PQclear(res);
+		return false;
+	}
+
+	SpinLockAcquire(&r->mutex);
+	r->datacenter_id = atoi(PQgetvalue(res, 0, 0));
+	r->worker_id = atoi(PQgetvalue(res, 0, 1));
+	r->token = strtoi64(PQgetvalue(res, 0, 2), NULL, 10);
+	r->valid_until = sent + (TimestampTz) idgen_registry_ttl_ms * 1000;
+	r->registry_expires_at = epoch_to_ts(PQgetvalue(res, 0, 3));
+	r->acquired_at = r->renewed_at = sent;
+	r->state = IDGEN_IDENTITY_HELD;
+	r->message[0] = '\0';
+	SpinLockRelease(&r->mutex);
+	note_skew(PQgetvalue(res, 0, 4), sent, GetCurrentTimestamp());
+	publish(r->datacenter_id, r->worker_id, r->valid_until);
+	ereport(LOG,
+			(errmsg("idgen identity (datacenter %d, worker %d) leased from the registry",
+					r->datacenter_id, r->worker_id),
+			 errdetail("Token " INT64_FORMAT ", ttl %d ms, renewed every %d ms; this server is \"%s\", system identifier " INT64_FORMAT ".",
+					   r->token, idgen_registry_ttl_ms, idgen_registry_ttl_ms / 3,
+					   instance, system_identifier)));
+	PQclear(res);
+	return true;
+}
+
+/*
+ * Renew the lease; false if it was lost (generation stopped) or could not
+ * be renewed now (generation goes on until it runs out).
+ */
+static bool
+renew(bool *lost)
+{
+	IdgenRegistryStatus *r = &idgen_shared->registry;
+	char		sql[512];
+	char		wid[16];
+	char		token[32];
+	char		ttl[32];
+	const char *params[3];
+	char		err[256];
+	TimestampTz sent = GetCurrentTimestamp();
+	PGresult   *res;
+	const char *sqlstate;
+
+	*lost = false;
+	snprintf(wid, sizeof(wid), "%d", r->worker_id);
+	snprintf(token, sizeof(token), INT64_FORMAT, r->token);
+	snprintf(ttl, sizeof(ttl), "%d ms", idgen_registry_ttl_ms);
+	params[0] = wid;
+	params[1] = token;
+	params[2] = ttl;
+	snprintf(sql, sizeof(sql), "SELECT pg_catalog.date_part('epoch', %s.idgen_worker_renew($1::int, $2::bigint, $3::interval)), "
+			 "pg_catalog.date_part('epoch', pg_catalog.statement_timestamp())",
+			 registry_schema);
+	res = run(sql, 3, params, err, sizeof(err));
+	if (res == NULL)
+	{
+		set_state(IDGEN_IDENTITY_UNREACHABLE, "the registry did not answer: %s", err);
+		return false;
+	}
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+	{
+		SpinLockAcquire(&r->mutex);
+		r->valid_until = sent + (TimestampTz) idgen_registry_ttl_ms * 1000;
+		r->registry_expires_at = epoch_to_ts(PQgetvalue(res, 0, 0));
+		r->renewed_at = sent;
+		r->renewals++;
+		r->state = IDGEN_IDENTITY_HELD;
+		r->message[0] = '\0';
+		SpinLockRelease(&r->mutex);
+		note_skew(PQgetvalue(res, 0, 1), sent, GetCurrentTimestamp());
+		publish(r->datacenter_id, r->worker_id, r->valid_until);
+		PQclear(res);
+		return true;
+	}
+
+	/* "lease lost" (55000) or not ours (42501): the id is someone else's. */
+	sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	if (sqlstate != NULL && (strcmp(sqlstate, "55000") == 0 || strcmp(sqlstate, "42501") == 0))
+	{
+		*lost = true;
+		publish(0, 0, 0);
+		ereport(WARNING,
+				(errmsg("idgen identity (datacenter %d, worker %d) lost: generation stopped",
+						r->datacenter_id, r->worker_id),
+				 errdetail("The registry answered: %s", result_message(res))));
+		SpinLockAcquire(&r->mutex);
+		r->valid_until = 0;
+		r->token = 0;
+		SpinLockRelease(&r->mutex);
+	}
+	set_state(*lost ? IDGEN_IDENTITY_REFUSED : IDGEN_IDENTITY_UNREACHABLE,
+			  "renewal failed: %s", result_message(res));
+	PQclear(res);
+	return false;
+}
+
+/*
+ * At shutdown: stop generating, then give the lease back, so that the id
+ * rests only for the quarantine (a restarted server is a new instance and
+ * must wait for it like any other).  Each step gets a short timeout.
+ */
+static void
+registry_exit(int code, Datum arg)
+{
+	IdgenRegistryStatus *r = &idgen_shared->registry;
+
+	if (code == 0 && r->token != 0)
+	{
+		publish(0, 0, 0);
+		ShutdownRequestPending = false; /* let run() wait for the answers */
+		timeout_ms = REGISTRY_EXIT_TIMEOUT_MS;
+		if (conn == NULL)
+			(void) connect_registry();
+		if (conn != NULL)
+		{
+			char		sql[512];
+			char		wid[16];
+			char		token[32];
+			const char *params[2] = {wid, token};
+			char		err[256];
+			PGresult   *res;
+
+			snprintf(wid, sizeof(wid), "%d", r->worker_id);
+			snprintf(token, sizeof(token), INT64_FORMAT, r->token);
+			snprintf(sql, sizeof(sql), "SELECT %s.idgen_worker_release($1::int, $2::bigint)",
+					 registry_schema);
+			res = run(sql, 2, params, err, sizeof(err));
+			if (res != NULL && PQresultStatus(res) == PGRES_TUPLES_OK)
+				ereport(LOG,
+						(errmsg("idgen identity (datacenter %d, worker %d) released to the registry",
+								r->datacenter_id, r->worker_id)));
+			else
+				ereport(LOG,
+						(errmsg("idgen identity (datacenter %d, worker %d) could not be released; it ends when its lease runs out",
+								r->datacenter_id, r->worker_id),
+						 errdetail("%s", res != NULL ? result_message(res) : err)));
+			if (res != NULL)
+				PQclear(res);
+		}
+		SpinLockAcquire(&r->mutex);
+		r->token = 0;
+		r->valid_until = 0;
+		r->state = IDGEN_IDENTITY_STOPPED;
+		SpinLockRelease(&r->mutex);
+	}
+	disconnect();
+	SpinLockAcquire(&r->mutex);
+	r->pid = 0;
+	SpinLockRelease(&r->mutex);
+}
+
+/*
+ * Main entry point of the registry worker.
+ */
+void
+idgen_registry_main(Datum main_arg)
+{
+	IdgenRegistryStatus *r = &idgen_shared->registry;
+	char		host[128];
+	TimestampTz next = 0;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+
+	system_identifier = (int64) GetSystemIdentifier();
+	if (gethostname(host, sizeof(host)) != 0)
+		strlcpy(host, "?", sizeof(host));
+	host[sizeof(host) - 1] = '\0';
+	snprintf(instance, sizeof(instance), "idgen server %s:%d pid %d started %s",
+			 host, PostPortNumber, (int) PostmasterPid, timestamptz_to_str(PgStartTime));
+
+	SpinLockAcquire(&r->mutex);
+	r->pid = MyProcPid;
+	SpinLockRelease(&r->mutex);
+	before_shmem_exit(registry_exit, (Datum) 0);
+
+	ereport(LOG,
+			(errmsg("idgen registry worker started"),
+			 errdetail("This server (system identifier " INT64_FORMAT ") takes its identity %s from the registry.",
+					   system_identifier,
+					   idgen_identity_from_registry ? "(any free one)" :
+					   psprintf("(datacenter %d, worker %d, from its settings)",
+								idgen_layout.datacenter_id, idgen_layout.worker_id))));
+
+	for (;;)
+	{
+		TimestampTz now;
+		long		timeout_ms;
+		bool		ok = true;
+		int			retry_ms = Min(REGISTRY_RETRY_MS, idgen_registry_ttl_ms / 3);
+
+		CHECK_FOR_INTERRUPTS();
+		if (ShutdownRequestPending)
+			break;
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			if (conn != NULL && (conn_conninfo == NULL || strcmp(conn_conninfo, idgen_registry) != 0))
+				disconnect();
+		}
+
+		now = GetCurrentTimestamp();
+		if (now >= next)
+		{
+			if (conn == NULL)
+				ok = connect_registry();
+			if (ok && r->token == 0)
+				ok = claim();
+			else if (ok)
+			{
+				bool		lost;
+
+				ok = renew(&lost);
+				if (lost)
+					ok = claim();
+			}
+			now = GetCurrentTimestamp();
+			next = now + (TimestampTz) (ok ? idgen_registry_ttl_ms / 3 : retry_ms) * 1000;
+		}
+		timeout_ms = (long) ((next - now) / 1000) + 1;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 timeout_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+	proc_exit(0);
+}
+
+/*
+ * Register the registry worker when the identity is leased; called from
+ * _PG_init in the postmaster.  It needs no database; it starts at once, so
+ * that a standby (which can generate) has its identity too.
+ */
+void
+idgen_registry_register(void)
+{
+	if (idgen_identity_from_registry || (idgen_registry != NULL && idgen_registry[0] != '\0'))
+		idgen_register_worker("idgen registry", "idgen_registry_main", BGWORKER_SHMEM_ACCESS,
+							  BgWorkerStart_PostmasterStart, 1);
+}
+
+/*
+ * idgen_identity() returns one row: where this server's Snowflake identity
+ * comes from and, when it is leased, the lease.
+ */
+Datum
+idgen_identity(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[15];
+	bool		nulls[15] = {0};
+	int			i = 0;
+	IdgenRegistryStatus copy;
+	bool		leased;
+
+	idgen_require_shmem("idgen_identity");
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	SpinLockAcquire(&idgen_shared->registry.mutex);
+	copy = idgen_shared->registry;
+	SpinLockRelease(&idgen_shared->registry.mutex);
+	leased = idgen_shared->identity_leased;
+
+	values[i++] = CStringGetTextDatum(idgen_identity_from_registry ? "registry" : "settings");	/* source */
+	values[i++] = BoolGetDatum(leased); /* leased */
+	if (leased && copy.state == IDGEN_IDENTITY_HELD && copy.valid_until <= GetCurrentTimestamp())
+		values[i++] = CStringGetTextDatum("expired");
+	else
+		values[i++] = CStringGetTextDatum(state_names[copy.state]);	/* state */
+	if (!leased)
+	{
+		values[i++] = Int32GetDatum(idgen_layout.datacenter_id);
+		values[i++] = Int32GetDatum(idgen_layout.worker_id);
+	}
+	else if (copy.datacenter_id >= 0)
+	{
+		values[i++] = Int32GetDatum(copy.datacenter_id);
+		values[i++] = Int32GetDatum(copy.worker_id);
+	}
+	else
+	{
+		nulls[i++] = true;
+		nulls[i++] = true;
+	}
+#define TS_OR_NULL(ts) \
+	do { if ((ts) != 0) values[i++] = TimestampTzGetDatum(ts); else nulls[i++] = true; } while (0)
+	if (copy.token != 0)
+		values[i++] = Int64GetDatum(copy.token);
+	else
+		nulls[i++] = true;
+	TS_OR_NULL(copy.valid_until);
+	TS_OR_NULL(copy.registry_expires_at);
+	TS_OR_NULL(copy.acquired_at);
+	TS_OR_NULL(copy.renewed_at);
+#undef TS_OR_NULL
+	if (copy.has_skew)
+		values[i++] = Int64GetDatum(copy.skew_ms);
+	else
+		nulls[i++] = true;
+	values[i++] = Int64GetDatum((int64) GetSystemIdentifier());
+	if (copy.message[0])
+		values[i++] = CStringGetTextDatum(copy.message);
+	else
+		nulls[i++] = true;
+	if (copy.pid != 0)
+		values[i++] = Int32GetDatum(copy.pid);
+	else
+		nulls[i++] = true;
+	values[i++] = Int64GetDatum((int64) copy.failures);
+
+	Assert(i == lengthof(values));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
+}

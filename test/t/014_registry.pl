@@ -1,0 +1,216 @@
+# Scenario: servers take their Snowflake identity from a registry (another
+# server's idgen_worker_lease table), so that no two running servers
+# generate under one identity.
+#
+#   registry   a server with idgen (its own identity 0:0); quarantine 1 s
+#   a, b       idgen.identity = 'registry': given any free identity
+#   c          idgen.identity = 'settings' (2:5) claimed from the registry
+#   twin       an unrelated server configured as 2:5: refused
+#   standby    a streaming standby of c (same system identifier, same
+#              settings): refused while c holds 2:5, also once promoted;
+#              takes 2:5 only after c is gone and its lease has run out;
+#              then c, restarted, is the one refused (fencing)
+#
+# Then: the registry stopped (a keeps generating on its lease until it
+# runs out, then refuses with a clear error, and recovers when the registry
+# is back); a server started while the registry is down; a crash and
+# restart of c's successor takes its own lease over at once; a clean
+# shutdown releases the lease.  All leases are 3 s long (renewed every 1 s).
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use IdgenTest;
+
+my $registry = idgen_node('registry', 'idgen.worker_quarantine' => "'1s'");
+my $conninfo = 'host=' . $registry->host . ' port=' . $registry->port . ' dbname=postgres';
+my %leased = ('idgen.registry' => "'$conninfo'", 'idgen.registry_ttl' => "'3s'");
+
+# Wait until $node's identity is held; return "dc:worker".
+sub held
+{
+	my ($node) = @_;
+	$node->poll_query_until('postgres', q{SELECT state = 'held' FROM idgen_identity()})
+	  or die $node->name . ': no identity: ' . $node->safe_psql('postgres', 'SELECT message FROM idgen_identity()');
+	return $node->safe_psql('postgres', q{SELECT datacenter_id || ':' || worker_id FROM idgen_identity()});
+}
+
+# The identity carried by a fresh ID of $node.
+sub id_identity
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		q{SELECT datacenter_id || ':' || worker_id FROM idgen_snowflake_decode(idgen_snowflake())});
+}
+
+sub sysid
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+}
+
+my $na = idgen_node('a', %leased, 'idgen.identity' => 'registry');
+my $nb = idgen_node('b', %leased, 'idgen.identity' => 'registry');
+my $nc = idgen_node('c', %leased, 'idgen.datacenter_id' => 2, 'idgen.worker_id' => 5,
+	_init => { allows_streaming => 1 });
+
+my %ident = map { $_->name => held($_) } ($na, $nb, $nc);
+is($ident{c}, '2:5', 'c holds the identity of its settings, 2:5');
+isnt($ident{a}, $ident{b}, "a and b are given different identities ($ident{a}, $ident{b})");
+ok(!grep({ $_ eq '0:0' || $_ eq '2:5' } $ident{a}, $ident{b}),
+	"neither is the registry's own (0:0) nor c's");
+is(id_identity($_), $ident{ $_->name }, $_->name . "'s IDs carry its leased identity")
+  for ($na, $nb, $nc);
+is( $registry->safe_psql('postgres', q{
+		SELECT string_agg(datacenter_id || ':' || worker_id || '=' || system_identifier, ' ' ORDER BY system_identifier)
+		FROM idgen_worker_leases WHERE state = 'held'}),
+	join(' ', map { "$_->[0]=$_->[1]" } sort { $a->[1] <=> $b->[1] }
+		  map { [ $ident{ $_->name }, sysid($_) ] } ($na, $nb, $nc)),
+	"the registry holds each server's identity under its system identifier");
+
+# All four servers generate at once: no ID repeats.
+{
+	my @nodes = ($registry, $na, $nb, $nc);
+	my @runs;
+	for my $node (@nodes)
+	{
+		my ($out, $err) = ('', '');
+		push @runs, [ \$err, IPC::Run::start(
+			[ $node->installed_command('psql'), '-XAtq', '-d', $node->connstr('postgres'), '-c',
+			  'CREATE TABLE ids AS SELECT idgen_snowflake() AS id FROM generate_series(1, 200000)' ],
+			'>', \$out, '2>', \$err) ];
+	}
+	$_->[1]->finish or die "generation failed: ${$_->[0]}" for @runs;
+	my (%seen, $dups, $total);
+	$dups = $total = 0;
+	for my $node (@nodes)
+	{
+		for my $id (split /\n/, $node->safe_psql('postgres', 'SELECT id FROM ids'))
+		{
+			$total++;
+			$dups++ if $seen{$id}++;
+		}
+		$node->safe_psql('postgres', 'DROP TABLE ids');
+	}
+	is($total, 800_000, '200 000 IDs from each of the four servers at once');
+	is($dups, 0, 'no ID repeats across them');
+}
+
+# A fifth server configured with c's identity is refused and says why.
+my $twin = idgen_node('twin', %leased, 'idgen.datacenter_id' => 2, 'idgen.worker_id' => 5);
+$twin->poll_query_until('postgres', q{SELECT state = 'refused' FROM idgen_identity()})
+  or die 'the twin was not refused';
+my $err = sql_error($twin, 'SELECT idgen_snowflake()');
+like($err, qr/55000: this server holds no Snowflake identity/, 'the twin refuses to generate (55000)');
+like($err, qr/worker id \(datacenter 2, worker 5\) is taken.*leased to "idgen server .*system identifier ${\ sysid($nc)}/s,
+	"and says who holds its identity: c, by system identifier");
+is(id_identity($nc), '2:5', 'c goes on generating');
+# (Stopped now: it retries every second and would take 2:5 once c is gone.)
+$twin->stop('fast');
+
+# A standby of c has c's system identifier and settings: refused too, and
+# still refused once promoted while c is alive.
+$nc->backup('c_backup');
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($nc, 'c_backup', has_streaming => 1);
+$standby->start;
+$standby->poll_query_until('postgres', q{SELECT state = 'refused' FROM idgen_identity()})
+  or die 'the standby was not refused';
+is(sysid($standby), sysid($nc), 'the standby has the system identifier of c');
+like($standby->safe_psql('postgres', 'SELECT message FROM idgen_identity()'),
+	qr/system identifier ${\ sysid($nc)}/, 'it is refused: its own system identifier holds 2:5');
+$standby->promote;
+$standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()') or die 'no promotion';
+sleep 2;
+like(sql_error($standby, 'SELECT idgen_snowflake()'), qr/holds no Snowflake identity/,
+	'promoted while c lives: it still does not generate under 2:5');
+
+# c dies without releasing its lease (immediate stop): the promoted standby
+# gets 2:5 once the lease has run out and rested (3 s + 1 s), not before.
+my $c_expires = $registry->safe_psql('postgres',
+	q{SELECT extract(epoch FROM expires_at) FROM idgen_worker_leases WHERE datacenter_id = 2 AND worker_id = 5});
+$nc->stop('immediate');
+is(held($standby), '2:5', 'the promoted standby takes 2:5 once c is gone');
+my $taken = $registry->safe_psql('postgres',
+	q{SELECT extract(epoch FROM acquired_at) FROM idgen_worker_leases WHERE datacenter_id = 2 AND worker_id = 5});
+cmp_ok($taken, '>=', $c_expires + 1, "only after c's lease ended and rested 1 s");
+is(id_identity($standby), '2:5', 'and generates under it');
+
+# c comes back: now it is the one refused (the fencing works both ways).
+$nc->start;
+$nc->poll_query_until('postgres', q{SELECT state = 'refused' FROM idgen_identity()})
+  or die 'c was not refused after its return';
+like(sql_error($nc, 'SELECT idgen_snowflake()'), qr/holds no Snowflake identity/,
+	'c, back, does not generate under the identity its standby took');
+$nc->stop('fast');
+
+# A crash and restart of the standby's server (SIGKILL of its registry
+# worker: shared memory is re-created, the token lost): the same postmaster
+# takes its own live lease over at once, without waiting for it to run out.
+# A 10 s ttl (reloaded) leaves time to see the difference.
+$standby->append_conf('postgresql.conf', "idgen.registry_ttl = '10s'\nrestart_after_crash = on");
+$standby->reload;
+$registry->poll_query_until('postgres',
+	q{SELECT expires_at - renewed_at > '5 s' FROM idgen_worker_leases WHERE datacenter_id = 2 AND worker_id = 5})
+  or die 'the 10 s ttl was not taken up';
+my ($token_before, $expires_before) = split /\|/, $registry->safe_psql('postgres',
+	q{SELECT token, extract(epoch FROM expires_at) FROM idgen_worker_leases WHERE datacenter_id = 2 AND worker_id = 5});
+my $victim = $standby->safe_psql('postgres', 'SELECT worker_pid FROM idgen_identity()');
+kill 'KILL', $victim or die "kill: $!";
+$standby->poll_query_until('postgres', "SELECT worker_pid IS DISTINCT FROM $victim FROM idgen_identity()")
+  or die 'no restart';
+ok($standby->log_contains(qr/\(PID $victim\) was terminated by signal 9/), 'the postmaster crash-restarted');
+is(held($standby), '2:5', 'after a crash and restart it holds 2:5 again');
+my ($token_after, $acquired_after) = split /\|/, $registry->safe_psql('postgres',
+	q{SELECT token, extract(epoch FROM acquired_at) FROM idgen_worker_leases WHERE datacenter_id = 2 AND worker_id = 5});
+cmp_ok($token_after, '>', $token_before, 'under a new token');
+cmp_ok($acquired_after, '<', $expires_before, 'taken over before the old lease ran out');
+
+# The registry stops: a goes on generating on its lease, then refuses.
+my $stopped_at = time;
+$registry->stop('fast');
+is(id_identity($na), $ident{a}, 'the registry is down: a still generates on its lease');
+my $refused_at;
+for (1 .. 100)
+{
+	my ($ret, $out, $stderr) = $na->psql('postgres', 'SELECT idgen_snowflake()');
+	if ($ret != 0)
+	{
+		$refused_at = time;
+		like($stderr, qr/lease on its Snowflake identity has ended/, 'then refuses: its lease has ended');
+		last;
+	}
+	usleep(100_000);
+}
+ok(defined $refused_at, 'a stops generating');
+cmp_ok($refused_at - $stopped_at, '<=', 3.5, 'no later than the ttl (3 s) after the last renewal');
+like($na->safe_psql('postgres', 'SELECT message FROM idgen_identity()'),
+	qr/registry did not answer|could not connect/, 'idgen_identity() says the registry is unreachable');
+
+# A server started while the registry is down has no identity.
+my $nd = idgen_node('d', %leased, 'idgen.identity' => 'registry');
+like(sql_error($nd, 'SELECT idgen_snowflake()'), qr/holds no Snowflake identity.*could not connect to the registry/s,
+	'a server started while the registry is down refuses to generate, and says why');
+
+# The registry returns: both recover.
+$registry->start;
+is(held($na), $ident{a}, 'the registry is back: a renews its own lease');
+is(id_identity($na), $ident{a}, 'and generates again');
+my $dident = held($nd);
+ok(!grep({ $_ eq $dident } values %ident), "d is given an identity of its own ($dident)");
+
+# A clean shutdown releases the lease.
+$nb->stop('fast');
+is( $registry->safe_psql('postgres',
+		"SELECT released_at IS NOT NULL FROM idgen_worker_leases WHERE datacenter_id || ':' || worker_id = '$ident{b}'"),
+	't', "a clean shutdown of b released its lease");
+
+for my $node ($na, $nb, $nc, $twin, $standby, $nd, $registry)
+{
+	$node->stop('fast');
+	ok(!$node->log_contains('TRAP|PANIC'), $node->name . ': no assertion failure or panic');
+}
+done_testing();
