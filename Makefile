@@ -36,7 +36,7 @@ SHLIB_LINK_INTERNAL = $(libpq)
 
 # Regression tests run on a temporary instance that preloads the library
 # (pg_cron's idiom), so no hand-configured server is needed.
-REGRESS = layout generate errors uuid7 keyseq lease seqcache
+REGRESS = layout generate errors uuid7 keyseq lease seqcache registry
 REGRESS_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_regress \
 	--inputdir=. --load-extension=$(EXTENSION)
 

@@ -544,9 +544,10 @@ report_taken(IdgenSqlContext *cx, int32 id, int64 sysid)
 			 end_null ?
 			 errdetail("It is leased to \"%s\" for as long as its session lasts.", holder) :
 			 end > now ?
-			 errdetail("It is leased to \"%s\"%s%s until %s.", holder,
-					   sysid_null ? "" : ", system identifier ",
+			 errdetail("It is leased to \"%s\"%s%s%s until %s.", holder,
+					   sysid_null ? "" : " (system identifier ",
 					   sysid_null ? "" : psprintf(INT64_FORMAT, holder_sysid),
+					   sysid_null ? "" : ")",
 					   timestamptz_to_str(end)) :
 			 errdetail("Its lease, held by \"%s\", ended at %s; it rests until %s (idgen.worker_quarantine).",
 					   holder, timestamptz_to_str(end),

@@ -1,0 +1,85 @@
+--
+-- A server's identity and the registry side of it.  The test instance takes
+-- its identity from its settings (datacenter 3, worker 7) and has no
+-- registry; the multi-server scenarios are in test/t/014_registry.pl.
+--
+SELECT source, leased, state, datacenter_id, worker_id, token, valid_until, message,
+       system_identifier = (SELECT system_identifier FROM pg_control_system()) AS own_system_identifier
+FROM idgen_identity();
+SHOW idgen.identity;
+SHOW idgen.registry;
+-- Both are fixed at start (idgen.registry's value may change on reload, not
+-- whether a registry is used).
+SET idgen.identity = 'registry';
+SET idgen.registry = 'host=/nonexistent';
+
+-- idgen_server_lease: what the "idgen registry" workers of other servers call.
+SET idgen.worker_quarantine = 0;
+-- Bad input.
+SELECT * FROM idgen_server_lease(NULL, 'x');
+SELECT * FROM idgen_server_lease(1, '');
+SELECT * FROM idgen_server_lease(1, 'x', '0 s');
+SELECT * FROM idgen_server_lease(1, 'x', '30 s', 1, NULL);
+SELECT * FROM idgen_server_lease(1, 'x', '30 s', 32, 0);
+SELECT * FROM idgen_server_lease(1, 'x', '30 s', 0, -1);
+-- This server's own identity is never leased.
+\set VERBOSITY verbose
+SELECT * FROM idgen_server_lease(1, 'x', '30 s', 3, 7);
+\set VERBOSITY default
+
+-- A refused claim: SQLSTATE, message, detail (its time masked) and hint.
+CREATE FUNCTION claim_error(sysid bigint, instance text) RETURNS SETOF text
+LANGUAGE plpgsql AS $$
+DECLARE st text; msg text; det text; hint text;
+BEGIN
+	PERFORM idgen_server_lease(sysid, instance, '30 s', 2, 5);
+	RETURN NEXT 'claimed';
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+		det = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
+	RETURN NEXT st || ': ' || msg;
+	RETURN NEXT 'DETAIL: ' || regexp_replace(det, ' until .*', ' until <time>.');
+	RETURN NEXT 'HINT: ' || hint;
+END $$;
+
+-- A claim of one identity: taken, with the claimant's system identifier.
+SELECT worker_id, datacenter_id, token AS t1, expires_at > now() AS live
+FROM idgen_server_lease(101, 'server A started at 1', '30 s', 2, 5) \gset
+SELECT :worker_id AS worker_id, :datacenter_id AS datacenter_id, :'live' AS live;
+SELECT datacenter_id, worker_id, holder, system_identifier, state
+FROM idgen_worker_leases WHERE token = :t1;
+-- Another server claiming it is refused and told who holds it.
+SELECT claim_error(202, 'server B started at 2');
+-- A copy of A (the same system identifier, another instance): refused, and
+-- the hint says why.
+SELECT claim_error(101, 'server A2 started at 3');
+-- A itself, restarted by a crash (the same instance, its token lost),
+-- takes its live lease over under a new token.
+SELECT token > :t1 AS new_token, token AS t2 FROM idgen_server_lease(101, 'server A started at 1', '30 s', 2, 5) \gset
+SELECT :'new_token' AS new_token;
+SELECT count(*) AS leases_of_2_5 FROM idgen_worker_lease WHERE id = 2 << 5 | 5;
+-- The old token is dead.
+SELECT idgen_worker_renew(5, :t1);
+SELECT idgen_worker_renew(5, :t2) > now() AS renewed;
+-- Released (a clean shutdown): another server may claim it (no quarantine here).
+SELECT idgen_worker_release(5, :t2);
+SELECT datacenter_id, worker_id FROM idgen_server_lease(202, 'server B started at 2', '30 s', 2, 5);
+SELECT holder, system_identifier, state FROM idgen_worker_leases WHERE datacenter_id = 2 AND worker_id = 5;
+-- Any free identity: never this server's own, never one that is held.
+SELECT (datacenter_id, worker_id) NOT IN ((3, 7), (2, 5)) AS free_one
+FROM idgen_server_lease(303, 'server C started at 4');
+SELECT system_identifier, count(*) FROM idgen_worker_leases WHERE state = 'held'
+GROUP BY 1 ORDER BY 1;
+
+-- Only for the roles it is granted to.
+CREATE ROLE registry_nobody;
+SET ROLE registry_nobody;
+SELECT * FROM idgen_server_lease(404, 'x');
+RESET ROLE;
+DROP ROLE registry_nobody;
+
+-- Generation is not affected on a server whose identity is not leased.
+SELECT datacenter_id, worker_id FROM idgen_snowflake_decode(idgen_snowflake());
+DELETE FROM idgen_worker_lease;
+DROP FUNCTION claim_error(bigint, text);
+RESET idgen.worker_quarantine;
