@@ -132,7 +132,8 @@ is($dups, 0, 'no ID repeats across the servers');
 
 # The negative control, and why identities must be distinct: a fifth server
 # configured with shard 1's identity generates the same IDs as shard 1 in
-# the same milliseconds.  (Refusing such a server is not built yet.)
+# the same milliseconds.  (With a registry such a server is refused:
+# 014_registry.pl.)
 my $twin = idgen_node('twin', %layout, 'idgen.datacenter_id' => 1, 'idgen.worker_id' => 1);
 {
 	my @pair = ($shards[0], $twin);
