@@ -131,6 +131,7 @@ typedef struct Options
 	double		duration;		/* seconds; 0 means generate "ids" values */
 	bool		reconnect;
 	bool		quiet;
+	const char *save;			/* write every value to this file */
 	/* sequence mode: keys > 0 */
 	int			keys;			/* keys 'k:1' .. 'k:<keys>' besides 'hot' */
 	double		hot;			/* probability of the key 'hot' */
@@ -243,6 +244,7 @@ static double parse_seconds(const char *arg, const char *option,
 static double parse_fraction(const char *arg, const char *option);
 static void format_fraction(char *buf, size_t len, double value);
 static bool valid_function_name(const char *name);
+static bool save_values(const Options *opts, const Client *clients);
 static double now_seconds(void);
 static int	compare_bigint(const void *a, const void *b);
 static int	compare_uuid(const void *a, const void *b);
@@ -308,6 +310,8 @@ usage(void)
 	printf("      --reconnect          survive lost connections (reconnect for up to %.0f s)\n"
 		   "                           and count other query errors instead of failing\n",
 		   RECONNECT_TIMEOUT);
+	printf("      --save=FILE          write every value received to FILE, one per line\n"
+		   "                           (not in sequence mode)\n");
 	printf("  -q, --quiet              print only the summary, not the individual\n"
 		   "                           violations, duplicates, errors and reconnects\n");
 	printf("  -?, --help               show this help, then exit\n");
@@ -1467,6 +1471,46 @@ check_seq(const Options *opts, Client *clients, int64 total, bool check_gaps,
 	keytable_free(&global);
 }
 
+/*
+ * --save: write every value received, one per line, connection after
+ * connection, so that a caller can check uniqueness over several runs
+ * (several servers).  False (with a message) if the file cannot be written.
+ */
+static bool
+save_values(const Options *opts, const Client *clients)
+{
+	FILE	   *f = fopen(opts->save, "w");
+
+	if (f == NULL)
+	{
+		fprintf(stderr, "%s: could not open \"%s\": %s\n", PROGNAME, opts->save, strerror(errno));
+		return false;
+	}
+	for (int c = 0; c < opts->clients; c++)
+	{
+		const ValueArray *va = &clients[c].values;
+
+		for (size_t i = 0; i < va->n; i++)
+		{
+			if (opts->type == VALUE_BIGINT)
+			{
+				int64		v;
+
+				memcpy(&v, va->data + i * va->esize, sizeof(v));
+				fprintf(f, INT64_FORMAT "\n", v);
+			}
+			else
+				fprintf(f, "%.*s\n", UUID_TEXT_LEN, va->data + i * va->esize);
+		}
+	}
+	if (fclose(f) != 0)
+	{
+		fprintf(stderr, "%s: could not write \"%s\": %s\n", PROGNAME, opts->save, strerror(errno));
+		return false;
+	}
+	return true;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1486,6 +1530,7 @@ main(int argc, char **argv)
 		{"seq-func", required_argument, NULL, 3},
 		{"rollback", required_argument, NULL, 4},
 		{"cached", no_argument, NULL, 5},
+		{"save", required_argument, NULL, 6},
 		{"help", no_argument, NULL, '?'},
 		{NULL, 0, NULL, 0}
 	};
@@ -1603,6 +1648,9 @@ main(int argc, char **argv)
 				opts.cached = true;
 				seq_option = true;
 				break;
+			case 6:
+				opts.save = optarg;
+				break;
 			case 4:
 				opts.rollback = parse_fraction(optarg, "--rollback");
 				seq_option = true;
@@ -1616,6 +1664,8 @@ main(int argc, char **argv)
 	}
 	if (optind < argc)
 		usage_error("too many command-line arguments (first is \"%s\")", argv[optind]);
+	if (opts.save != NULL && opts.keys > 0)
+		usage_error("--save is not available in sequence mode");
 	if (seq_option && opts.keys == 0)
 		usage_error("options --hot, --seq-func and --rollback need -k/--keys");
 	format_fraction(opts.hot_text, sizeof(opts.hot_text), opts.hot);
@@ -1843,6 +1893,8 @@ main(int argc, char **argv)
 					   PROGNAME, (int64) opts.clients * opts.ids, total);
 		}
 		printf("%s: %s\n", PROGNAME, pass ? "PASS" : "FAIL");
+		if (opts.save != NULL && !save_values(&opts, clients))
+			pass = false;
 	}
 
 	for (int i = 0; i < opts.clients; i++)
