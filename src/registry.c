@@ -460,6 +460,7 @@ connect_registry(void)
  */
 static int64 system_identifier;
 static char instance[256];
+static TimestampTz refusal_logged = 0;	/* when a refusal was last logged */
 
 /*
  * A time the registry sent as seconds since 1970 (date_part('epoch', ...)): the
@@ -523,9 +524,16 @@ claim(void)
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 	{
 		set_state(IDGEN_IDENTITY_REFUSED, "the registry refused: %s", result_message(res));
-		ereport(LOG,
-				(errmsg("idgen registry refused this server's identity claim"),
-				 errdetail("%s", result_message(res))));
+		/* Claims are retried every second: log the first, then every 5 min. */
+		if (refusal_logged == 0 || sent - refusal_logged >= 5 * SECS_PER_MINUTE * USECS_PER_SEC)
+		{
+			ereport(LOG,
+					(errmsg("idgen registry refused this server's identity claim"),
+					 errdetail("%s", result_message(res)),
+					 errhint("Claims are retried every %d ms; see idgen_identity().",
+							 Min(REGISTRY_RETRY_MS, idgen_registry_ttl_ms / 3))));
+			refusal_logged = sent;
+		}
 		PQclear(res);
 		return false;
 	}
@@ -540,6 +548,7 @@ claim(void)
 	r->state = IDGEN_IDENTITY_HELD;
 	r->message[0] = '\0';
 	SpinLockRelease(&r->mutex);
+	refusal_logged = 0;
 	note_skew(PQgetvalue(res, 0, 4), sent, GetCurrentTimestamp());
 	publish(r->datacenter_id, r->worker_id, r->valid_until);
 	ereport(LOG,
