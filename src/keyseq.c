@@ -1002,14 +1002,51 @@ idgen_seq_purge(PG_FUNCTION_ARGS)
  * ----------
  */
 
+/*
+ * The worker's statements, prepared once per schema and kept: it runs a few
+ * of them for every batch of reservations (hundreds of batches a second
+ * under load), so parsing and planning each time would cost more than the
+ * work.  Keyed by the statement's text (a literal) and the schema.
+ */
+#define WORKER_PLANS	8
+
+typedef struct WorkerPlan
+{
+	const char *sql;
+	char		schema[NAMEDATALEN * 2 + 3];
+	SPIPlanPtr	plan;
+} WorkerPlan;
+
+static WorkerPlan worker_plans[WORKER_PLANS];
+
 /* Run 'sql' (with '%s' for the schema) in the worker; fail unless 'expect'. */
 static void
 worker_sql(const char *sql, const char *schema, int nargs, Oid *types, Datum *args,
 		   bool read_only, int expect, const char *what)
 {
-	int			rc = SPI_execute_with_args(psprintf(sql, schema), nargs, types, args,
-										   NULL, read_only, 0);
+	WorkerPlan *wp = NULL;
+	int			rc;
 
+	for (int i = 0; i < WORKER_PLANS && wp == NULL; i++)
+		if (worker_plans[i].sql == sql || worker_plans[i].sql == NULL)
+			wp = &worker_plans[i];
+	if (wp == NULL)
+		elog(ERROR, "idgen: too many worker statements");
+	if (wp->sql == NULL || strcmp(wp->schema, schema) != 0)
+	{
+		SPIPlanPtr	plan = SPI_prepare(psprintf(sql, schema), nargs, types);
+
+		if (plan == NULL)
+			elog(ERROR, "idgen: preparing %s failed: %s", what, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "idgen: keeping the plan for %s failed", what);
+		if (wp->plan != NULL)
+			SPI_freeplan(wp->plan);
+		wp->plan = plan;
+		wp->sql = sql;
+		strlcpy(wp->schema, schema, sizeof(wp->schema));
+	}
+	rc = SPI_execute_plan(wp->plan, args, NULL, read_only, 0);
 	if (rc != expect)
 		elog(ERROR, "idgen: %s failed: %s", what, SPI_result_code_string(rc));
 }
@@ -1057,6 +1094,7 @@ idgen_seq_reserve_segments(const char *schema, IdgenSeqRequest *req, int n)
 	Datum	   *new_values = palloc(sizeof(Datum) * (n + 1));
 	Datum	   *new_keys = palloc(sizeof(Datum) * (n + 1));
 	int			nnew = 0;
+	bool		any_retry = false;
 
 	args[0] = request_keys(req, n, NULL);
 	worker_sql("SELECT key, step, max_value, ttl, last_used, cache, value "
@@ -1106,6 +1144,10 @@ idgen_seq_reserve_segments(const char *schema, IdgenSeqRequest *req, int n)
 	}
 
 	/* The rows not read: held by another transaction (ask again), or gone. */
+	for (int i = 0; i < n; i++)
+		any_retry |= still_retry(&req[i]);
+	if (!any_retry)
+		return;					/* every request has its outcome */
 	args[0] = request_keys(req, n, still_retry);
 	worker_sql("SELECT key FROM %s.idgen_seq WHERE key OPERATOR(pg_catalog.=) ANY ($1)", schema,
 			   1, argtypes, args, true, SPI_OK_SELECT, "reading cached keys");

@@ -46,6 +46,8 @@ PGDLLEXPORT void idgen_purge_main(Datum main_arg);
 /* Requests handled in one transaction (reservation) or one purge run. */
 #define WORKER_BATCH	256
 
+static SPIPlanPtr schema_plan = NULL;
+
 /*
  * Start a transaction with SPI and a snapshot; the extension's schema
  * (quoted), or NULL if the extension is not installed in this database.
@@ -60,9 +62,16 @@ begin_work(const char *activity)
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, activity);
-	rc = SPI_execute("SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e "
-					 "JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
-					 "WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'", true, 1);
+	if (schema_plan == NULL)
+	{
+		/* Prepared once: this runs for every batch of reservations. */
+		schema_plan = SPI_prepare("SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e "
+								  "JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
+								  "WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'", 0, NULL);
+		if (schema_plan == NULL || SPI_keepplan(schema_plan) != 0)
+			elog(ERROR, "idgen: preparing the extension's schema lookup failed");
+	}
+	rc = SPI_execute_plan(schema_plan, NULL, NULL, true, 1);
 	if (rc == SPI_OK_SELECT && SPI_processed == 1)
 		return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	return NULL;
