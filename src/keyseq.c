@@ -1034,7 +1034,13 @@ worker_sql(const char *sql, const char *schema, int nargs, Oid *types, Datum *ar
 		elog(ERROR, "idgen: too many worker statements");
 	if (wp->sql == NULL || strcmp(wp->schema, schema) != 0)
 	{
-		SPIPlanPtr	plan = SPI_prepare(psprintf(sql, schema), nargs, types);
+		/*
+		 * A generic plan: a custom one would be planned again for every
+		 * batch.  Keys come as arrays, and the generic plans look them up
+		 * by the primary key.
+		 */
+		SPIPlanPtr	plan = SPI_prepare_cursor(psprintf(sql, schema), nargs, types,
+											  CURSOR_OPT_GENERIC_PLAN);
 
 		if (plan == NULL)
 			elog(ERROR, "idgen: preparing %s failed: %s", what, SPI_result_code_string(SPI_result));
