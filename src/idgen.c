@@ -47,6 +47,7 @@ double		idgen_seq_cache_prefetch = 0.1;
 int			idgen_identity_source = IDGEN_IDENTITY_FROM_SETTINGS;
 char	   *idgen_registry = NULL;
 int			idgen_registry_ttl_ms = 30 * 1000;
+uint64		idgen_postmaster_nonce = 0;
 
 static const struct config_enum_entry identity_options[] = {
 	{"settings", IDGEN_IDENTITY_FROM_SETTINGS, false},
@@ -116,9 +117,9 @@ _PG_init(void)
 	DefineCustomStringVariable("idgen.registry",
 							   "Sets the connection string of the registry that leases this server's identity.",
 							   "Empty: no registry, the identity is not checked against other servers. "
-							   "Whether a registry is used is decided at server start.",
+							   "Fixed at start: a lease's token is valid only at the registry that gave it.",
 							   &idgen_registry, "",
-							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+							   layout_context(), GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("idgen.registry_ttl",
 							"Sets how long a lease on this server's identity lasts; it is renewed every third of it.",
 							"Without a renewal (the registry unreachable) generation stops when it runs out.",
@@ -195,6 +196,12 @@ _PG_init(void)
 
 	if (process_shared_preload_libraries_in_progress)
 	{
+		/*
+		 * A random name for this postmaster, inherited by its children and
+		 * kept across crash restarts (registry.c: whose lease file it is).
+		 */
+		if (!pg_strong_random(&idgen_postmaster_nonce, sizeof(idgen_postmaster_nonce)))
+			idgen_postmaster_nonce = (uint64) GetCurrentTimestamp() ^ ((uint64) MyProcPid << 32);
 		idgen_layout_report(WARNING);
 		idgen_shmem_init();
 		idgen_keeper_register();

@@ -259,6 +259,7 @@ extern double idgen_seq_cache_prefetch;
 extern int	idgen_identity_source;
 extern char *idgen_registry;
 extern int	idgen_registry_ttl_ms;
+extern uint64 idgen_postmaster_nonce;
 
 /* idgen.identity */
 #define IDGEN_IDENTITY_FROM_SETTINGS	0

@@ -78,8 +78,7 @@ PG_FUNCTION_INFO_V1(idgen_server_lease);
 enum
 {
 	Q_BUSY,						/* ids below $1 whose lease has not ended before $2 */
-	Q_CLAIM,					/* take id $1 if its lease ended before $9, or
-								 * is held by server $10 as holder $2 */
+	Q_CLAIM,					/* take id $1 if its lease ended before $9 */
 	Q_HOLDER,					/* who has id $1, and until when */
 	Q_END_SESSION,				/* end the session-bound lease $2 of id $1 */
 	Q_BY_TOKEN,					/* the lease with token $1 */
@@ -111,8 +110,6 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"renewed_at = excluded.renewed_at, expires_at = excluded.expires_at, released_at = NULL, "
 		"system_identifier = excluded.system_identifier "
 		"WHERE COALESCE((COALESCE(l.released_at, l.expires_at) OPERATOR(pg_catalog.<=) $9), false) "
-		"OR COALESCE((l.system_identifier OPERATOR(pg_catalog.=) $10) AND (l.holder OPERATOR(pg_catalog.=) $2) "
-		"AND l.released_at IS NULL, false) "
 		"RETURNING token",
 		10, {INT4OID, TEXTOID, REGCLASSOID, INTERVALOID, BOOLOID, OIDOID,
 		TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}
@@ -563,9 +560,7 @@ report_taken(IdgenSqlContext *cx, int32 id, int64 sysid)
 /*
  * Lease a worker id to 'holder' and return the SQL result row.  With
  * 'want' >= 0, that id or an error; else a free id below 'max_workers'.
- * 'sysid' (when not null) names the server whose identity the lease is:
- * the same server and holder may take its own live lease over (a server
- * whose shared memory was reset by a crash and restart).
+ * 'sysid' (when not null) names the server whose identity the lease is.
  */
 static Datum
 lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_workers,
@@ -772,7 +767,9 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
  * "idgen registry" worker of the other server calls it; see registry.c).
  * With claim_* given, exactly that id (a server whose identity comes from
  * its settings: the registry then refuses a second server claiming it);
- * without, any free one.  Renewed and released as any lease.
+ * without, any free one.  Renewed and released as any lease.  A live lease
+ * is never taken over, not even by the same server: only its token, which
+ * the registry gives out once, renews it.
  * ----------
  */
 Datum

@@ -20,10 +20,14 @@
  *	  The worker calls idgen_server_lease(system_identifier, instance, ttl
  *	  [, datacenter, worker]) on the registry, then idgen_worker_renew every
  *	  ttl / 3.  'instance' names this postmaster (host, port, pid, start
- *	  time): after a crash and restart of this server, whose shared memory
- *	  lost the token, the same instance takes its own live lease over; any
- *	  other server has to wait until the lease has ended and rested for the
- *	  registry's idgen.worker_quarantine.  A clean shutdown releases it.
+ *	  time), for people.  The token the registry gives out is the only way
+ *	  to renew or release the lease; it is kept in shared memory and in the
+ *	  file idgen.lease with a random number the postmaster drew at start, so
+ *	  that after a crash and restart of this postmaster (shared memory
+ *	  re-created) the worker renews its lease, while a copy of the data
+ *	  directory (another postmaster) ignores the file.  Any other server has
+ *	  to wait until the lease has ended and rested for the registry's
+ *	  idgen.worker_quarantine.  A clean shutdown releases it.
  *
  *	  The lease is valid here until the local time its request was sent plus
  *	  the ttl: never later than the registry's expiry, as long as the two
@@ -35,23 +39,32 @@
  * Hot path
  *	  Shared word 'identity' packs the lease as an ID would:
  *	  (valid-until millisecond << timestamp_shift) | datacenter and worker
- *	  fields; 0 when there is none.  A generator reads it once before taking
- *	  its tick and issues the ID only if the tick's millisecond is below the
- *	  word's: every such ID's timestamp lies inside the lease (after the
- *	  word was published, before the lease ends).  One atomic read of a line
+ *	  fields; 0 when there is none.  A generator reads it before taking its
+ *	  tick and again after, and issues the ID only if both reads cover the
+ *	  tick's millisecond with one identity: the first bounds the ID below
+ *	  (the lease existed before the tick), the second above (the lease was
+ *	  not withdrawn before the tick was taken).  Two atomic reads of a line
  *	  written every ttl / 3: nothing else is added to the hot path.
+ *
+ *	  Withdrawing it (a release, at shutdown) writes 0, then waits until the
+ *	  clock has passed every tick issued, then releases: a tick taken
+ *	  before the 0 was seen is in a generator word the worker reads after
+ *	  writing it (a compare-and-swap and a full barrier on either side), and
+ *	  generators may run up to idgen.max_drift_ms ahead of the clock.
  *
  * Clock
  *	  The next holder of an identity starts no earlier than the registry's
- *	  expiry plus the quarantine (10 s by default): a holder whose clock is
- *	  ahead of the next one's by more than that could share milliseconds
- *	  with it.  The worker measures this server's clock against the
- *	  registry's at every renewal and reports it in idgen_identity().
+ *	  expiry plus the quarantine (10 s by default): IDs of the two can only
+ *	  meet if this server's clock is ahead of the next one's by more than
+ *	  the quarantine minus idgen.max_drift_ms.  The worker measures this
+ *	  server's clock against the registry's at every renewal and reports it
+ *	  in idgen_identity().
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "access/xlog.h"
@@ -75,17 +88,22 @@ PGDLLEXPORT void idgen_registry_main(Datum main_arg);
 
 PG_FUNCTION_INFO_V1(idgen_identity);
 
-/* How long one connection attempt or one query may take; at shutdown. */
+/*
+ * How long one connection attempt or one query may take (at most; a third
+ * of the ttl when that is shorter, so that one hung renewal leaves time for
+ * the next); at shutdown.
+ */
 #define REGISTRY_TIMEOUT_MS		10000
 #define REGISTRY_EXIT_TIMEOUT_MS	2000
 /* Retry interval after a failure, at most (ttl / 3 when that is shorter). */
 #define REGISTRY_RETRY_MS		1000
+/* The lease file, in the data directory. */
+#define LEASE_FILE				"idgen.lease"
 
 /* This worker's connection and what it learnt on connecting. */
 static PGconn *conn = NULL;
 static char registry_schema[NAMEDATALEN * 2 + 3];
-static char *conn_conninfo = NULL;	/* the idgen.registry it was made with */
-static int	timeout_ms = REGISTRY_TIMEOUT_MS;
+static int	timeout_ms = REGISTRY_TIMEOUT_MS;	/* set from the ttl in the loop */
 
 /* ----------
  * Shared state
@@ -187,19 +205,23 @@ int64
 idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 gene)
 {
 	const IdgenLayout *l = &idgen_layout;
+	uint64		until_mask = l->timestamp_max << l->timestamp_shift;
 	TimestampTz give_up = 0;
 
 	for (;;)
 	{
-		uint64		w = pg_atomic_read_u64(&idgen_shared->identity.value);
+		uint64		before = pg_atomic_read_u64(&idgen_shared->identity.value);
+		uint64		after;
 		uint64		tick;
 		IdgenRegistryStatus copy;
 
 		pg_read_barrier();
-		tick = idgen_next_tick(word, clock);
-		if (likely(identity_covers(w, tick >> l->sequence_bits)))
-			return idgen_compose_identity(l, tick, gene,
-										  w & ~(l->timestamp_max << l->timestamp_shift));
+		tick = idgen_next_tick(word, clock);	/* a full barrier */
+		after = pg_atomic_read_u64(&idgen_shared->identity.value);
+		if (likely(identity_covers(before, tick >> l->sequence_bits) &&
+				   identity_covers(after, tick >> l->sequence_bits) &&
+				   (before & ~until_mask) == (after & ~until_mask)))
+			return idgen_compose_identity(l, tick, gene, after & ~until_mask);
 
 		/*
 		 * No lease covers it.  While the worker is still on its first
@@ -228,10 +250,10 @@ idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 ge
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("this server's lease on its Snowflake identity has ended"),
-					 errdetail("The lease on (datacenter %d, worker %d) was valid until %s and could not be renewed: %s",
+					 errdetail("The lease on (datacenter %d, worker %d) is valid until %s and has not been renewed: %s",
 							   copy.datacenter_id, copy.worker_id,
 							   timestamptz_to_str(copy.valid_until),
-							   copy.message[0] ? copy.message : "no renewal yet."),
+							   copy.message[0] ? copy.message : "the renewal has not been answered yet."),
 					 errhint("The \"idgen registry\" worker renews it; see idgen_identity() and the server log, and check that the registry (idgen.registry) is reachable.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -336,7 +358,27 @@ broken:
 	disconnect();
 	return NULL;
 timeout:
-	snprintf(err, errlen, "no answer from the registry within %d ms", timeout_ms);
+	if (res != NULL)
+		PQclear(res);
+	if (ShutdownRequestPending)
+		snprintf(err, errlen, "shutting down");
+	else
+		snprintf(err, errlen, "no answer from the registry within %d ms", timeout_ms);
+
+	/*
+	 * Cancel the statement, so that it does not go on waiting (for a lock,
+	 * say) in a backend of the registry after we have gone.
+	 */
+	{
+		PGcancel   *cancel = PQgetCancel(conn);
+		char		errbuf[256];
+
+		if (cancel != NULL)
+		{
+			(void) PQcancel(cancel, errbuf, sizeof(errbuf));
+			PQfreeCancel(cancel);
+		}
+	}
 	disconnect();
 	return NULL;
 }
@@ -398,9 +440,21 @@ connect_registry(void)
 		}
 		st = PQconnectPoll(conn);
 	}
-	if (conn_conninfo != NULL)
-		pfree(conn_conninfo);
-	conn_conninfo = MemoryContextStrdup(TopMemoryContext, idgen_registry);
+	/* The registry's side of a statement gives up when we do. */
+	{
+		char		ms[32];
+		const char *params[1] = {ms};
+
+		snprintf(ms, sizeof(ms), "%dms", timeout_ms);
+		res = run("SELECT pg_catalog.set_config('statement_timeout', $1, false), "
+				  "pg_catalog.set_config('lock_timeout', $1, false)", 1, params, err, sizeof(err));
+		if (res == NULL)
+		{
+			set_state(IDGEN_IDENTITY_UNREACHABLE, "the registry did not answer: %s", err);
+			return false;
+		}
+		PQclear(res);
+	}
 
 	res = run("SELECT pg_catalog.quote_ident(n.nspname) "
 			  "FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n "
@@ -423,34 +477,45 @@ connect_registry(void)
 	strlcpy(registry_schema, PQgetvalue(res, 0, 0), sizeof(registry_schema));
 	PQclear(res);
 
-	/* idgen_info() loads the library, so the registry's layout is known. */
+	/*
+	 * idgen_info() loads the library, so the registry's layout is known.  It
+	 * must be this server's: identities from it must fit, and servers that
+	 * share a registry must make IDs of one layout, or equal IDs could come
+	 * from different identities.
+	 */
 	{
 		char		sql[512];
+		const IdgenLayout *l = &idgen_layout;
+		char		mine[128];
 
-		snprintf(sql, sizeof(sql), "SELECT datacenter_bits, worker_bits FROM %s.idgen_info()", registry_schema);
+		snprintf(sql, sizeof(sql),
+				 "SELECT pg_catalog.format('%%s %%s %%s %%s %%s %%s', timestamp_bits, datacenter_bits, worker_bits, "
+				 "sequence_bits, gene_bits, (pg_catalog.date_part('epoch', epoch) OPERATOR(pg_catalog.*) 1000)::bigint) "
+				 "FROM %s.idgen_info()", registry_schema);
 		res = run(sql, 0, NULL, err, sizeof(err));
-	}
-	if (res == NULL)
-	{
-		set_state(IDGEN_IDENTITY_UNREACHABLE, "the registry did not answer: %s", err);
-		return false;
-	}
-	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
-		atoi(PQgetvalue(res, 0, 0)) != idgen_layout.datacenter_bits ||
-		atoi(PQgetvalue(res, 0, 1)) != idgen_layout.worker_bits)
-	{
-		if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
-			set_state(IDGEN_IDENTITY_REFUSED, "%s", result_message(res));
-		else
-			set_state(IDGEN_IDENTITY_REFUSED,
-					  "the registry's layout has idgen.datacenter_bits %s and idgen.worker_bits %s, this server's %d and %d: identities from it would not fit",
-					  PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
-					  idgen_layout.datacenter_bits, idgen_layout.worker_bits);
+		if (res == NULL)
+		{
+			set_state(IDGEN_IDENTITY_UNREACHABLE, "the registry did not answer: %s", err);
+			return false;
+		}
+		snprintf(mine, sizeof(mine), "%d %d %d %d %d " INT64_FORMAT,
+				 l->timestamp_bits, l->datacenter_bits, l->worker_bits, l->sequence_bits,
+				 l->gene_bits, (int64) ((l->epoch - IDGEN_UNIX_EPOCH) / 1000));
+		if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
+			strcmp(PQgetvalue(res, 0, 0), mine) != 0)
+		{
+			if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+				set_state(IDGEN_IDENTITY_REFUSED, "%s", result_message(res));
+			else
+				set_state(IDGEN_IDENTITY_REFUSED,
+						  "the registry's Snowflake layout (timestamp, datacenter, worker, sequence and gene bits, epoch in ms) is %s, this server's %s: servers sharing a registry must have one layout",
+						  PQgetvalue(res, 0, 0), mine);
+			PQclear(res);
+			disconnect();
+			return false;
+		}
 		PQclear(res);
-		disconnect();
-		return false;
 	}
-	PQclear(res);
 	return true;
 }
 
@@ -484,6 +549,66 @@ note_skew(const char *registry_now, TimestampTz sent, TimestampTz received)
 	r->skew_ms = skew;
 	r->has_skew = true;
 	SpinLockRelease(&r->mutex);
+}
+
+/* ----------
+ * The lease file: "nonce token datacenter worker", this postmaster's
+ * ----------
+ */
+static void
+lease_file_write(const IdgenRegistryStatus *r)
+{
+	FILE	   *f = AllocateFile(LEASE_FILE ".tmp", PG_BINARY_W);
+
+	if (f == NULL ||
+		fprintf(f, UINT64_FORMAT " " INT64_FORMAT " %d %d\n", idgen_postmaster_nonce,
+				r->token, r->datacenter_id, r->worker_id) < 0 ||
+		FreeFile(f) != 0 ||
+		rename(LEASE_FILE ".tmp", LEASE_FILE) != 0)
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", LEASE_FILE),
+				 errdetail("After a crash and restart this server will wait for its lease to run out.")));
+}
+
+static void
+lease_file_remove(void)
+{
+	if (unlink(LEASE_FILE) != 0 && errno != ENOENT)
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("could not remove file \"%s\": %m", LEASE_FILE)));
+}
+
+/*
+ * After a crash and restart of this postmaster: the lease it held, if the
+ * file is this postmaster's (a copy of the data directory has the file of
+ * another).  The worker renews it next; it is not valid before.
+ */
+static void
+lease_file_read(IdgenRegistryStatus *r)
+{
+	FILE	   *f = AllocateFile(LEASE_FILE, PG_BINARY_R);
+	uint64		nonce;
+	int64		token;
+	int			dc;
+	int			w;
+
+	if (f == NULL)
+		return;
+	if (fscanf(f, UINT64_FORMAT " " INT64_FORMAT " %d %d", &nonce, &token, &dc, &w) == 4 &&
+		nonce == idgen_postmaster_nonce && token > 0)
+	{
+		SpinLockAcquire(&r->mutex);
+		r->token = token;
+		r->datacenter_id = dc;
+		r->worker_id = w;
+		SpinLockRelease(&r->mutex);
+		ereport(LOG,
+				(errmsg("idgen registry worker resumes the lease on (datacenter %d, worker %d) after a restart",
+						dc, w)));
+	}
+	FreeFile(f);
 }
 
 /* Take an identity; true if one is held now. */
@@ -549,6 +674,7 @@ claim(void)
 	r->message[0] = '\0';
 	SpinLockRelease(&r->mutex);
 	refusal_logged = 0;
+	lease_file_write(r);
 	note_skew(PQgetvalue(res, 0, 4), sent, GetCurrentTimestamp());
 	publish(r->datacenter_id, r->worker_id, r->valid_until);
 	ereport(LOG,
@@ -625,6 +751,7 @@ renew(bool *lost)
 		r->valid_until = 0;
 		r->token = 0;
 		SpinLockRelease(&r->mutex);
+		lease_file_remove();
 	}
 	set_state(*lost ? IDGEN_IDENTITY_REFUSED : IDGEN_IDENTITY_UNREACHABLE,
 			  "renewal failed: %s", result_message(res));
@@ -633,9 +760,36 @@ renew(bool *lost)
 }
 
 /*
- * At shutdown: stop generating, then give the lease back, so that the id
- * rests only for the quarantine (a restarted server is a new instance and
- * must wait for it like any other).  Each step gets a short timeout.
+ * Stop generating under the lease: withdraw the word, then wait until the
+ * clock has passed every tick any generator took (they may run up to
+ * idgen.max_drift_ms ahead of it), so that no ID issued under the lease is
+ * later than the moment the registry records its end.
+ */
+static void
+withdraw(void)
+{
+	const IdgenLayout *l = &idgen_layout;
+	uint64		max_ms = 0;
+	TimestampTz give_up = GetCurrentTimestamp() + (TimestampTz) (idgen_max_drift_ms + 1000) * 1000;
+
+	publish(0, 0, 0);
+	pg_memory_barrier();
+	for (int g = 0; g < idgen_shared->ngenes; g++)
+		max_ms = Max(max_ms, pg_atomic_read_u64(&idgen_shared->genes[g]) >> l->sequence_bits);
+	for (;;)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+
+		if ((uint64) ((now - l->epoch) / 1000) > max_ms || now > give_up)
+			break;
+		pg_usleep(1000L);
+	}
+}
+
+/*
+ * At exit: stop generating, then give the lease back, so that the id rests
+ * only for the quarantine.  Each step gets a short timeout.  Not after an
+ * error (code 1): the worker is restarted and goes on with the lease.
  */
 static void
 registry_exit(int code, Datum arg)
@@ -644,7 +798,7 @@ registry_exit(int code, Datum arg)
 
 	if (code == 0 && r->token != 0)
 	{
-		publish(0, 0, 0);
+		withdraw();
 		ShutdownRequestPending = false; /* let run() wait for the answers */
 		timeout_ms = REGISTRY_EXIT_TIMEOUT_MS;
 		if (conn == NULL)
@@ -680,6 +834,7 @@ registry_exit(int code, Datum arg)
 		r->valid_until = 0;
 		r->state = IDGEN_IDENTITY_STOPPED;
 		SpinLockRelease(&r->mutex);
+		lease_file_remove();
 	}
 	disconnect();
 	SpinLockAcquire(&r->mutex);
@@ -712,6 +867,8 @@ idgen_registry_main(Datum main_arg)
 	r->pid = MyProcPid;
 	SpinLockRelease(&r->mutex);
 	before_shmem_exit(registry_exit, (Datum) 0);
+	if (r->token == 0)
+		lease_file_read(r);
 
 	ereport(LOG,
 			(errmsg("idgen registry worker started"),
@@ -724,7 +881,7 @@ idgen_registry_main(Datum main_arg)
 	for (;;)
 	{
 		TimestampTz now;
-		long		timeout_ms;
+		long		wait_ms;
 		bool		ok = true;
 		int			retry_ms = Min(REGISTRY_RETRY_MS, idgen_registry_ttl_ms / 3);
 
@@ -735,9 +892,8 @@ idgen_registry_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			if (conn != NULL && (conn_conninfo == NULL || strcmp(conn_conninfo, idgen_registry) != 0))
-				disconnect();
 		}
+		timeout_ms = Min(REGISTRY_TIMEOUT_MS, Max(idgen_registry_ttl_ms / 3, 100));
 
 		now = GetCurrentTimestamp();
 		if (now >= next)
@@ -757,12 +913,19 @@ idgen_registry_main(Datum main_arg)
 			now = GetCurrentTimestamp();
 			next = now + (TimestampTz) (ok ? idgen_registry_ttl_ms / 3 : retry_ms) * 1000;
 		}
-		timeout_ms = (long) ((next - now) / 1000) + 1;
+		wait_ms = (long) ((next - now) / 1000) + 1;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 timeout_ms, PG_WAIT_EXTENSION);
+						 wait_ms, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
-	proc_exit(0);
+
+	/*
+	 * Give the lease back (registry_exit, code 0), and exit with 1 so that
+	 * the postmaster starts the worker again unless it is shutting down: a
+	 * SIGTERM outside a shutdown must not leave the server without one.
+	 */
+	registry_exit(0, (Datum) 0);
+	proc_exit(1);
 }
 
 /*

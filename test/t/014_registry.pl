@@ -154,9 +154,9 @@ like(sql_error($nc, 'SELECT idgen_snowflake()'), qr/holds no Snowflake identity/
 $nc->stop('fast');
 
 # A crash and restart of the standby's server (SIGKILL of its registry
-# worker: shared memory is re-created, the token lost): the same postmaster
-# takes its own live lease over at once, without waiting for it to run out.
-# A 10 s ttl (reloaded) leaves time to see the difference.
+# worker: shared memory is re-created): the same postmaster finds its token
+# in its lease file and renews its lease at once, without waiting for it to
+# run out.  A 10 s ttl (reloaded) leaves time to see the difference.
 $standby->append_conf('postgresql.conf', "idgen.registry_ttl = '10s'\nrestart_after_crash = on");
 $standby->reload;
 $registry->poll_query_until('postgres',
@@ -170,10 +170,23 @@ $standby->poll_query_until('postgres', "SELECT worker_pid IS DISTINCT FROM $vict
   or die 'no restart';
 ok($standby->log_contains(qr/\(PID $victim\) was terminated by signal 9/), 'the postmaster crash-restarted');
 is(held($standby), '2:5', 'after a crash and restart it holds 2:5 again');
-my ($token_after, $acquired_after) = split /\|/, $registry->safe_psql('postgres',
-	q{SELECT token, extract(epoch FROM acquired_at) FROM idgen_worker_leases WHERE datacenter_id = 2 AND worker_id = 5});
-cmp_ok($token_after, '>', $token_before, 'under a new token');
-cmp_ok($acquired_after, '<', $expires_before, 'taken over before the old lease ran out');
+ok($standby->log_contains(qr/resumes the lease on \(datacenter 2, worker 5\) after a restart/),
+	'it resumed its lease from its lease file');
+my ($token_after, $renewed_after) = split /\|/, $registry->safe_psql('postgres',
+	q{SELECT token, extract(epoch FROM renewed_at) FROM idgen_worker_leases WHERE datacenter_id = 2 AND worker_id = 5});
+is($token_after, $token_before, 'with the same token');
+cmp_ok($renewed_after, '<', $expires_before, 'renewed before the lease ran out');
+
+# A SIGTERM to the registry worker outside a shutdown: it gives the lease
+# back and exits; the postmaster starts it again and it takes an identity.
+{
+	my $pid = $standby->safe_psql('postgres', 'SELECT worker_pid FROM idgen_identity()');
+	kill 'TERM', $pid or die "kill: $!";
+	$standby->poll_query_until('postgres',
+		"SELECT state = 'held' AND worker_pid IS DISTINCT FROM $pid FROM idgen_identity()")
+	  or die 'the registry worker did not come back';
+	is(id_identity($standby), '2:5', 'a SIGTERM to the registry worker: it comes back and holds 2:5 again');
+}
 
 # The registry stops: a goes on generating on its lease, then refuses.
 my $stopped_at = time;
