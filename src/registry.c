@@ -104,6 +104,7 @@ PG_FUNCTION_INFO_V1(idgen_identity);
 static PGconn *conn = NULL;
 static char registry_schema[NAMEDATALEN * 2 + 3];
 static int	timeout_ms = REGISTRY_TIMEOUT_MS;	/* set from the ttl in the loop */
+static bool exiting = false;	/* releasing: a shutdown request ends nothing */
 
 /* ----------
  * Shared state
@@ -289,7 +290,7 @@ wait_socket(bool for_write, TimestampTz deadline)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-	return !ShutdownRequestPending;
+	return exiting || !ShutdownRequestPending;
 }
 
 static void
@@ -360,7 +361,7 @@ broken:
 timeout:
 	if (res != NULL)
 		PQclear(res);
-	if (ShutdownRequestPending)
+	if (ShutdownRequestPending && !exiting)
 		snprintf(err, errlen, "shutting down");
 	else
 		snprintf(err, errlen, "no answer from the registry within %d ms", timeout_ms);
@@ -799,10 +800,14 @@ registry_exit(int code, Datum arg)
 	if (code == 0 && r->token != 0)
 	{
 		withdraw();
-		ShutdownRequestPending = false; /* let run() wait for the answers */
+		/* The postmaster may signal again; the answers are waited for. */
+		exiting = true;
 		timeout_ms = REGISTRY_EXIT_TIMEOUT_MS;
-		if (conn == NULL)
-			(void) connect_registry();
+		if (conn == NULL && !connect_registry())
+			ereport(LOG,
+					(errmsg("idgen identity (datacenter %d, worker %d) could not be released; it ends when its lease runs out",
+							r->datacenter_id, r->worker_id),
+					 errdetail("%s", r->message)));
 		if (conn != NULL)
 		{
 			char		sql[512];

@@ -25,7 +25,9 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 use IdgenTest;
 
-my $registry = idgen_node('registry', 'idgen.worker_quarantine' => "'1s'");
+# (Every server keeps a connection to the registry: more than the test
+# cluster's default of 10.)
+my $registry = idgen_node('registry', 'idgen.worker_quarantine' => "'1s'", 'max_connections' => 50);
 my $conninfo = 'host=' . $registry->host . ' port=' . $registry->port . ' dbname=postgres';
 my %leased = ('idgen.registry' => "'$conninfo'", 'idgen.registry_ttl' => "'3s'");
 
@@ -221,11 +223,66 @@ is(id_identity($na), $ident{a}, 'and generates again');
 my $dident = held($nd);
 ok(!grep({ $_ eq $dident } values %ident), "d is given an identity of its own ($dident)");
 
+# The registry blocked by a lock on its lease table: each server has at
+# most one statement waiting there (a statement that times out is
+# cancelled, and the registry's side has a lock_timeout), and all recover.
+{
+	my ($out, $err) = ('', '');
+	my $locker = IPC::Run::start(
+		[ $registry->installed_command('psql'), '-XAtq', '-d', $registry->connstr('postgres'), '-c',
+		  'BEGIN; LOCK TABLE idgen_worker_lease; SELECT pg_sleep(6); COMMIT;' ],
+		'>', \$out, '2>', \$err);
+	my $most = 0;
+	for (1 .. 12)
+	{
+		usleep(500_000);
+		my $n = $registry->safe_psql('postgres', q{
+			SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = 'idgen registry' AND wait_event_type = 'Lock'});
+		$most = $n if $n > $most;
+	}
+	$locker->finish or die "the lock holder failed: $err";
+	# a, b, d and the promoted standby hold leases from this registry.
+	cmp_ok($most, '<=', 4, "with the registry's table locked for 6 s, at most one waiting statement per server ($most, 4 servers)");
+	is(held($na), $ident{a}, 'a holds its identity again once the lock is gone');
+}
+
 # A clean shutdown releases the lease.
 $nb->stop('fast');
 is( $registry->safe_psql('postgres',
 		"SELECT released_at IS NOT NULL FROM idgen_worker_leases WHERE datacenter_id || ':' || worker_id = '$ident{b}'"),
 	't', "a clean shutdown of b released its lease");
+
+# A server that ran ahead of its clock (borrowing: 0 sequence bits, so every
+# ID takes a millisecond, and idgen.max_drift_ms = 5 s) and is then shut
+# down cleanly: its release waits until the clock has passed its last ID, so
+# the next holder of the identity cannot meet it.  (A second registry, as
+# servers sharing a registry must share its layout.)
+{
+	my %fast = ('idgen.timestamp_bits' => 53, 'idgen.sequence_bits' => 0);
+	my $reg2 = idgen_node('registry2', %fast, 'idgen.worker_quarantine' => "'1s'");
+	my $conn2 = 'host=' . $reg2->host . ' port=' . $reg2->port . ' dbname=postgres';
+	my %borrow = (%fast, 'idgen.registry' => "'$conn2'", 'idgen.registry_ttl' => "'10s'",
+		'idgen.max_drift_ms' => 5000, 'idgen.clock_wait_ms' => 10000,
+		'idgen.horizon_lead_ms' => 20000, 'idgen.datacenter_id' => 4, 'idgen.worker_id' => 4);
+	my $f = idgen_node('f', %borrow);
+	is(held($f), '4:4', 'f holds 4:4');
+	my $e = idgen_node('e', %borrow);
+	$e->poll_query_until('postgres', q{SELECT state = 'refused' FROM idgen_identity()})
+	  or die 'e was not refused';
+	$f->safe_psql('postgres', 'CREATE TABLE ids AS SELECT idgen_snowflake() AS id FROM generate_series(1, 3000)');
+	my $ahead = $f->safe_psql('postgres',
+		'SELECT extract(epoch FROM max(idgen_snowflake_time(id)) - clock_timestamp()) FROM ids');
+	cmp_ok($ahead, '>', 1, "f's last ID is ${ahead} s ahead of its clock");
+	my @f_ids = split /\n/, $f->safe_psql('postgres', 'SELECT id FROM ids');
+	$f->stop('fast');
+	is(held($e), '4:4', 'e takes 4:4 after f released it');
+	$e->safe_psql('postgres', 'CREATE TABLE ids AS SELECT idgen_snowflake() AS id FROM generate_series(1, 3000)');
+	my %f_set = map { $_ => 1 } @f_ids;
+	my $same = grep { $f_set{$_} } split /\n/, $e->safe_psql('postgres', 'SELECT id FROM ids');
+	is($same, 0, 'none of e\'s IDs is one f issued ahead of its clock');
+	$_->stop('fast') for ($e, $reg2);
+}
 
 for my $node ($na, $nb, $nc, $twin, $standby, $nd, $registry)
 {
