@@ -188,10 +188,7 @@ publish(int datacenter_id, int worker_id, TimestampTz until)
  * ----------
  */
 
-/*
- * The identity bits for a tick of millisecond 'ms', given the lease word
- * 'w' read before the tick was taken; 'false' if it does not cover it.
- */
+/* Whether lease word 'w' covers a tick of millisecond 'ms'. */
 static inline bool
 identity_covers(uint64 w, uint64 ms)
 {
