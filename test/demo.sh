@@ -128,6 +128,11 @@ SELECT * FROM idgen_info();
 \x off
 
 \echo
+\echo '-- Where the identity comes from: its settings here; with idgen.registry set it would be'
+\echo '-- leased from a registry server, which refuses a second server claiming it:'
+SELECT source, leased, state, datacenter_id, worker_id FROM idgen_identity();
+
+\echo
 \echo '-- A table keyed by Snowflake IDs: a plain column DEFAULT.  Each ID gets a gene (0..15).'
 CREATE TABLE users (id bigint PRIMARY KEY DEFAULT idgen_snowflake(), name text NOT NULL);
 INSERT INTO users (name) VALUES ('alice'), ('bob'), ('carol'), ('dave')
