@@ -199,6 +199,8 @@ _PG_init(void)
 		/*
 		 * A random name for this postmaster, inherited by its children and
 		 * kept across crash restarts (registry.c: whose lease file it is).
+		 * With EXEC_BACKEND every child draws its own, so the lease file is
+		 * never used there: safe, only slower after a crash.
 		 */
 		if (!pg_strong_random(&idgen_postmaster_nonce, sizeof(idgen_postmaster_nonce)))
 			idgen_postmaster_nonce = (uint64) GetCurrentTimestamp() ^ ((uint64) MyProcPid << 32);

@@ -198,6 +198,7 @@ typedef struct IdgenShared
 	 * 0 for none (registry.c).  identity_leased is set at start.
 	 */
 	IdgenPaddedAtomic identity;
+	IdgenPaddedAtomic identity_gen; /* bumped when a lease begins or ends */
 	bool		identity_leased;
 	IdgenRegistryStatus registry;
 

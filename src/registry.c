@@ -43,8 +43,12 @@
  *	  tick and again after, and issues the ID only if both reads cover the
  *	  tick's millisecond with one identity: the first bounds the ID below
  *	  (the lease existed before the tick), the second above (the lease was
- *	  not withdrawn before the tick was taken).  Two atomic reads of a line
- *	  written every ttl / 3: nothing else is added to the hot path.
+ *	  not withdrawn before the tick was taken).  'identity_gen' is bumped
+ *	  whenever a lease begins or ends (not on renewals); a generator that
+ *	  sees it change between its reads takes a new tick, so a lease that
+ *	  ended and another of the same identity that began while it stalled
+ *	  cannot pass for one.  Four atomic reads of lines written every ttl / 3
+ *	  at most: nothing else is added to the hot path.
  *
  *	  Withdrawing it (a release, at shutdown) writes 0, then waits until the
  *	  clock has passed every tick issued, then releases: a tick taken
@@ -104,6 +108,7 @@ PG_FUNCTION_INFO_V1(idgen_identity);
 static PGconn *conn = NULL;
 static char registry_schema[NAMEDATALEN * 2 + 3];
 static int	timeout_ms = REGISTRY_TIMEOUT_MS;	/* set from the ttl in the loop */
+static TimestampTz round_deadline = 0;	/* every step of a round ends by then */
 static bool exiting = false;	/* releasing: a shutdown request ends nothing */
 
 /* ----------
@@ -126,6 +131,7 @@ idgen_registry_shmem_init(IdgenShared *s)
 	IdgenRegistryStatus *r = &s->registry;
 
 	pg_atomic_init_u64(&s->identity.value, 0);
+	pg_atomic_init_u64(&s->identity_gen.value, 0);
 	s->identity_leased = idgen_identity_from_registry || (idgen_registry != NULL && idgen_registry[0] != '\0');
 	SpinLockInit(&r->mutex);
 	r->pid = 0;
@@ -162,9 +168,15 @@ set_state(IdgenIdentityState state, const char *fmt,...)
 	SpinLockRelease(&r->mutex);
 }
 
-/* Publish the lease word: identity valid until 'until' (local time). */
+/*
+ * Publish the lease word: identity valid until 'until' (local time), or
+ * none (until 0).  Anything but the renewal of the lease already published
+ * bumps the generation first, so that a generator that read the word before
+ * a lease ended and reads it again after another began (the same identity,
+ * say) sees the change.
+ */
 static void
-publish(int datacenter_id, int worker_id, TimestampTz until)
+publish(int datacenter_id, int worker_id, TimestampTz until, bool renewal)
 {
 	const IdgenLayout *l = &idgen_layout;
 	int64		ms = (until - l->epoch) / 1000;
@@ -180,6 +192,8 @@ publish(int datacenter_id, int worker_id, TimestampTz until)
 			((uint64) datacenter_id << l->datacenter_shift) |
 			((uint64) worker_id << l->worker_shift);
 	}
+	if (!renewal)
+		(void) pg_atomic_fetch_add_u64(&idgen_shared->identity_gen.value, 1);	/* a full barrier */
 	pg_atomic_write_u64(&idgen_shared->identity.value, w);
 }
 
@@ -208,14 +222,20 @@ idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 ge
 
 	for (;;)
 	{
-		uint64		before = pg_atomic_read_u64(&idgen_shared->identity.value);
+		uint64		gen = pg_atomic_read_u64(&idgen_shared->identity_gen.value);
+		uint64		before;
 		uint64		after;
 		uint64		tick;
 		IdgenRegistryStatus copy;
 
 		pg_read_barrier();
+		before = pg_atomic_read_u64(&idgen_shared->identity.value);
+		pg_read_barrier();
 		tick = idgen_next_tick(word, clock);	/* a full barrier */
 		after = pg_atomic_read_u64(&idgen_shared->identity.value);
+		pg_read_barrier();
+		if (unlikely(pg_atomic_read_u64(&idgen_shared->identity_gen.value) != gen))
+			continue;			/* a lease ended or began meanwhile: a new tick */
 		if (likely(identity_covers(before, tick >> l->sequence_bits) &&
 				   identity_covers(after, tick >> l->sequence_bits) &&
 				   (before & ~until_mask) == (after & ~until_mask)))
@@ -269,6 +289,15 @@ idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 ge
  * ----------
  */
 
+/* When a step (a connection, a statement) must be done: its own timeout, within the round's. */
+static TimestampTz
+step_deadline(void)
+{
+	TimestampTz deadline = GetCurrentTimestamp() + (TimestampTz) timeout_ms * 1000;
+
+	return round_deadline != 0 ? Min(deadline, round_deadline) : deadline;
+}
+
 /* Wait until 'conn' is readable or writable; false on timeout or shutdown. */
 static bool
 wait_socket(bool for_write, TimestampTz deadline)
@@ -319,7 +348,7 @@ pq_message(const char *msg)
 static PGresult *
 run(const char *sql, int nparams, const char *const *values, char *err, size_t errlen)
 {
-	TimestampTz deadline = GetCurrentTimestamp() + (TimestampTz) timeout_ms * 1000;
+	TimestampTz deadline = step_deadline();
 	PGresult   *res = NULL;
 	PGresult   *r;
 	int			f;
@@ -364,19 +393,10 @@ timeout:
 		snprintf(err, errlen, "no answer from the registry within %d ms", timeout_ms);
 
 	/*
-	 * Cancel the statement, so that it does not go on waiting (for a lock,
-	 * say) in a backend of the registry after we have gone.
+	 * No PQcancel(): it blocks (connect, send, wait for EOF) with no timeout,
+	 * and the registry's side of the statement ends by itself, as it runs
+	 * with the same statement_timeout and lock_timeout (connect_registry).
 	 */
-	{
-		PGcancel   *cancel = PQgetCancel(conn);
-		char		errbuf[256];
-
-		if (cancel != NULL)
-		{
-			(void) PQcancel(cancel, errbuf, sizeof(errbuf));
-			PQfreeCancel(cancel);
-		}
-	}
 	disconnect();
 	return NULL;
 }
@@ -403,7 +423,7 @@ connect_registry(void)
 {
 	const char *keys[] = {"dbname", "fallback_application_name", NULL};
 	const char *vals[] = {idgen_registry, "idgen registry", NULL};
-	TimestampTz deadline = GetCurrentTimestamp() + (TimestampTz) timeout_ms * 1000;
+	TimestampTz deadline = step_deadline();
 	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
 	char		err[256];
 	PGresult   *res;
@@ -488,7 +508,7 @@ connect_registry(void)
 
 		snprintf(sql, sizeof(sql),
 				 "SELECT pg_catalog.format('%%s %%s %%s %%s %%s %%s', timestamp_bits, datacenter_bits, worker_bits, "
-				 "sequence_bits, gene_bits, (pg_catalog.date_part('epoch', epoch) OPERATOR(pg_catalog.*) 1000)::bigint) "
+				 "sequence_bits, gene_bits, pg_catalog.floor(pg_catalog.date_part('epoch', epoch) OPERATOR(pg_catalog.*) 1000)::bigint) "
 				 "FROM %s.idgen_info()", registry_schema);
 		res = run(sql, 0, NULL, err, sizeof(err));
 		if (res == NULL)
@@ -674,7 +694,7 @@ claim(void)
 	refusal_logged = 0;
 	lease_file_write(r);
 	note_skew(PQgetvalue(res, 0, 4), sent, GetCurrentTimestamp());
-	publish(r->datacenter_id, r->worker_id, r->valid_until);
+	publish(r->datacenter_id, r->worker_id, r->valid_until, false);
 	ereport(LOG,
 			(errmsg("idgen identity (datacenter %d, worker %d) leased from the registry",
 					r->datacenter_id, r->worker_id),
@@ -730,7 +750,7 @@ renew(bool *lost)
 		r->message[0] = '\0';
 		SpinLockRelease(&r->mutex);
 		note_skew(PQgetvalue(res, 0, 1), sent, GetCurrentTimestamp());
-		publish(r->datacenter_id, r->worker_id, r->valid_until);
+		publish(r->datacenter_id, r->worker_id, r->valid_until, true);
 		PQclear(res);
 		return true;
 	}
@@ -740,7 +760,7 @@ renew(bool *lost)
 	if (sqlstate != NULL && (strcmp(sqlstate, "55000") == 0 || strcmp(sqlstate, "42501") == 0))
 	{
 		*lost = true;
-		publish(0, 0, 0);
+		publish(0, 0, 0, false);
 		ereport(WARNING,
 				(errmsg("idgen identity (datacenter %d, worker %d) lost: generation stopped",
 						r->datacenter_id, r->worker_id),
@@ -770,7 +790,7 @@ withdraw(void)
 	uint64		max_ms = 0;
 	TimestampTz give_up = GetCurrentTimestamp() + (TimestampTz) (idgen_max_drift_ms + 1000) * 1000;
 
-	publish(0, 0, 0);
+	publish(0, 0, 0, false);
 	pg_memory_barrier();
 	for (int g = 0; g < idgen_shared->ngenes; g++)
 		max_ms = Max(max_ms, pg_atomic_read_u64(&idgen_shared->genes[g]) >> l->sequence_bits);
@@ -793,6 +813,7 @@ static void
 registry_exit(int code, Datum arg)
 {
 	IdgenRegistryStatus *r = &idgen_shared->registry;
+	bool		released = false;
 
 	if (code == 0 && r->token != 0)
 	{
@@ -800,6 +821,7 @@ registry_exit(int code, Datum arg)
 		/* The postmaster may signal again; the answers are waited for. */
 		exiting = true;
 		timeout_ms = REGISTRY_EXIT_TIMEOUT_MS;
+		round_deadline = GetCurrentTimestamp() + (TimestampTz) REGISTRY_EXIT_TIMEOUT_MS * 1000;
 		if (conn == NULL && !connect_registry())
 			ereport(LOG,
 					(errmsg("idgen identity (datacenter %d, worker %d) could not be released; it ends when its lease runs out",
@@ -819,7 +841,8 @@ registry_exit(int code, Datum arg)
 			snprintf(sql, sizeof(sql), "SELECT %s.idgen_worker_release($1::int, $2::bigint)",
 					 registry_schema);
 			res = run(sql, 2, params, err, sizeof(err));
-			if (res != NULL && PQresultStatus(res) == PGRES_TUPLES_OK)
+			released = (res != NULL && PQresultStatus(res) == PGRES_TUPLES_OK);
+			if (released)
 				ereport(LOG,
 						(errmsg("idgen identity (datacenter %d, worker %d) released to the registry",
 								r->datacenter_id, r->worker_id)));
@@ -831,12 +854,20 @@ registry_exit(int code, Datum arg)
 			if (res != NULL)
 				PQclear(res);
 		}
+
+		/*
+		 * Not released: keep the token (and the file), so that a worker
+		 * started again in this postmaster renews the lease rather than
+		 * wait for it to run out.
+		 */
 		SpinLockAcquire(&r->mutex);
-		r->token = 0;
+		if (released)
+			r->token = 0;
 		r->valid_until = 0;
 		r->state = IDGEN_IDENTITY_STOPPED;
 		SpinLockRelease(&r->mutex);
-		lease_file_remove();
+		if (released)
+			lease_file_remove();
 	}
 	disconnect();
 	SpinLockAcquire(&r->mutex);
@@ -895,11 +926,17 @@ idgen_registry_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		/*
+		 * Each statement, and a whole round (connecting, claiming or
+		 * renewing), gets at most a third of the ttl: a hung registry costs
+		 * one renewal, not the lease.
+		 */
 		timeout_ms = Min(REGISTRY_TIMEOUT_MS, Max(idgen_registry_ttl_ms / 3, 100));
 
 		now = GetCurrentTimestamp();
 		if (now >= next)
 		{
+			round_deadline = now + (TimestampTz) timeout_ms * 1000;
 			if (conn == NULL)
 				ok = connect_registry();
 			if (ok && r->token == 0)
