@@ -135,6 +135,22 @@ typedef union IdgenPaddedAtomic
 	char		pad[PG_CACHE_LINE_SIZE];
 } IdgenPaddedAtomic;
 
+/*
+ * With a registry: the lease on this server's identity (registry.c), on a
+ * cache line of its own that generators only read.
+ */
+typedef union IdgenLeaseLine
+{
+	struct
+	{
+		/* (valid-until ms << timestamp_shift) | identity bits; 0: none */
+		pg_atomic_uint64 word;
+		/* bumped whenever a lease begins or ends (not on renewals) */
+		pg_atomic_uint64 gen;
+	}			f;
+	char		pad[PG_CACHE_LINE_SIZE];
+} IdgenLeaseLine;
+
 /* The keeper's state, for idgen_info(); protected by 'mutex'. */
 typedef struct IdgenKeeperStatus
 {
@@ -192,13 +208,8 @@ typedef struct IdgenShared
 	/* durable horizon (a TimestampTz); raised only once it is on disk */
 	IdgenPaddedAtomic horizon;
 
-	/*
-	 * With identity_leased: the lease on this server's identity, as
-	 * (valid-until ms << timestamp_shift) | datacenter and worker fields,
-	 * 0 for none (registry.c).  identity_leased is set at start.
-	 */
-	IdgenPaddedAtomic identity;
-	IdgenPaddedAtomic identity_gen; /* bumped when a lease begins or ends */
+	/* With identity_leased (set at start): the lease (registry.c). */
+	IdgenLeaseLine lease;
 	bool		identity_leased;
 	IdgenRegistryStatus registry;
 

@@ -39,16 +39,16 @@
  * Hot path
  *	  Shared word 'identity' packs the lease as an ID would:
  *	  (valid-until millisecond << timestamp_shift) | datacenter and worker
- *	  fields; 0 when there is none.  A generator reads it before taking its
- *	  tick and again after, and issues the ID only if both reads cover the
- *	  tick's millisecond with one identity: the first bounds the ID below
- *	  (the lease existed before the tick), the second above (the lease was
- *	  not withdrawn before the tick was taken).  'identity_gen' is bumped
- *	  whenever a lease begins or ends (not on renewals); a generator that
- *	  sees it change between its reads takes a new tick, so a lease that
- *	  ended and another of the same identity that began while it stalled
- *	  cannot pass for one.  Four atomic reads of lines written every ttl / 3
- *	  at most: nothing else is added to the hot path.
+ *	  fields; 0 when there is none.  Next to it, 'gen' is bumped (before
+ *	  the word is written) whenever a lease begins or ends, not on
+ *	  renewals.  A generator reads gen, takes its tick, reads the word and
+ *	  gen again, and issues the ID only if gen did not change and the word
+ *	  covers the tick's millisecond: the lease in the word was then in place
+ *	  from before the tick (a lease that began later would have bumped gen)
+ *	  until after it (the word was read after the tick), and a lease that
+ *	  ended and another of the same identity that began while the generator
+ *	  stalled cannot pass for one.  Three reads of one cache line written
+ *	  every ttl / 3 at most: nothing else is added to the hot path.
  *
  *	  Withdrawing it (a release, at shutdown) writes 0, then waits until the
  *	  clock has passed every tick issued, then releases: a tick taken
@@ -130,8 +130,8 @@ idgen_registry_shmem_init(IdgenShared *s)
 {
 	IdgenRegistryStatus *r = &s->registry;
 
-	pg_atomic_init_u64(&s->identity.value, 0);
-	pg_atomic_init_u64(&s->identity_gen.value, 0);
+	pg_atomic_init_u64(&s->lease.f.word, 0);
+	pg_atomic_init_u64(&s->lease.f.gen, 0);
 	s->identity_leased = idgen_identity_from_registry || (idgen_registry != NULL && idgen_registry[0] != '\0');
 	SpinLockInit(&r->mutex);
 	r->pid = 0;
@@ -193,8 +193,8 @@ publish(int datacenter_id, int worker_id, TimestampTz until, bool renewal)
 			((uint64) worker_id << l->worker_shift);
 	}
 	if (!renewal)
-		(void) pg_atomic_fetch_add_u64(&idgen_shared->identity_gen.value, 1);	/* a full barrier */
-	pg_atomic_write_u64(&idgen_shared->identity.value, w);
+		(void) pg_atomic_fetch_add_u64(&idgen_shared->lease.f.gen, 1);	/* a full barrier */
+	pg_atomic_write_u64(&idgen_shared->lease.f.word, w);
 }
 
 /* ----------
@@ -222,24 +222,20 @@ idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 ge
 
 	for (;;)
 	{
-		uint64		gen = pg_atomic_read_u64(&idgen_shared->identity_gen.value);
-		uint64		before;
-		uint64		after;
+		uint64		gen = pg_atomic_read_u64(&idgen_shared->lease.f.gen);
+		uint64		w;
 		uint64		tick;
 		IdgenRegistryStatus copy;
 
 		pg_read_barrier();
-		before = pg_atomic_read_u64(&idgen_shared->identity.value);
-		pg_read_barrier();
 		tick = idgen_next_tick(word, clock);	/* a full barrier */
-		after = pg_atomic_read_u64(&idgen_shared->identity.value);
+		w = pg_atomic_read_u64(&idgen_shared->lease.f.word);
 		pg_read_barrier();
-		if (unlikely(pg_atomic_read_u64(&idgen_shared->identity_gen.value) != gen))
+		if (likely(pg_atomic_read_u64(&idgen_shared->lease.f.gen) == gen &&
+				   identity_covers(w, tick >> l->sequence_bits)))
+			return idgen_compose_identity(l, tick, gene, w & ~until_mask);
+		if (pg_atomic_read_u64(&idgen_shared->lease.f.gen) != gen)
 			continue;			/* a lease ended or began meanwhile: a new tick */
-		if (likely(identity_covers(before, tick >> l->sequence_bits) &&
-				   identity_covers(after, tick >> l->sequence_bits) &&
-				   (before & ~until_mask) == (after & ~until_mask)))
-			return idgen_compose_identity(l, tick, gene, after & ~until_mask);
 
 		/*
 		 * No lease covers it.  While the worker is still on its first
