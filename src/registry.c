@@ -410,6 +410,13 @@ result_message(const PGresult *res)
 	return buf;
 }
 
+/* Microseconds to whole milliseconds, rounding down (as floor() does). */
+static int64
+floor_ms(int64 us)
+{
+	return us >= 0 ? us / 1000 : -((-us + 999) / 1000);
+}
+
 /*
  * Connect, find the extension's schema and check the registry's layout has
  * the same identity space; false (with the state set) if not.
@@ -504,7 +511,7 @@ connect_registry(void)
 
 		snprintf(sql, sizeof(sql),
 				 "SELECT pg_catalog.format('%%s %%s %%s %%s %%s %%s', timestamp_bits, datacenter_bits, worker_bits, "
-				 "sequence_bits, gene_bits, pg_catalog.floor(pg_catalog.date_part('epoch', epoch) OPERATOR(pg_catalog.*) 1000)::bigint) "
+				 "sequence_bits, gene_bits, pg_catalog.floor(EXTRACT(EPOCH FROM epoch) OPERATOR(pg_catalog.*) 1000)::bigint) "
 				 "FROM %s.idgen_info()", registry_schema);
 		res = run(sql, 0, NULL, err, sizeof(err));
 		if (res == NULL)
@@ -514,7 +521,7 @@ connect_registry(void)
 		}
 		snprintf(mine, sizeof(mine), "%d %d %d %d %d " INT64_FORMAT,
 				 l->timestamp_bits, l->datacenter_bits, l->worker_bits, l->sequence_bits,
-				 l->gene_bits, (int64) ((l->epoch - IDGEN_UNIX_EPOCH) / 1000));
+				 l->gene_bits, floor_ms(l->epoch - IDGEN_UNIX_EPOCH));
 		if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
 			strcmp(PQgetvalue(res, 0, 0), mine) != 0)
 		{
@@ -809,10 +816,20 @@ static void
 registry_exit(int code, Datum arg)
 {
 	IdgenRegistryStatus *r = &idgen_shared->registry;
-	bool		released = false;
 
 	if (code == 0 && r->token != 0)
 	{
+		/*
+		 * Whether the release certainly did not happen: nothing was sent, or
+		 * the registry answered with an error.  Only then may the token be
+		 * kept for a worker started again in this postmaster to renew.  A
+		 * release sent and not answered may still commit after such a
+		 * renewal, and leave the identity free at the registry while this
+		 * server generates under it: then the token is dropped, and the
+		 * server waits for the lease to run out like any other.
+		 */
+		bool		not_released = true;
+
 		withdraw();
 		/* The postmaster may signal again; the answers are waited for. */
 		exiting = true;
@@ -837,8 +854,8 @@ registry_exit(int code, Datum arg)
 			snprintf(sql, sizeof(sql), "SELECT %s.idgen_worker_release($1::int, $2::bigint)",
 					 registry_schema);
 			res = run(sql, 2, params, err, sizeof(err));
-			released = (res != NULL && PQresultStatus(res) == PGRES_TUPLES_OK);
-			if (released)
+			not_released = (res != NULL && PQresultStatus(res) == PGRES_FATAL_ERROR);
+			if (res != NULL && PQresultStatus(res) == PGRES_TUPLES_OK)
 				ereport(LOG,
 						(errmsg("idgen identity (datacenter %d, worker %d) released to the registry",
 								r->datacenter_id, r->worker_id)));
@@ -851,18 +868,13 @@ registry_exit(int code, Datum arg)
 				PQclear(res);
 		}
 
-		/*
-		 * Not released: keep the token (and the file), so that a worker
-		 * started again in this postmaster renews the lease rather than
-		 * wait for it to run out.
-		 */
 		SpinLockAcquire(&r->mutex);
-		if (released)
+		if (!not_released)
 			r->token = 0;
 		r->valid_until = 0;
 		r->state = IDGEN_IDENTITY_STOPPED;
 		SpinLockRelease(&r->mutex);
-		if (released)
+		if (!not_released)
 			lease_file_remove();
 	}
 	disconnect();

@@ -190,6 +190,38 @@ cmp_ok($renewed_after, '<', $expires_before, 'renewed before the lease ran out')
 	is(id_identity($standby), '2:5', 'a SIGTERM to the registry worker: it comes back and holds 2:5 again');
 }
 
+# A release sent and not answered (the registry's backends stopped with
+# SIGSTOP): it may still commit later, so the token is not kept for the
+# restarted worker to renew; it claims anew once the release has committed
+# and the id rested, under a new token, and the registry and the server
+# agree on who holds 2:5.
+{
+	my $old_token = $standby->safe_psql('postgres', 'SELECT token FROM idgen_identity()');
+	my @backends = split /\n/, $registry->safe_psql('postgres',
+		q{SELECT pid FROM pg_stat_activity WHERE application_name = 'idgen registry'});
+	my $offset = -s $standby->logfile;
+	kill 'STOP', @backends or die "kill: $!";
+	my $pid = $standby->safe_psql('postgres', 'SELECT worker_pid FROM idgen_identity()');
+	kill 'TERM', $pid or die "kill: $!";
+	$standby->wait_for_log(qr/could not be released/, $offset);
+	kill 'CONT', @backends or die "kill: $!";
+	$registry->poll_query_until('postgres', qq{
+		SELECT token <> $old_token AND released_at IS NULL
+		FROM idgen_worker_leases WHERE datacenter_id = 2 AND worker_id = 5})
+	  or die 'no new lease on 2:5';
+	is(held($standby), '2:5', 'a release not answered: the server claims 2:5 anew');
+	my $token = $registry->safe_psql('postgres',
+		'SELECT token FROM idgen_worker_leases WHERE datacenter_id = 2 AND worker_id = 5');
+	isnt($token, $old_token, 'under a new token, not by renewing the one whose release was in flight');
+	is($standby->safe_psql('postgres', 'SELECT token FROM idgen_identity()'), $token,
+		'the registry and the server agree on the lease');
+	# Had the token been kept, the restarted worker would have renewed it,
+	# and its next renewal, after the release committed, would find it lost.
+	ok(!$standby->log_contains(qr/lost: generation stopped/, $offset),
+		'the token whose release was in flight was never renewed');
+	held($_) for ($na, $nb);
+}
+
 # The registry stops: a goes on generating on its lease, then refuses.
 my $stopped_at = time;
 $registry->stop('fast');
