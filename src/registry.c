@@ -955,7 +955,16 @@ idgen_registry_main(Datum main_arg)
 
 				ok = renew(&lost);
 				if (lost)
-					ok = claim();
+				{
+					/*
+					 * Claim again at once, in a round of its own: with what
+					 * is left of this one, the claim could time out here and
+					 * still commit at the registry, under a token never
+					 * learnt.
+					 */
+					next = 0;
+					continue;
+				}
 			}
 			now = GetCurrentTimestamp();
 			next = now + (TimestampTz) (ok ? idgen_registry_ttl_ms / 3 : retry_ms) * 1000;

@@ -255,6 +255,19 @@ is(id_identity($na), $ident{a}, 'and generates again');
 my $dident = held($nd);
 ok(!grep({ $_ eq $dident } values %ident), "d is given an identity of its own ($dident)");
 
+# A lease lost (its row deleted on the registry by hand): the next renewal
+# says so, generation stops at once, and the worker claims again.
+{
+	my $old = $na->safe_psql('postgres', 'SELECT token FROM idgen_identity()');
+	my $offset = -s $na->logfile;
+	$registry->safe_psql('postgres', "DELETE FROM idgen_worker_lease WHERE token = $old");
+	$na->wait_for_log(qr/lost: generation stopped/, $offset);
+	$na->poll_query_until('postgres', "SELECT state = 'held' AND token <> $old FROM idgen_identity()")
+	  or die 'a did not claim again';
+	$ident{a} = held($na);
+	is(id_identity($na), $ident{a}, "a lost lease: a claims again and generates under $ident{a}");
+}
+
 # The registry blocked by a lock on its lease table: each server has at
 # most one statement waiting there (a statement that times out is
 # cancelled, and the registry's side has a lock_timeout), and all recover.
