@@ -124,6 +124,16 @@ static const char *const state_names[] = {
 	[IDGEN_IDENTITY_STOPPED] = "stopped",
 };
 
+/*
+ * Whether this server's identity is leased: from the registry, or from its
+ * settings but claimed at a registry.  Both settings are fixed at start.
+ */
+static bool
+identity_is_leased(void)
+{
+	return idgen_identity_from_registry || (idgen_registry != NULL && idgen_registry[0] != '\0');
+}
+
 /* Initialise the shared state; postmaster, at start and after a crash. */
 void
 idgen_registry_shmem_init(IdgenShared *s)
@@ -132,7 +142,7 @@ idgen_registry_shmem_init(IdgenShared *s)
 
 	pg_atomic_init_u64(&s->lease.f.word, 0);
 	pg_atomic_init_u64(&s->lease.f.gen, 0);
-	s->identity_leased = idgen_identity_from_registry || (idgen_registry != NULL && idgen_registry[0] != '\0');
+	s->identity_leased = identity_is_leased();
 	SpinLockInit(&r->mutex);
 	r->pid = 0;
 	r->state = s->identity_leased ? IDGEN_IDENTITY_STARTING : IDGEN_IDENTITY_SETTINGS;
@@ -632,6 +642,31 @@ lease_file_read(IdgenRegistryStatus *r)
 	FreeFile(f);
 }
 
+/*
+ * The registry granted the lease (a claim, or a renewal) asked for at
+ * 'sent', to end at 'expires', its clock reading 'registry_now' (both as
+ * date_part('epoch', ...)): valid here until sent + ttl.  Publish it.
+ */
+static void
+lease_granted(TimestampTz sent, const char *expires, const char *registry_now, bool renewal)
+{
+	IdgenRegistryStatus *r = &idgen_shared->registry;
+
+	SpinLockAcquire(&r->mutex);
+	r->valid_until = sent + (TimestampTz) idgen_registry_ttl_ms * 1000;
+	r->registry_expires_at = epoch_to_ts(expires);
+	r->renewed_at = sent;
+	if (renewal)
+		r->renewals++;
+	else
+		r->acquired_at = sent;
+	r->state = IDGEN_IDENTITY_HELD;
+	r->message[0] = '\0';
+	SpinLockRelease(&r->mutex);
+	note_skew(registry_now, sent, GetCurrentTimestamp());
+	publish(r->datacenter_id, r->worker_id, r->valid_until, renewal);
+}
+
 /* Take an identity; true if one is held now. */
 static bool
 claim(void)
@@ -688,16 +723,10 @@ claim(void)
 	r->datacenter_id = atoi(PQgetvalue(res, 0, 0));
 	r->worker_id = atoi(PQgetvalue(res, 0, 1));
 	r->token = strtoi64(PQgetvalue(res, 0, 2), NULL, 10);
-	r->valid_until = sent + (TimestampTz) idgen_registry_ttl_ms * 1000;
-	r->registry_expires_at = epoch_to_ts(PQgetvalue(res, 0, 3));
-	r->acquired_at = r->renewed_at = sent;
-	r->state = IDGEN_IDENTITY_HELD;
-	r->message[0] = '\0';
 	SpinLockRelease(&r->mutex);
 	refusal_logged = 0;
 	lease_file_write(r);
-	note_skew(PQgetvalue(res, 0, 4), sent, GetCurrentTimestamp());
-	publish(r->datacenter_id, r->worker_id, r->valid_until, false);
+	lease_granted(sent, PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4), false);
 	ereport(LOG,
 			(errmsg("idgen identity (datacenter %d, worker %d) leased from the registry",
 					r->datacenter_id, r->worker_id),
@@ -744,16 +773,7 @@ renew(bool *lost)
 	}
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
 	{
-		SpinLockAcquire(&r->mutex);
-		r->valid_until = sent + (TimestampTz) idgen_registry_ttl_ms * 1000;
-		r->registry_expires_at = epoch_to_ts(PQgetvalue(res, 0, 0));
-		r->renewed_at = sent;
-		r->renewals++;
-		r->state = IDGEN_IDENTITY_HELD;
-		r->message[0] = '\0';
-		SpinLockRelease(&r->mutex);
-		note_skew(PQgetvalue(res, 0, 1), sent, GetCurrentTimestamp());
-		publish(r->datacenter_id, r->worker_id, r->valid_until, true);
+		lease_granted(sent, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), true);
 		PQclear(res);
 		return true;
 	}
@@ -829,6 +849,8 @@ registry_exit(int code, Datum arg)
 		 * server waits for the lease to run out like any other.
 		 */
 		bool		not_released = true;
+		bool		released = false;
+		char		why[256] = "";
 
 		withdraw();
 		/* The postmaster may signal again; the answers are waited for. */
@@ -836,37 +858,36 @@ registry_exit(int code, Datum arg)
 		timeout_ms = REGISTRY_EXIT_TIMEOUT_MS;
 		round_deadline = GetCurrentTimestamp() + (TimestampTz) REGISTRY_EXIT_TIMEOUT_MS * 1000;
 		if (conn == NULL && !connect_registry())
-			ereport(LOG,
-					(errmsg("idgen identity (datacenter %d, worker %d) could not be released; it ends when its lease runs out",
-							r->datacenter_id, r->worker_id),
-					 errdetail("%s", r->message)));
+			strlcpy(why, r->message, sizeof(why));
 		if (conn != NULL)
 		{
 			char		sql[512];
 			char		wid[16];
 			char		token[32];
 			const char *params[2] = {wid, token};
-			char		err[256];
 			PGresult   *res;
 
 			snprintf(wid, sizeof(wid), "%d", r->worker_id);
 			snprintf(token, sizeof(token), INT64_FORMAT, r->token);
 			snprintf(sql, sizeof(sql), "SELECT %s.idgen_worker_release($1::int, $2::bigint)",
 					 registry_schema);
-			res = run(sql, 2, params, err, sizeof(err));
+			res = run(sql, 2, params, why, sizeof(why));
 			not_released = (res != NULL && PQresultStatus(res) == PGRES_FATAL_ERROR);
-			if (res != NULL && PQresultStatus(res) == PGRES_TUPLES_OK)
-				ereport(LOG,
-						(errmsg("idgen identity (datacenter %d, worker %d) released to the registry",
-								r->datacenter_id, r->worker_id)));
-			else
-				ereport(LOG,
-						(errmsg("idgen identity (datacenter %d, worker %d) could not be released; it ends when its lease runs out",
-								r->datacenter_id, r->worker_id),
-						 errdetail("%s", res != NULL ? result_message(res) : err)));
+			released = (res != NULL && PQresultStatus(res) == PGRES_TUPLES_OK);
+			if (res != NULL && !released)
+				strlcpy(why, result_message(res), sizeof(why));
 			if (res != NULL)
 				PQclear(res);
 		}
+		if (released)
+			ereport(LOG,
+					(errmsg("idgen identity (datacenter %d, worker %d) released to the registry",
+							r->datacenter_id, r->worker_id)));
+		else
+			ereport(LOG,
+					(errmsg("idgen identity (datacenter %d, worker %d) could not be released; it ends when its lease runs out",
+							r->datacenter_id, r->worker_id),
+					 errdetail("%s", why)));
 
 		SpinLockAcquire(&r->mutex);
 		if (!not_released)
@@ -992,7 +1013,7 @@ idgen_registry_main(Datum main_arg)
 void
 idgen_registry_register(void)
 {
-	if (idgen_identity_from_registry || (idgen_registry != NULL && idgen_registry[0] != '\0'))
+	if (identity_is_leased())
 		idgen_register_worker("idgen registry", "idgen_registry_main", BGWORKER_SHMEM_ACCESS,
 							  BgWorkerStart_PostmasterStart, 1);
 }
