@@ -156,7 +156,7 @@ echo "each pgbench run: pgbench -n -M prepared -c $CLIENTS -j $CLIENTS -T $T; $R
 declare -A RUNS
 section "runs (tps)"
 printf '%-4s %-6s %-34s %12s\n' part round method tps
-PG_PARTS=$(tr ' ' '\n' <<<"$PARTS" | grep -E '^[AB]$' | tr '\n' ' ')
+PG_PARTS=$(tr ' ' '\n' <<<"$PARTS" | { grep -E '^[AB]$' || true; } | tr '\n' ' ')
 for part in $PG_PARTS; do
 	for ((r = 1; r <= ROUNDS; r++)); do
 		# rotate the order of the methods from round to round
@@ -183,14 +183,7 @@ done
 declare -A C_NS=([cached]=0 [nextval]=1)
 if [[ " $PARTS " == *" C "* ]]; then
 section "Part C: one backend, cost per value (median of $MEASUREMENTS, timed in the server)"
-sql "CREATE FUNCTION bench_ms(q text) RETURNS double precision LANGUAGE plpgsql AS \$f\$
-DECLARE t0 timestamptz; c bigint;
-BEGIN
-	t0 := clock_timestamp();
-	EXECUTE q INTO c;
-	IF c <> $SINGLE_N THEN RAISE EXCEPTION 'counted % values', c; END IF;
-	RETURN extract(epoch FROM clock_timestamp() - t0) * 1000;
-END \$f\$" >/dev/null
+create_bench_ms "$SINGLE_N"
 declare -A CQ=([cached]="SELECT count(idgen_seq_next('one')) FROM generate_series(1, $SINGLE_N)"
 	[nextval]="SELECT count(nextval('s1')) FROM generate_series(1, $SINGLE_N)")
 {

@@ -61,14 +61,7 @@ init_cluster "synchronous_commit = off"
 start_cluster
 sql "CREATE EXTENSION idgen" >/dev/null
 sql "CREATE TABLE t_snow (id bigint PRIMARY KEY DEFAULT idgen_snowflake(), v int)" >/dev/null
-sql "CREATE FUNCTION bench_ms(q text) RETURNS double precision LANGUAGE plpgsql AS \$f\$
-DECLARE t0 timestamptz; c bigint;
-BEGIN
-	t0 := clock_timestamp();
-	EXECUTE q INTO c;
-	IF c <> $N THEN RAISE EXCEPTION 'counted % values', c; END IF;
-	RETURN extract(epoch FROM clock_timestamp() - t0) * 1000;
-END \$f\$" >/dev/null
+create_bench_ms "$N"
 printf 'INSERT INTO t_snow (v) VALUES (1);\n' >"$DIR/insert.sql"
 [ "$(id -u)" = 0 ] && chown "$RUN_USER" "$DIR/insert.sql"
 

@@ -6,7 +6,7 @@
 # a command as that user, makes the throwaway cluster's directory DIR with a
 # cleanup trap that stops the server and removes it, chooses PORT, and
 # defines PSQL and sql, section, median, fmt_int, print_machine,
-# init_cluster and start_cluster.
+# init_cluster, start_cluster and create_bench_ms.
 
 [ -x "$PG_CONFIG" ] || command -v "$PG_CONFIG" >/dev/null || die "no pg_config at $PG_CONFIG"
 BINDIR=$("$PG_CONFIG" --bindir)
@@ -127,6 +127,20 @@ $1
 EOF
 	echo "data directory $PGDATA_DIR, socket in $DIR, port $PORT (no TCP)"
 	sed -n "/^# $PROG/,\$p" "$PGDATA_DIR/postgresql.conf" | sed '1d; /^$/d; s/^/  /'
+}
+
+# create_bench_ms N: in database bench, bench_ms(q) runs the query q, which
+# must count N values, and returns the milliseconds it took, timed in the
+# server (clock_timestamp() around EXECUTE), so no round trip is included.
+create_bench_ms() {
+	sql "CREATE FUNCTION bench_ms(q text) RETURNS double precision LANGUAGE plpgsql AS \$f\$
+DECLARE t0 timestamptz; c bigint;
+BEGIN
+	t0 := clock_timestamp();
+	EXECUTE q INTO c;
+	IF c <> $1 THEN RAISE EXCEPTION 'counted % values', c; END IF;
+	RETURN extract(epoch FROM clock_timestamp() - t0) * 1000;
+END \$f\$" >/dev/null
 }
 
 # start_cluster: start it and create the database "bench".
