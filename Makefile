@@ -14,6 +14,7 @@ EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).
 MODULE_big = idgen
 OBJS = \
 	src/clock.o \
+	src/horizon_wal.o \
 	src/idgen.o \
 	src/keeper.o \
 	src/keyseq.o \

@@ -356,7 +356,14 @@ CREATE FUNCTION @extschema@.idgen_info(
     OUT horizon_lead_ms bigint,
     OUT horizon_persists bigint,
     OUT horizon_failures bigint,
-    OUT horizon_persisted_at timestamptz)
+    OUT horizon_persisted_at timestamptz,
+    OUT in_recovery boolean,
+    OUT wal_horizon timestamptz,
+    OUT wal_datacenter_id int,
+    OUT wal_worker_id int,
+    OUT wal_records bigint,
+    OUT recovery_ended_at timestamptz,
+    OUT recovery_lead_ms bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'idgen_info'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;

@@ -38,6 +38,19 @@
  *	    horizon (keeper.c); if the keeper is late, wake it and wait, within
  *	    the same clock_wait_ms budget, then fail.
  *
+ * Takeover (idgen.takeover_max_lead)
+ *	  A server that took an identity over from another (a promoted standby,
+ *	  horizon_wal.c; a registry lease handed over, registry.c) raises its
+ *	  generator words above the last holder's horizon T and then records T
+ *	  in idgen_shared->takeover.  If its clock is behind T, the rule above
+ *	  would make it wait until its clock reaches T.  Instead, while T is at
+ *	  most takeover_max_lead ahead of the clock, an identifier within
+ *	  max_drift_ms of T is issued: the generator continues from T, ahead of
+ *	  the clock (counted as borrowed milliseconds), and the lead shrinks as
+ *	  the clock advances, since the counter carries into a new millisecond
+ *	  only once a millisecond's values are used up.  Beyond the bound it
+ *	  waits and fails as above, with a message that names the takeover.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -86,8 +99,18 @@ static void pg_attribute_noreturn()
 clock_behind_error(const IdgenTickClock *c, uint64 last_tick, int64 now_ms)
 {
 	int64		last_ms = (int64) (last_tick >> c->tick_bits);
+	TimestampTz takeover = (TimestampTz) pg_atomic_read_u64(&idgen_shared->takeover.value);
+	TimestampTz now = c->epoch + (TimestampTz) now_ms * 1000;
 
 	idgen_count(c->kind, IDGEN_STAT_ERRORS, 1);
+	if (takeover > now + (TimestampTz) idgen_takeover_max_lead_ms * 1000)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not generate %s: the system clock is " INT64_FORMAT " ms behind the IDs of this identity's last holder",
+						c->item, (takeover - now) / 1000),
+				 errdetail("This server took its identity over (a promotion, or a lease from the registry) and starts above every ID the last holder may have issued, up to %s. That is more than idgen.takeover_max_lead (%d ms) ahead of this server's clock.",
+						   timestamptz_to_str(takeover), idgen_takeover_max_lead_ms),
+				 errhint("Synchronize this server's clock with the last holder's; generation resumes once the clock is within idgen.takeover_max_lead of that time.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not generate %s: the system clock moved backwards by " INT64_FORMAT " ms",
@@ -110,6 +133,35 @@ horizon_error(const IdgenTickClock *c, int64 next_ms)
 					   timestamptz_to_str((TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value)),
 					   idgen_clock_wait_ms),
 			 errhint("Check that the \"idgen keeper\" background worker is running and can write the file \"idgen.horizon\" in the data directory; see the server log and idgen_info().")));
+}
+
+/*
+ * Whether a tick of millisecond 'next_ms', ahead of the clock 'now' by more
+ * than max_drift_ms, continues from a horizon taken over (see the file
+ * header).
+ */
+static bool
+takeover_covers(const IdgenTickClock *c, int64 next_ms, TimestampTz now)
+{
+	TimestampTz takeover = (TimestampTz) pg_atomic_read_u64(&idgen_shared->takeover.value);
+
+	return takeover != 0 &&
+		takeover - now <= (TimestampTz) idgen_takeover_max_lead_ms * 1000 &&
+		c->epoch + (next_ms - idgen_max_drift_ms) * 1000 <= takeover;
+}
+
+/*
+ * Record that generators were raised above 'horizon', the horizon of an
+ * identity's last holder (see the file header).  Upwards only.
+ */
+void
+idgen_take_over(TimestampTz horizon)
+{
+	uint64		old = pg_atomic_read_u64(&idgen_shared->takeover.value);
+
+	while (old < (uint64) horizon &&
+		   !pg_atomic_compare_exchange_u64(&idgen_shared->takeover.value, &old, (uint64) horizon))
+		;
 }
 
 /*
@@ -140,7 +192,8 @@ idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *c)
 		next = Max(old + 1, floor_tick);
 		next_ms = (int64) (next >> bits);
 
-		if (unlikely(next_ms - now_ms > idgen_max_drift_ms))
+		if (unlikely(next_ms - now_ms > idgen_max_drift_ms) &&
+			!takeover_covers(c, next_ms, now))
 		{
 			/* Sleep until now_ms >= next_ms - max_drift_ms. */
 			int64		need_us = (next_ms - idgen_max_drift_ms) * 1000 - now_us;

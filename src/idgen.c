@@ -36,6 +36,7 @@ int			idgen_datacenter_id = 0;
 int			idgen_worker_id = 0;
 int			idgen_max_drift_ms = 100;
 int			idgen_clock_wait_ms = 1000;
+int			idgen_takeover_max_lead_ms = 60 * 1000;
 int			idgen_horizon_lead_ms = 1000;
 int			idgen_horizon_interval_ms = 100;
 char	   *idgen_purge_database = NULL;
@@ -138,6 +139,15 @@ _PG_init(void)
 							&idgen_clock_wait_ms, 1000, 0, 60 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 
+	DefineCustomIntVariable("idgen.takeover_max_lead",
+							"Sets how far ahead of the system clock a server that took over an identity may continue from its last holder's IDs.",
+							"After a promotion, or a registry lease taken over from another server, generators "
+							"start above every ID the last holder may have issued. If that is ahead of this "
+							"server's clock by at most this much, they continue from there; otherwise they "
+							"wait for the clock, and fail after idgen.clock_wait_ms.",
+							&idgen_takeover_max_lead_ms, 60 * 1000, 0, 24 * 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+
 	DefineCustomIntVariable("idgen.horizon_lead_ms",
 							"Sets how far beyond what generators may issue the keeper makes the durable horizon.",
 							"Generators may issue up to idgen.max_drift_ms ahead of the clock; the keeper "
@@ -206,6 +216,7 @@ _PG_init(void)
 			idgen_postmaster_nonce = (uint64) GetCurrentTimestamp() ^ ((uint64) MyProcPid << 32);
 		idgen_layout_report(WARNING);
 		idgen_shmem_init();
+		idgen_wal_register();
 		idgen_keeper_register();
 		idgen_purge_register();
 		idgen_registry_register();

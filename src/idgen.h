@@ -12,6 +12,7 @@
  *	  snowflake.c  the Snowflake generator's SQL entry points, trigger
  *	  uuid7.c      UUIDv7: generator and readers
  *	  keeper.c     the durable horizon and the keeper background worker
+ *	  horizon_wal.c  the horizon in WAL: standbys, promotion, recovery
  *	  ownersql.c   SQL on the extension's tables, as the extension's owner
  *	  keyseq.c     per-key business sequences
  *	  seqcache.c   cached per-key sequences: segments in shared memory
@@ -163,6 +164,25 @@ typedef struct IdgenKeeperStatus
 	TimestampTz last_failure;
 } IdgenKeeperStatus;
 
+/*
+ * What redo learnt from the horizon records in WAL (horizon_wal.c); under
+ * 'mutex'.
+ */
+typedef struct IdgenReplayStatus
+{
+	slock_t		mutex;
+	bool		known;			/* a record was replayed since start */
+	TimestampTz horizon;		/* the highest horizon replayed; 0: none */
+	TimestampTz written_at;		/* the writer's clock when it wrote that */
+	TimestampTz replayed_at;	/* ours, at the last record */
+	int			datacenter_id;	/* the writer's identity at the last record */
+	int			worker_id;		/* (-1: it held none) */
+	uint64		records;		/* records replayed since start */
+	TimestampTz lifted_at;		/* end of recovery: generators raised then */
+	TimestampTz lifted_to;		/* ... above this horizon */
+	int64		lift_lead_ms;	/* how far ahead of the clock that was */
+} IdgenReplayStatus;
+
 /* Where a leased identity stands (registry.c). */
 typedef enum IdgenIdentityState
 {
@@ -208,6 +228,14 @@ typedef struct IdgenShared
 	/* durable horizon (a TimestampTz); raised only once it is on disk */
 	IdgenPaddedAtomic horizon;
 
+	/*
+	 * The horizon of an identity's last holder that this server took over
+	 * (a promotion, a registry handover; a TimestampTz, 0: none); raised
+	 * only.  Generators may continue from it ahead of the clock, within
+	 * idgen.takeover_max_lead (clock.c).
+	 */
+	IdgenPaddedAtomic takeover;
+
 	/* With identity_leased (set at start): the lease (registry.c). */
 	IdgenLeaseLine lease;
 	bool		identity_leased;
@@ -215,6 +243,12 @@ typedef struct IdgenShared
 
 	IdgenKeeperStatus keeper;
 	bool		horizon_restored;	/* read from the file at start */
+
+	/* the horizon file's content; under file_lock, which its writers take */
+	LWLock	   *file_lock;
+	TimestampTz file_horizon;
+
+	IdgenReplayStatus replay;
 
 	/* the rest is written only at start, or under 'lock' */
 	LWLock	   *lock;			/* guards stats_base and stats_reset */
@@ -260,6 +294,7 @@ extern int	idgen_datacenter_id;
 extern int	idgen_worker_id;
 extern int	idgen_max_drift_ms;
 extern int	idgen_clock_wait_ms;
+extern int	idgen_takeover_max_lead_ms;
 extern int	idgen_horizon_lead_ms;
 extern int	idgen_horizon_interval_ms;
 extern char *idgen_purge_database;
@@ -295,6 +330,7 @@ extern int64 idgen_compose_identity(const IdgenLayout *layout, uint64 tick, uint
 
 /* clock.c */
 extern uint64 idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *clock);
+extern void idgen_take_over(TimestampTz horizon);
 
 /* registry.c */
 extern void idgen_registry_shmem_init(IdgenShared *s);
@@ -303,11 +339,23 @@ extern int64 idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clo
 
 /* keeper.c */
 extern bool idgen_horizon_read(TimestampTz *horizon, char *why, size_t whylen);
+extern bool idgen_horizon_persist(TimestampTz horizon, int elevel);
 extern uint64 idgen_horizon_start_tick(TimestampTz horizon, TimestampTz epoch, int tick_bits);
 extern void idgen_keeper_wake(void);
 extern void idgen_keeper_register(void);
 extern void idgen_register_worker(const char *name, const char *function, int flags,
 								  BgWorkerStartTime start_time, int restart_seconds);
+
+/*
+ * horizon_wal.c: idgen's WAL resource manager id.  Custom ids are 128 to
+ * 255 and must be unique among a server's extensions (128 is for
+ * development; see the README's High availability section).
+ */
+#define IDGEN_RMGR_ID				147
+
+extern void idgen_wal_register(void);
+extern bool idgen_wal_log_horizon(TimestampTz horizon);
+extern void idgen_recovery_check(IdgenKind kind, const char *item);
 
 /* ownersql.c: see there */
 #define IDGEN_MAX_SQL_ARGS			10

@@ -12,7 +12,12 @@
  *	  idgen_shared->horizon   the copy generators read; raised only after
  *	                          the same value is on disk
  *
- * so every identifier ever issued is at or below the horizon on disk.  After
+ * so every identifier ever issued is at or below the horizon on disk.  On a
+ * primary the keeper also writes each new horizon into WAL, and waits for
+ * synchronous standbys, before generators may use it (horizon_wal.c).  The
+ * file is written by the keeper and, in recovery, by redo of those records
+ * (the startup process): both through idgen_horizon_persist, under
+ * file_lock, which only ever raises it.  After
  * a restart or a crash, the shared-memory startup hook reads the file and
  * starts every generator word just above it (idgen_horizon_start_tick), so
  * no identifier can repeat whatever the clock says; a clock behind the
@@ -50,6 +55,7 @@
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lwlock.h"
 #include "storage/spin.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
@@ -186,6 +192,27 @@ horizon_write(TimestampTz horizon, int elevel)
 }
 
 /*
+ * Make the file hold at least 'horizon': write it unless the file already
+ * has as much.  Keeper and redo may both call it; false (after logging at
+ * 'elevel') if the write failed.
+ */
+bool
+idgen_horizon_persist(TimestampTz horizon, int elevel)
+{
+	bool		ok = true;
+
+	LWLockAcquire(idgen_shared->file_lock, LW_EXCLUSIVE);
+	if (horizon > idgen_shared->file_horizon)
+	{
+		ok = horizon_write(horizon, elevel);
+		if (ok)
+			idgen_shared->file_horizon = horizon;
+	}
+	LWLockRelease(idgen_shared->file_lock);
+	return ok;
+}
+
+/*
  * The first tick a generator may issue after the horizon was 'horizon':
  * the word is set so that its next tick starts the first millisecond (of
  * the generator's own epoch) that begins after 'horizon'.
@@ -256,6 +283,7 @@ keeper_round(ClockPair *last)
 	TimestampTz horizon = (TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value);
 	int64		lead_us = (int64) idgen_horizon_lead_ms * 1000;
 	int64		drift_us = (int64) idgen_max_drift_ms * 1000;
+	TimestampTz base;			/* what generators may run ahead of */
 
 	/*
 	 * Read the monotonic clock on both sides of the wall clock; a pair read
@@ -291,18 +319,32 @@ keeper_round(ClockPair *last)
 	}
 	if (cur.valid)
 		*last = cur;			/* else compare the next round with the last good pair */
+	base = cur.wall;
 
 	/*
-	 * Generators run up to max_drift_ms ahead of the clock, so the horizon
-	 * is kept at least lead/2 beyond that, and renewed to lead beyond it.
+	 * Generators run up to max_drift_ms ahead of the clock, or of a horizon
+	 * taken over that is within idgen.takeover_max_lead of it (clock.c), so
+	 * the horizon is kept at least lead/2 beyond that, and renewed to lead
+	 * beyond it.
 	 */
-	if (horizon - cur.wall < lead_us / 2 + drift_us)
 	{
-		TimestampTz target = Max(horizon, cur.wall + lead_us + drift_us);
+		TimestampTz takeover = (TimestampTz) pg_atomic_read_u64(&idgen_shared->takeover.value);
+
+		if (takeover > cur.wall &&
+			takeover - cur.wall <= (TimestampTz) idgen_takeover_max_lead_ms * 1000)
+			base = takeover;
+	}
+	if (horizon - base < lead_us / 2 + drift_us)
+	{
+		TimestampTz target = Max(horizon, base + lead_us + drift_us);
 		/* While writes keep failing, say why every 10 s, not every round. */
 		bool		say = failing_since == 0 ||
 			cur.wall - failing_logged >= 10 * USECS_PER_SEC;
-		bool		ok = horizon_write(target, say ? LOG : DEBUG1);
+		bool		ok = idgen_horizon_persist(target, say ? LOG : DEBUG1);
+
+		/* Into WAL, and to synchronous standbys, before anyone uses it. */
+		if (ok && !idgen_wal_log_horizon(target))
+			return;				/* shutting down: the wait was cut short */
 
 		if (!ok && say)
 			failing_logged = cur.wall;
@@ -318,6 +360,22 @@ keeper_round(ClockPair *last)
 		}
 		note_persist(ok, target, cur.wall);
 	}
+}
+
+/*
+ * SIGTERM: stop after this round.  ProcDiePending also ends a wait for
+ * synchronous standbys (SyncRepWaitForLSN checks it), which could otherwise
+ * last for ever and hold up the shutdown.
+ */
+static void
+keeper_sigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	ShutdownRequestPending = true;
+	ProcDiePending = true;
+	SetLatch(MyLatch);
+	errno = save_errno;
 }
 
 /* On any exit, forget the keeper's pid and latch (its PGPROC is reused). */
@@ -344,8 +402,14 @@ idgen_keeper_main(Datum main_arg)
 	MemoryContext round_context;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGTERM, keeper_sigterm);
 	BackgroundWorkerUnblockSignals();
+
+	/*
+	 * A horizon is published only once synchronous standbys have it,
+	 * whatever synchronous_commit the server's configuration gives.
+	 */
+	SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
 
 	k = &idgen_shared->keeper;
 	on_shmem_exit(keeper_exit, (Datum) 0);

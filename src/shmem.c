@@ -54,6 +54,19 @@
  *
  * keeper: the keeper's pid, latch and counters, under keeper.mutex.
  *
+ * file_horizon: what the horizon file holds; read and written only under
+ *	  file_lock, by whoever writes the file (the keeper, redo).
+ *
+ * takeover: written with compare-and-swap, upwards only, by whoever takes
+ *	  an identity over (the end of recovery, the registry worker), after it
+ *	  raised the generator words; read without a lock by generators that
+ *	  are ahead of the clock (clock.c).  A stale value is smaller: it can
+ *	  only make a generator wait.
+ *
+ * replay: what redo learnt from WAL, under replay.mutex (horizon_wal.c).
+ *	  The end of recovery raises the generator words with compare-and-swap
+ *	  (never down), so the protocol above holds.
+ *
  * Crash and restart: the segment is created anew.  Generator words start
  *	  just above the horizon read from disk (keeper.c); statistics start from
  *	  zero.
@@ -136,7 +149,7 @@ idgen_shmem_request(void)
 		prev_shmem_request_hook();
 #endif
 	RequestAddinShmemSpace(idgen_shmem_size());
-	RequestNamedLWLockTranche("idgen", 1);
+	RequestNamedLWLockTranche("idgen", 2);
 	RequestAddinShmemSpace(idgen_seqcache_shmem_size());
 	RequestNamedLWLockTranche("idgen seq cache", idgen_seq_cache_keys + 1);
 }
@@ -161,7 +174,8 @@ idgen_shmem_startup(void)
 		IdgenShared *s = idgen_shared;
 
 		pg_atomic_init_u64(&s->clock_seen_ms.value, 0);
-		s->lock = &(GetNamedLWLockTranche("idgen"))->lock;
+		s->lock = &(GetNamedLWLockTranche("idgen"))[0].lock;
+		s->file_lock = &(GetNamedLWLockTranche("idgen"))[1].lock;
 		s->ngenes = idgen_ngenes();
 		s->nslots = idgen_nslots();
 		s->stats_reset = GetCurrentTimestamp();
@@ -174,6 +188,14 @@ idgen_shmem_startup(void)
 		s->keeper.latch = NULL;
 		s->keeper.persists = s->keeper.failures = 0;
 		s->keeper.last_persist = s->keeper.last_failure = 0;
+
+		SpinLockInit(&s->replay.mutex);
+		s->replay.known = false;
+		s->replay.horizon = s->replay.written_at = s->replay.replayed_at = 0;
+		s->replay.datacenter_id = s->replay.worker_id = -1;
+		s->replay.records = 0;
+		s->replay.lifted_at = s->replay.lifted_to = 0;
+		s->replay.lift_lead_ms = 0;
 
 		idgen_registry_shmem_init(s);
 		idgen_start_generators(s);
@@ -209,7 +231,9 @@ idgen_start_generators(IdgenShared *s)
 				 errhint("This is expected the first time idgen is preloaded in this data directory. Otherwise identifiers issued before this start may be issued again if the clock is behind them.")));
 	}
 
+	s->file_horizon = horizon;
 	pg_atomic_init_u64(&s->horizon.value, (uint64) horizon);
+	pg_atomic_init_u64(&s->takeover.value, 0);
 	for (int g = 0; g < s->ngenes; g++)
 		pg_atomic_init_u64(&s->genes[g],
 						   idgen_layout.valid ?

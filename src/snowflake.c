@@ -24,6 +24,7 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -80,6 +81,8 @@ snowflake_prepare(const char *funcname)
 		idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_ERRORS, 1);
 		idgen_layout_check();
 	}
+	if (unlikely(RecoveryInProgress()))
+		idgen_recovery_check(IDGEN_KIND_SNOWFLAKE, "Snowflake ID");
 }
 
 /* The next gene of this backend's round-robin walk. */

@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xlog.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -170,8 +171,8 @@ idgen_info(PG_FUNCTION_ARGS)
 {
 	const IdgenLayout *l = &idgen_layout;
 	TupleDesc	tupdesc;
-	Datum		values[26];
-	bool		nulls[26] = {0};
+	Datum		values[33];
+	bool		nulls[33] = {0};
 	int			i = 0;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -251,6 +252,47 @@ idgen_info(PG_FUNCTION_ARGS)
 	else
 	{
 		for (int n = 0; n < 8; n++)
+			nulls[i++] = true;
+	}
+
+	/* What WAL replay learnt (horizon_wal.c). */
+	values[i++] = BoolGetDatum(RecoveryInProgress());	/* in_recovery */
+	if (idgen_shared != NULL)
+	{
+		IdgenReplayStatus r;
+
+		SpinLockAcquire(&idgen_shared->replay.mutex);
+		r = idgen_shared->replay;
+		SpinLockRelease(&idgen_shared->replay.mutex);
+		if (r.horizon != 0)
+			values[i++] = TimestampTzGetDatum(r.horizon);	/* wal_horizon */
+		else
+			nulls[i++] = true;
+		if (r.known && r.datacenter_id >= 0)
+		{
+			values[i++] = Int32GetDatum(r.datacenter_id);	/* wal_datacenter_id */
+			values[i++] = Int32GetDatum(r.worker_id);	/* wal_worker_id */
+		}
+		else
+		{
+			nulls[i++] = true;
+			nulls[i++] = true;
+		}
+		values[i++] = Int64GetDatum((int64) r.records);	/* wal_records */
+		if (r.lifted_at != 0)
+		{
+			values[i++] = TimestampTzGetDatum(r.lifted_at);	/* recovery_ended_at */
+			values[i++] = Int64GetDatum(r.lift_lead_ms);	/* recovery_lead_ms */
+		}
+		else
+		{
+			nulls[i++] = true;
+			nulls[i++] = true;
+		}
+	}
+	else
+	{
+		for (int n = 0; n < 6; n++)
 			nulls[i++] = true;
 	}
 

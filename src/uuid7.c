@@ -24,6 +24,7 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -120,6 +121,8 @@ idgen_uuid7(PG_FUNCTION_ARGS)
 	uint64		tick;
 
 	idgen_require_shmem("idgen_uuid7");
+	if (unlikely(RecoveryInProgress()))
+		idgen_recovery_check(IDGEN_KIND_UUID7, "UUIDv7");
 	tick = idgen_next_tick(&idgen_shared->uuid7_tick.value, &c);
 	random_8(rand);
 	PG_RETURN_UUID_P(uuid7_build(tick, rand));

@@ -9,7 +9,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 use Exporter 'import';
-our @EXPORT = qw(idgen_node sql_error stress_client crash_twice);
+our @EXPORT = qw(idgen_node sql_error stress_client crash_twice faketime_clock);
 
 # A new cluster with idgen preloaded and the extension created in database
 # "postgres".  %conf holds extra settings (name => value); a setting named
@@ -59,6 +59,38 @@ sub crash_twice
 	sleep 2;
 	$node->stop('immediate');
 	$node->start;
+}
+
+# A clock for servers under libfaketime: returns the offset file (set to
+# +0) and the environment a server must be started with to read its clock
+# from it.  Its monotonic clock stays real, as it does when a real wall
+# clock is stepped.  step_clock($file, '-30') then moves that clock.
+sub faketime_clock
+{
+	my ($libfaketime) = grep { -f $_ } (
+		'/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1',
+		'/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1',
+		glob('/usr/lib/*/faketime/libfaketime.so.1'));
+	die 'libfaketime not found: install the Debian package faketime' unless $libfaketime;
+	my $file = PostgreSQL::Test::Utils::tempdir() . '/faketime';
+	step_clock($file, '+0');
+	return ($file,
+		{
+			LD_PRELOAD => $libfaketime,
+			FAKETIME_TIMESTAMP_FILE => $file,
+			FAKETIME_NO_CACHE => 1,
+			FAKETIME_DONT_FAKE_MONOTONIC => 1
+		});
+}
+
+# Set the offset of a faketime_clock, atomically.
+sub step_clock
+{
+	my ($file, $offset) = @_;
+	open my $fh, '>', "$file.tmp" or die "$file.tmp: $!";
+	print $fh "$offset\n";
+	close $fh;
+	rename "$file.tmp", $file or die "$file: $!";
 }
 
 # Path of the libpq stress client built by `make stress`.

@@ -1,0 +1,349 @@
+/*-------------------------------------------------------------------------
+ *
+ * horizon_wal.c
+ *	  The durable horizon in WAL: how it reaches physical standbys, what a
+ *	  standby may generate, and where generators start after a promotion.
+ *
+ * Why WAL
+ *	  The horizon file (keeper.c) bounds what one server has issued, but it
+ *	  is not replicated: a standby promoted after its primary died knows
+ *	  nothing of the IDs the primary issued, and with its clock behind the
+ *	  primary's it issues them again.  So the keeper also writes every new
+ *	  horizon into WAL, as a record of idgen's own resource manager
+ *	  (RegisterCustomRmgr, PostgreSQL 15), before generators may use it:
+ *
+ *	    write the file (fsync) -> XLogInsert -> XLogFlush
+ *	      -> SyncRepWaitForLSN (when synchronous_standby_names is set)
+ *	      -> publish the horizon to generators (idgen_shared->horizon)
+ *
+ *	  So every ID a primary issued lies at or below a horizon that is in its
+ *	  WAL, and, with synchronous replication, flushed on a synchronous
+ *	  standby.  The keeper waits for the synchronous standby whatever the
+ *	  server's synchronous_commit says (it sets its own to "on"), so "a
+ *	  synchronous standby has it" holds as long as synchronous_standby_names
+ *	  names the standby that is promoted.  With asynchronous replication a
+ *	  standby lags: it has every horizon written at least its replay lag
+ *	  ago, and horizons run idgen.horizon_lead_ms / 2 or more ahead of what
+ *	  generators may issue, so a lag up to that (less
+ *	  idgen.horizon_interval_ms) is covered whatever the clocks say.
+ *
+ *	  A table row committed by the keeper was the other design.  It needs a
+ *	  database connection and a transaction per renewal, it can be read on a
+ *	  standby only through a snapshot (not by the startup process at the
+ *	  moment recovery ends), and a user with rights on the table could move
+ *	  it.  The resource manager's redo runs in the startup process itself,
+ *	  before recovery ends, and no SQL can touch it.  The price: a server
+ *	  that replays idgen records must have idgen in shared_preload_libraries
+ *	  (the startup process stops with "resource manager with ID 147 not
+ *	  registered" and a hint saying so; nothing is replayed wrongly), and the
+ *	  resource manager id must be unique among the server's extensions.
+ *	  Records are marked XLOG_MARK_UNIMPORTANT, so an idle server's horizon
+ *	  renewals do not cause checkpoints or archive_timeout segment switches.
+ *
+ * Redo (startup process, on a standby, in archive recovery and in crash
+ *	  recovery)
+ *	  raises the horizon file to the record's horizon (keeper.c, under the
+ *	  file lock, fsynced: a restartpoint may then drop the record), and
+ *	  records in shared memory the highest horizon replayed and the
+ *	  Snowflake identity of the server that wrote it.
+ *
+ * End of recovery (rm_cleanup, startup process, before any backend sees
+ *	  recovery as finished)
+ *	  raises every generator word (each gene's, and UUIDv7's) so that its
+ *	  next tick starts after the highest horizon replayed: the promoted
+ *	  server issues nothing its primary may have issued, whatever its own
+ *	  clock says.  If its clock is behind that by at most
+ *	  idgen.takeover_max_lead, generators continue from there, ahead of the
+ *	  clock; further behind, they fail until it catches up (clock.c).
+ *	  idgen_info() shows how far (recovery_lead_ms) and the log says so.
+ *	  The raise is a compare-and-swap loop that only moves a word up, so a
+ *	  generator of the standby's own identity running at the same moment
+ *	  loses nothing (shmem.c's argument holds for any upward move).  A
+ *	  backend that sees RecoveryInProgress() false has passed the memory
+ *	  barrier in RecoveryInProgress, so it sees the raised words.
+ *
+ * In recovery (a hot standby)
+ *	  generators refuse unless the server holds an identity that differs
+ *	  from the identity of the primary in the records it replays: a standby
+ *	  made with pg_basebackup has its primary's settings, and would issue
+ *	  its primary's IDs.  Until a record has been replayed since start the
+ *	  primary's identity is unknown, and generators refuse too.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "access/xlog_internal.h"
+#include "access/xloginsert.h"
+#include "access/xlogreader.h"
+#include "miscadmin.h"
+#include "replication/syncrep.h"
+#include "storage/spin.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+
+#include "idgen.h"
+
+/* The one record type: a new durable horizon. */
+#define XLOG_IDGEN_HORIZON		0x00
+
+typedef struct xl_idgen_horizon
+{
+	TimestampTz horizon;		/* no ID of the writer is beyond it */
+	TimestampTz written_at;		/* the writer's clock when it wrote it */
+	int32		datacenter_id;	/* the writer's Snowflake identity; -1: */
+	int32		worker_id;		/* it held none (a registry lease ended) */
+} xl_idgen_horizon;
+
+static void idgen_rmgr_redo(XLogReaderState *record);
+static void idgen_rmgr_desc(StringInfo buf, XLogReaderState *record);
+static const char *idgen_rmgr_identify(uint8 info);
+static void idgen_rmgr_cleanup(void);
+
+static RmgrData idgen_rmgr = {
+	.rm_name = "idgen",
+	.rm_redo = idgen_rmgr_redo,
+	.rm_desc = idgen_rmgr_desc,
+	.rm_identify = idgen_rmgr_identify,
+	.rm_cleanup = idgen_rmgr_cleanup,
+};
+
+/* Register the resource manager; _PG_init, while preloading. */
+void
+idgen_wal_register(void)
+{
+	RegisterCustomRmgr(IDGEN_RMGR_ID, &idgen_rmgr);
+}
+
+/*
+ * This server's Snowflake identity now: from its settings, or from its
+ * registry lease (false when it holds none).
+ */
+static bool
+current_identity(int *datacenter_id, int *worker_id)
+{
+	const IdgenLayout *l = &idgen_layout;
+	uint64		w;
+
+	if (!idgen_shared->identity_leased)
+	{
+		*datacenter_id = l->datacenter_id;
+		*worker_id = l->worker_id;
+		return true;
+	}
+	w = pg_atomic_read_u64(&idgen_shared->lease.f.word);
+	if (w == 0)
+		return false;
+	*datacenter_id = (int) ((w >> l->datacenter_shift) & ((UINT64CONST(1) << l->datacenter_bits) - 1));
+	*worker_id = (int) ((w >> l->worker_shift) & ((UINT64CONST(1) << l->worker_bits) - 1));
+	return true;
+}
+
+/*
+ * Write 'horizon' into WAL and wait until it is flushed here and, when
+ * synchronous replication is configured, on the synchronous standbys.  The
+ * keeper calls this after the file has it and before generators may use
+ * it; false if the wait was cut short (shutdown): then it must not be used.
+ * Nothing is written in recovery, or with wal_level = minimal (no standby
+ * or archive could read it; the file covers crash recovery).
+ */
+bool
+idgen_wal_log_horizon(TimestampTz horizon)
+{
+	xl_idgen_horizon xlrec;
+	XLogRecPtr	lsn;
+
+	if (RecoveryInProgress() || !XLogIsNeeded())
+		return true;
+
+	xlrec.horizon = horizon;
+	xlrec.written_at = GetCurrentTimestamp();
+	if (!current_identity(&xlrec.datacenter_id, &xlrec.worker_id))
+		xlrec.datacenter_id = xlrec.worker_id = -1;
+
+	XLogBeginInsert();
+	XLogSetRecordFlags(XLOG_MARK_UNIMPORTANT);
+	XLogRegisterData((char *) &xlrec, sizeof(xlrec));
+	lsn = XLogInsert(IDGEN_RMGR_ID, XLOG_IDGEN_HORIZON);
+	XLogFlush(lsn);
+
+	/*
+	 * As a commit does (with interrupts held: the keeper's SIGTERM handler
+	 * sets ProcDiePending, which ends the wait).
+	 */
+	HOLD_INTERRUPTS();
+	SyncRepWaitForLSN(lsn, false);
+	RESUME_INTERRUPTS();
+	return !ProcDiePending;
+}
+
+/* ----------
+ * Redo
+ * ----------
+ */
+static void
+idgen_rmgr_redo(XLogReaderState *record)
+{
+	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+	xl_idgen_horizon xlrec;
+	IdgenReplayStatus *r = &idgen_shared->replay;
+
+	if (info != XLOG_IDGEN_HORIZON || XLogRecGetDataLen(record) != sizeof(xlrec))
+		elog(PANIC, "idgen redo: unknown record (info 0x%02X, %u bytes)",
+			 info, (unsigned int) XLogRecGetDataLen(record));
+	memcpy(&xlrec, XLogRecGetData(record), sizeof(xlrec));
+
+	/*
+	 * On disk first: once redo has passed this record a restartpoint may
+	 * make it unreachable.  An ERROR here stops recovery, as a failed write
+	 * of any other file would.
+	 */
+	(void) idgen_horizon_persist(xlrec.horizon, ERROR);
+
+	SpinLockAcquire(&r->mutex);
+	if (xlrec.horizon > r->horizon)
+	{
+		r->horizon = xlrec.horizon;
+		r->written_at = xlrec.written_at;
+	}
+	r->datacenter_id = xlrec.datacenter_id;
+	r->worker_id = xlrec.worker_id;
+	r->known = true;
+	r->replayed_at = GetCurrentTimestamp();
+	r->records++;
+	SpinLockRelease(&r->mutex);
+}
+
+static void
+idgen_rmgr_desc(StringInfo buf, XLogReaderState *record)
+{
+	xl_idgen_horizon xlrec;
+
+	if (XLogRecGetDataLen(record) != sizeof(xlrec))
+		return;
+	memcpy(&xlrec, XLogRecGetData(record), sizeof(xlrec));
+	appendStringInfo(buf, "horizon %s; datacenter %d, worker %d",
+					 timestamptz_to_str(xlrec.horizon), xlrec.datacenter_id, xlrec.worker_id);
+}
+
+static const char *
+idgen_rmgr_identify(uint8 info)
+{
+	return (info & ~XLR_INFO_MASK) == XLOG_IDGEN_HORIZON ? "HORIZON" : NULL;
+}
+
+/* Move 'word' up to at least 'tick'; never down. */
+static void
+raise_word(pg_atomic_uint64 *word, uint64 tick)
+{
+	uint64		old = pg_atomic_read_u64(word);
+
+	while (old < tick && !pg_atomic_compare_exchange_u64(word, &old, tick))
+		;
+}
+
+/*
+ * End of recovery: start every generator above the highest horizon
+ * replayed (see the file header).  Runs in the startup process.
+ */
+static void
+idgen_rmgr_cleanup(void)
+{
+	IdgenReplayStatus *r = &idgen_shared->replay;
+	const IdgenLayout *l = &idgen_layout;
+	TimestampTz horizon;
+	TimestampTz now = GetCurrentTimestamp();
+	int64		lead_ms;
+
+	SpinLockAcquire(&r->mutex);
+	horizon = r->horizon;
+	SpinLockRelease(&r->mutex);
+	if (horizon == 0)
+		return;
+
+	if (l->valid)
+		for (int g = 0; g < idgen_shared->ngenes; g++)
+			raise_word(&idgen_shared->genes[g],
+					   idgen_horizon_start_tick(horizon, l->epoch, l->sequence_bits));
+	raise_word(&idgen_shared->uuid7_tick.value,
+			   idgen_horizon_start_tick(horizon, IDGEN_UNIX_EPOCH, IDGEN_UUID7_TICK_BITS));
+	idgen_take_over(horizon);
+
+	lead_ms = (horizon - now) / 1000;
+	SpinLockAcquire(&r->mutex);
+	r->lifted_at = now;
+	r->lifted_to = horizon;
+	r->lift_lead_ms = lead_ms;
+	SpinLockRelease(&r->mutex);
+
+	if (lead_ms > idgen_takeover_max_lead_ms)
+		ereport(LOG,
+				(errmsg("idgen generators start above the horizon replayed from WAL, " INT64_FORMAT " ms ahead of this server's clock",
+						lead_ms),
+				 errdetail("The last primary may have issued IDs up to %s. That is more than idgen.takeover_max_lead (%d ms) ahead: generation fails until this server's clock is within it.",
+						   timestamptz_to_str(horizon), idgen_takeover_max_lead_ms),
+				 errhint("Synchronize this server's clock with the old primary's.")));
+	else if (lead_ms > idgen_max_drift_ms)
+		ereport(LOG,
+				(errmsg("idgen generators start above the horizon replayed from WAL, " INT64_FORMAT " ms ahead of this server's clock",
+						lead_ms),
+				 errdetail("The last primary may have issued IDs up to %s; generation continues from there, ahead of this clock (idgen.takeover_max_lead is %d ms).",
+						   timestamptz_to_str(horizon), idgen_takeover_max_lead_ms)));
+	else
+		ereport(LOG,
+				(errmsg("idgen generators start above the horizon replayed from WAL, %s",
+						timestamptz_to_str(horizon))));
+}
+
+/* ----------
+ * Generation in recovery
+ * ----------
+ */
+
+/*
+ * Called by the generators when RecoveryInProgress(): refuse unless this
+ * server holds an identity of its own (see the file header).  'item' names
+ * what would be generated, for the message.
+ */
+void
+idgen_recovery_check(IdgenKind kind, const char *item)
+{
+	IdgenReplayStatus copy;
+	int			dc;
+	int			w;
+
+	if (!current_identity(&dc, &w))
+	{
+		idgen_count(kind, IDGEN_STAT_ERRORS, 1);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not generate %s: this standby holds no Snowflake identity", item),
+				 errdetail("Its identity comes from the registry (idgen.registry), which has not given it one; see idgen_identity()."),
+				 errhint("Generate on the primary, or wait until the registry gives this server an identity.")));
+	}
+
+	SpinLockAcquire(&idgen_shared->replay.mutex);
+	copy = idgen_shared->replay;
+	SpinLockRelease(&idgen_shared->replay.mutex);
+
+	if (!copy.known)
+	{
+		idgen_count(kind, IDGEN_STAT_ERRORS, 1);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not generate %s: this standby does not know its primary's Snowflake identity yet", item),
+				 errdetail("A standby generates only with an identity other than its primary's. The primary's identity reaches standbys in WAL with its durable horizon, about twice a second; none has been replayed since this server started."),
+				 errhint("Generate on the primary, or try again once this standby replays WAL from a primary that has idgen preloaded.")));
+	}
+	if (copy.datacenter_id == dc && copy.worker_id == w)
+	{
+		idgen_count(kind, IDGEN_STAT_ERRORS, 1);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not generate %s: this standby has the Snowflake identity of its primary (datacenter %d, worker %d)",
+						item, dc, w),
+				 errdetail("It would issue the primary's IDs. Once promoted it generates with this identity, above every ID the primary may have issued."),
+				 errhint("Generate on the primary, or give the standby an identity of its own with idgen.identity = 'registry'.")));
+	}
+}

@@ -1,0 +1,206 @@
+# Scenario: failover of a primary to a streaming standby made with
+# pg_basebackup (so the standby has the primary's settings and Snowflake
+# identity), the standby's clock behind the primary's under libfaketime.
+# Clients load the primary (IDs only returned to the client, and IDs
+# inserted into a replicated table), the primary is stopped with
+# "pg_ctl stop -m immediate", the standby is promoted at once and loaded in
+# turn.  Every ID the primary returned to a client is compared with every
+# ID the promoted server issues:
+#   - synchronous replication, standby 30 s behind: no duplicate, every new
+#     Snowflake ID and UUIDv7 greater than every old one, with IDs only
+#     returned to clients (never in WAL); the promoted server continues
+#     from the primary's horizon, 30 s ahead of its own clock;
+#   - asynchronous replication, standby 10 min behind after running idle:
+#     the promoted server refuses (more than idgen.takeover_max_lead
+#     ahead), then generates above the old primary once its clock is right;
+#   - asynchronous replication at ordinary lag, standby 30 s behind: no
+#     duplicate;
+#   - asynchronous replication lagging on purpose (the standby down for 3 s
+#     before the crash), beyond what the horizon covers: IDs of the old
+#     primary can repeat, but only those after the last horizon the
+#     standby replayed, as the README says.
+# While in recovery, a hot standby with its primary's identity refuses to
+# generate; with an identity of its own from a registry it generates IDs
+# distinct from its primary's.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+use IdgenTest;
+
+my ($clock_file, $faketime) = faketime_clock();
+
+# Start a client that runs $sql on $node again and again until it fails
+# (the server has stopped), appending every value it was answered to $file.
+sub start_load
+{
+	my ($node, $file, $sql) = @_;
+	return IPC::Run::start(
+		[
+			'bash', '-c',
+			'while psql -X -A -t -q -d "$0" -c "$1" >> "$2" 2>/dev/null; do :; done',
+			$node->connstr('postgres'), $sql, $file
+		]);
+}
+
+sub read_values
+{
+	my ($file) = @_;
+	open my $fh, '<', $file or die "$file: $!";
+	my @v = grep { $_ ne '' } map { chomp; $_ } <$fh>;
+	close $fh;
+	return @v;
+}
+
+# A primary with worker id 1 and a streaming standby of it whose clock is
+# $offset (faketime) behind; with $sync, the standby is made synchronous
+# once it streams (before, the primary's commits would wait for it).
+sub primary_and_standby
+{
+	my ($name, $offset, $sync) = @_;
+	my $primary = idgen_node("${name}_primary",
+		_init => { allows_streaming => 1 },
+		'idgen.worker_id' => 1);
+	$primary->safe_psql('postgres', 'CREATE TABLE t (id bigint PRIMARY KEY, u uuid)');
+	$primary->backup("${name}_backup");
+	my $standby = PostgreSQL::Test::Cluster->new("${name}_standby");
+	$standby->init_from_backup($primary, "${name}_backup", has_streaming => 1);
+	IdgenTest::step_clock($clock_file, $offset);
+	{
+		local @ENV{ keys %$faketime } = values %$faketime;
+		$standby->start;
+	}
+	$primary->wait_for_catchup($standby);
+	if ($sync)
+	{
+		$primary->safe_psql('postgres',
+			"ALTER SYSTEM SET synchronous_standby_names = '*'; SELECT pg_reload_conf()");
+		$primary->poll_query_until('postgres',
+			"SELECT sync_state = 'sync' FROM pg_stat_replication")
+		  or die 'the standby did not become synchronous';
+	}
+	return ($primary, $standby);
+}
+
+# Load the primary for $seconds, then stop it with -m immediate; the
+# values its clients were answered.
+sub load_then_crash
+{
+	my ($primary, $seconds, $before_crash) = @_;
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	my @loads = (
+		start_load($primary, "$dir/select", 'SELECT idgen_snowflake() FROM generate_series(1, 1000)'),
+		start_load($primary, "$dir/insert",
+			'INSERT INTO t SELECT idgen_snowflake() FROM generate_series(1, 1000) RETURNING id'),
+		start_load($primary, "$dir/uuid", 'SELECT idgen_uuid7() FROM generate_series(1, 1000)'));
+	sleep $seconds;
+	$before_crash->() if $before_crash;
+	$primary->stop('immediate');
+	$_->finish for @loads;
+	return ([ read_values("$dir/select"), read_values("$dir/insert") ], [ read_values("$dir/uuid") ]);
+}
+
+# Promote, then generate $n Snowflake IDs and UUIDv7 on the promoted server.
+sub generate_after
+{
+	my ($node, $n) = @_;
+	my @ids = split /\n/, $node->safe_psql('postgres',
+		"INSERT INTO t SELECT idgen_snowflake() FROM generate_series(1, $n) RETURNING id");
+	my @uuids = split /\n/, $node->safe_psql('postgres',
+		"SELECT idgen_uuid7() FROM generate_series(1, $n)");
+	return (\@ids, \@uuids);
+}
+
+# Compare: duplicates, and how many new values are not above every old one.
+sub compare
+{
+	my ($old, $new, $numeric) = @_;
+	my %seen = map { $_ => 1 } @$old;
+	my $dups = grep { $seen{$_} } @$new;
+	my $max = (sort { $numeric ? $a <=> $b : $a cmp $b } @$old)[-1];
+	my $not_above = grep { $numeric ? $_ <= $max : $_ le $max } @$new;
+	return ($dups, $not_above);
+}
+
+########################################################################
+# Synchronous replication, standby 30 s behind.
+########################################################################
+{
+	my ($primary, $standby) = primary_and_standby('sync', '-30', 1);
+
+	# In recovery with its primary's identity: refused, with the reason.
+	my $err = sql_error($standby, 'SELECT idgen_snowflake()');
+	like($err, qr/ERROR:  55000: could not generate Snowflake ID: this standby has the Snowflake identity of its primary \(datacenter 0, worker 1\)/,
+		'a hot standby with its primary\'s identity refuses idgen_snowflake()');
+	like($err, qr/HINT:  Generate on the primary, or give the standby an identity of its own/, 'with a hint');
+	like(sql_error($standby, 'SELECT idgen_uuid7()'),
+		qr/could not generate UUIDv7: this standby has the Snowflake identity of its primary/,
+		'and idgen_uuid7()');
+	is($standby->safe_psql('postgres',
+			'SELECT in_recovery, wal_datacenter_id, wal_worker_id, wal_records > 0, wal_horizon > now() FROM idgen_info()'),
+		't|0|1|t|t',
+		'idgen_info() on the standby: the primary\'s identity and horizon, replayed from WAL');
+
+	my ($old_ids, $old_uuids) = load_then_crash($primary, 3);
+	cmp_ok(scalar @$old_ids, '>', 10000, scalar(@$old_ids) . ' Snowflake IDs returned by the primary');
+	cmp_ok(scalar @$old_uuids, '>', 5000, scalar(@$old_uuids) . ' UUIDv7 returned by the primary');
+
+	$standby->promote;
+	my ($new_ids, $new_uuids) = generate_after($standby, 100000);
+	my ($dups, $not_above) = compare($old_ids, $new_ids, 1);
+	is($dups, 0, 'synchronous, 30 s behind: no Snowflake ID repeated');
+	is($not_above, 0, 'every new Snowflake ID is greater than every ID the primary returned');
+	($dups, $not_above) = compare($old_uuids, $new_uuids, 0);
+	is($dups + $not_above, 0, 'every new UUIDv7 is greater than every UUIDv7 the primary returned');
+
+	my ($lead, $ended) = split /\|/, $standby->safe_psql('postgres',
+		'SELECT recovery_lead_ms, recovery_ended_at IS NOT NULL FROM idgen_info()');
+	cmp_ok($lead, '>', 25000, "the promoted server continued from the primary's horizon, $lead ms ahead of its clock");
+	ok($standby->log_contains(qr/idgen generators start above the horizon replayed from WAL, \d+ ms ahead of this server's clock/),
+		'the log says so');
+	is($standby->safe_psql('postgres', "SELECT borrowed_ms > 0 FROM idgen_stats WHERE kind = 'snowflake'"),
+		't', 'idgen_stats counts the milliseconds issued ahead of the clock');
+	$standby->stop;
+}
+
+########################################################################
+# Asynchronous replication, standby 10 min behind and idle for a while.
+########################################################################
+{
+	my ($primary, $standby) = primary_and_standby('async10', '-600');
+	sleep 3;	# the standby's keeper renews its own horizon meanwhile
+	my ($old_ids, $old_uuids) = load_then_crash($primary, 2);
+	$standby->promote;
+	my $err = sql_error($standby, 'SELECT idgen_snowflake()');
+	like($err, qr/ERROR:  55000: could not generate Snowflake ID: the system clock is \d+ ms behind the IDs of this identity's last holder/,
+		'10 min behind: the promoted server refuses, naming the takeover');
+	like($err, qr/idgen.takeover_max_lead/, 'and the setting that bounds it');
+	IdgenTest::step_clock($clock_file, '+0');
+	my ($new_ids, $new_uuids) = generate_after($standby, 100000);
+	my ($dups, $not_above) = compare($old_ids, $new_ids, 1);
+	is($dups + $not_above, 0, 'once its clock is right: no duplicate, every new ID greater');
+	($dups, $not_above) = compare($old_uuids, $new_uuids, 0);
+	is($dups + $not_above, 0, 'and every new UUIDv7 greater');
+	$standby->stop;
+}
+
+########################################################################
+# Asynchronous replication at ordinary lag, standby 30 s behind.
+########################################################################
+{
+	my ($primary, $standby) = primary_and_standby('async30', '-30');
+	my ($old_ids, $old_uuids) = load_then_crash($primary, 3);
+	$standby->promote;
+	my ($new_ids, $new_uuids) = generate_after($standby, 100000);
+	my ($dups, $not_above) = compare($old_ids, $new_ids, 1);
+	is($dups, 0, 'asynchronous, 30 s behind: no Snowflake ID repeated (' . scalar(@$old_ids) . ' before, 100000 after)');
+	is($not_above, 0, 'every new Snowflake ID greater than every old one');
+	($dups, $not_above) = compare($old_uuids, $new_uuids, 0);
+	is($dups + $not_above, 0, 'and every new UUIDv7 greater');
+	$standby->stop;
+}
+
+done_testing();
