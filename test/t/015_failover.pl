@@ -103,12 +103,14 @@ sub load_then_crash
 	return ([ read_values("$dir/select"), read_values("$dir/insert") ], [ read_values("$dir/uuid") ]);
 }
 
-# Promote, then generate $n Snowflake IDs and UUIDv7 on the promoted server.
+# Generate $n Snowflake IDs and UUIDv7 on the promoted server.  (Returned
+# to the client, not inserted into t: a repeat is then counted, where the
+# primary key would stop at the first.)
 sub generate_after
 {
 	my ($node, $n) = @_;
 	my @ids = split /\n/, $node->safe_psql('postgres',
-		"INSERT INTO t SELECT idgen_snowflake() FROM generate_series(1, $n) RETURNING id");
+		"SELECT idgen_snowflake() FROM generate_series(1, $n)");
 	my @uuids = split /\n/, $node->safe_psql('postgres',
 		"SELECT idgen_uuid7() FROM generate_series(1, $n)");
 	return (\@ids, \@uuids);
@@ -200,6 +202,55 @@ sub compare
 	is($not_above, 0, 'every new Snowflake ID greater than every old one');
 	($dups, $not_above) = compare($old_uuids, $new_uuids, 0);
 	is($dups + $not_above, 0, 'and every new UUIDv7 greater');
+	$standby->stop;
+}
+
+########################################################################
+# The failure as it was reported: asynchronous replication, a standby 3 s
+# behind that has run longer than that (so the horizon file it copied from
+# the primary no longer holds it back), 5 s of load.  Before the horizon
+# travelled in WAL the promoted server issued the primary's last 3 s of IDs
+# again.
+########################################################################
+{
+	my ($primary, $standby) = primary_and_standby('async3', '-3');
+	sleep 1;
+	my ($old_ids, $old_uuids) = load_then_crash($primary, 5);
+	$standby->promote;
+	my ($new_ids, $new_uuids) = generate_after($standby, 100000);
+	my ($dups, $not_above) = compare($old_ids, $new_ids, 1);
+	is($dups, 0, 'asynchronous, 3 s behind after 6 s: no Snowflake ID repeated (' . scalar(@$old_ids) . ' before, 100000 after)');
+	is($not_above, 0, 'every new Snowflake ID greater than every old one');
+	($dups, $not_above) = compare($old_uuids, $new_uuids, 0);
+	is($dups + $not_above, 0, 'and every new UUIDv7 greater');
+	$standby->stop;
+}
+
+########################################################################
+# Asynchronous replication lagging on purpose beyond what the horizon
+# covers: the standby, 30 s behind, is down for the last 3 s before the
+# crash.  The promoted server starts above the last horizon it replayed,
+# not above what the primary issued after that: the README's bound.
+########################################################################
+{
+	my ($primary, $standby) = primary_and_standby('lag', '-30');
+	my ($old_ids) = load_then_crash($primary, 5, sub {
+		$standby->stop('immediate');
+		sleep 3;
+	});
+	{
+		local @ENV{ keys %$faketime } = values %$faketime;
+		$standby->start;
+	}
+	$standby->promote;
+	my ($new_ids) = generate_after($standby, 100000);
+	my ($dups, $not_above) = compare($old_ids, $new_ids, 1);
+	cmp_ok($not_above, '>', 0,
+		"lagging 3 s with a clock 30 s behind: $not_above new IDs are not above the primary's last ($dups repeated)");
+	my $min_new = (sort { $a <=> $b } @$new_ids)[0];
+	is($standby->safe_psql('postgres',
+			"SELECT idgen_snowflake_time($min_new) > wal_horizon FROM idgen_info()"),
+		't', 'every new ID is above the last horizon the standby replayed');
 	$standby->stop;
 }
 
