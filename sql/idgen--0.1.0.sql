@@ -204,7 +204,13 @@ CREATE TABLE @extschema@.idgen_worker_lease (
     released_at timestamptz,
     -- set for a server's own identity (idgen_server_lease): its
     -- pg_control_system().system_identifier
-    system_identifier bigint
+    system_identifier bigint,
+    -- Handover (registry.c): no ID of any holder of this id, the current
+    -- one included, has a timestamp at or beyond 'horizon', as the holders
+    -- reported it before they used it; 'handover_horizon' is what it was
+    -- when the current lease began, the point its holder started above.
+    horizon timestamptz,
+    handover_horizon timestamptz
 );
 REVOKE ALL ON @extschema@.idgen_worker_lease FROM PUBLIC;
 -- Fencing tokens: every acquisition takes a new one, never reused.
@@ -226,12 +232,14 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'idgen_worker_acquire'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION @extschema@.idgen_worker_renew(worker_id int, token bigint, ttl interval DEFAULT NULL)
+CREATE FUNCTION @extschema@.idgen_worker_renew(worker_id int, token bigint, ttl interval DEFAULT NULL,
+    horizon timestamptz DEFAULT NULL)
 RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'idgen_worker_renew'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION @extschema@.idgen_worker_release(worker_id int, token bigint)
+CREATE FUNCTION @extschema@.idgen_worker_release(worker_id int, token bigint,
+    horizon timestamptz DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idgen_worker_release'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -250,19 +258,21 @@ CREATE FUNCTION @extschema@.idgen_server_lease(
     ttl interval DEFAULT '30 s',
     claim_datacenter_id int DEFAULT NULL,
     claim_worker_id int DEFAULT NULL,
+    horizon timestamptz DEFAULT NULL,
     OUT worker_id int,
     OUT datacenter_id int,
     OUT token bigint,
-    OUT expires_at timestamptz)
+    OUT expires_at timestamptz,
+    OUT handover_horizon timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'idgen_server_lease'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- Leasing worker ids is for the roles the administrator grants it to.
-REVOKE ALL ON FUNCTION @extschema@.idgen_server_lease(bigint, text, interval, int, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.idgen_server_lease(bigint, text, interval, int, int, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.idgen_worker_acquire(text, interval, int, boolean),
-    @extschema@.idgen_worker_renew(int, bigint, interval),
-    @extschema@.idgen_worker_release(int, bigint),
+    @extschema@.idgen_worker_renew(int, bigint, interval, timestamptz),
+    @extschema@.idgen_worker_release(int, bigint, timestamptz),
     @extschema@.idgen_worker_purge() FROM PUBLIC;
 
 -- Every lease with its state: held, quarantine (ended, the id resting for
@@ -279,7 +289,7 @@ CREATE VIEW @extschema@.idgen_worker_leases AS
                 WHEN (l.ended_at OPERATOR(pg_catalog.+) l.quarantine) OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
                      THEN 'quarantine'
                 ELSE 'free' END AS state,
-           l.holder_pid, l.system_identifier
+           l.holder_pid, l.system_identifier, l.horizon, l.handover_horizon
     FROM (SELECT (l.id OPERATOR(pg_catalog.>>) w.bits) AS datacenter_id,
                  (l.id::bigint OPERATOR(pg_catalog.&)
                   ((1::bigint OPERATOR(pg_catalog.<<) w.bits) OPERATOR(pg_catalog.-) 1))::int AS worker_id,

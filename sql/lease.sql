@@ -164,7 +164,7 @@ SELECT * FROM idgen_worker_acquire('app');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 GRANT EXECUTE ON FUNCTION idgen_worker_acquire(text, interval, int, boolean),
-    idgen_worker_renew(int, bigint, interval), idgen_worker_release(int, bigint)
+    idgen_worker_renew(int, bigint, interval, timestamptz), idgen_worker_release(int, bigint, timestamptz)
     TO lease_user, lease_other;
 SET ROLE lease_user;
 SELECT worker_id AS uw, token AS ut FROM idgen_worker_acquire('user-app', max_workers => 2) \gset
@@ -188,7 +188,7 @@ SET idgen.worker_quarantine = 0;
 SELECT idgen_worker_release(:uw, :ut) AS owner_releases;
 RESET ROLE;
 REVOKE ALL ON FUNCTION idgen_worker_acquire(text, interval, int, boolean),
-    idgen_worker_renew(int, bigint, interval), idgen_worker_release(int, bigint)
+    idgen_worker_renew(int, bigint, interval, timestamptz), idgen_worker_release(int, bigint, timestamptz)
     FROM lease_user, lease_other;
 DROP ROLE lease_user;
 DROP ROLE lease_other;

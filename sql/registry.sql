@@ -59,6 +59,24 @@ SELECT idgen_worker_renew(5, :t1) > now() AS renewed;
 SELECT idgen_worker_release(5, :t1);
 SELECT datacenter_id, worker_id FROM idgen_server_lease(202, 'server B started at 2', '30 s', 2, 5);
 SELECT holder, system_identifier, state FROM idgen_worker_leases WHERE datacenter_id = 2 AND worker_id = 5;
+
+-- Handover: a holder reports the bound of its IDs with its claim and every
+-- renewal (the greatest is kept), and with its release what it did issue;
+-- the next holder of the id is told it, and starts above it.
+SELECT token AS h1, handover_horizon IS NULL AS first_holder
+FROM idgen_server_lease(404, 'server D', '30 s', 1, 1, horizon => '2030-01-01 00:00:10+00') \gset
+SELECT :'first_holder' AS first_holder;
+SELECT idgen_worker_renew(1, :h1, horizon => '2030-01-01 00:00:30+00') > now() AS renewed;
+SELECT idgen_worker_renew(1, :h1, horizon => '2030-01-01 00:00:20+00') > now() AS renewed_lower;
+SELECT horizon, handover_horizon FROM idgen_worker_leases WHERE datacenter_id = 1 AND worker_id = 1;
+SELECT idgen_worker_release(1, :h1, '2030-01-01 00:00:05+00');
+SELECT horizon FROM idgen_worker_leases WHERE datacenter_id = 1 AND worker_id = 1;
+SELECT token AS h2, handover_horizon
+FROM idgen_server_lease(505, 'server E', '30 s', 1, 1, horizon => '2030-01-01 00:00:01+00') \gset
+SELECT :'handover_horizon' AS handover_horizon;
+-- A release never brings it below where the lease began.
+SELECT idgen_worker_release(1, :h2, '2029-01-01 00:00:00+00');
+SELECT horizon, handover_horizon FROM idgen_worker_leases WHERE datacenter_id = 1 AND worker_id = 1;
 -- Any free identity: never this server's own, never one that is held.
 SELECT (datacenter_id, worker_id) NOT IN ((3, 7), (2, 5)) AS free_one
 FROM idgen_server_lease(303, 'server C started at 4');

@@ -150,18 +150,39 @@ takeover_covers(const IdgenTickClock *c, int64 next_ms, TimestampTz now)
 		c->epoch + (next_ms - idgen_max_drift_ms) * 1000 <= takeover;
 }
 
-/*
- * Record that generators were raised above 'horizon', the horizon of an
- * identity's last holder (see the file header).  Upwards only.
- */
-void
-idgen_take_over(TimestampTz horizon)
+/* Move 'word' up to at least 'value'; never down. */
+static void
+raise_word(pg_atomic_uint64 *word, uint64 value)
 {
-	uint64		old = pg_atomic_read_u64(&idgen_shared->takeover.value);
+	uint64		old = pg_atomic_read_u64(word);
 
-	while (old < (uint64) horizon &&
-		   !pg_atomic_compare_exchange_u64(&idgen_shared->takeover.value, &old, (uint64) horizon))
+	while (old < value && !pg_atomic_compare_exchange_u64(word, &old, value))
 		;
+}
+
+/*
+ * Take an identity over from a last holder that may have issued IDs up to
+ * 'horizon': raise every Snowflake generator word (and, with 'uuid7', the
+ * UUIDv7 word) so that its next tick starts after it, then record it so
+ * that generators may continue from there ahead of the clock (see the file
+ * header).  Only ever upwards, by compare-and-swap, so a generator running
+ * at the same moment loses nothing: shmem.c's argument holds for any
+ * upward move.  Returns how far 'horizon' is ahead of the clock, in ms.
+ */
+int64
+idgen_take_over(TimestampTz horizon, bool uuid7)
+{
+	const IdgenLayout *l = &idgen_layout;
+
+	if (l->valid)
+		for (int g = 0; g < idgen_shared->ngenes; g++)
+			raise_word(&idgen_shared->genes[g],
+					   idgen_horizon_start_tick(horizon, l->epoch, l->sequence_bits));
+	if (uuid7)
+		raise_word(&idgen_shared->uuid7_tick.value,
+				   idgen_horizon_start_tick(horizon, IDGEN_UNIX_EPOCH, IDGEN_UUID7_TICK_BITS));
+	raise_word(&idgen_shared->takeover.value, (uint64) horizon);
+	return (horizon - GetCurrentTimestamp()) / 1000;
 }
 
 /*

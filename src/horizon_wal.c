@@ -233,16 +233,6 @@ idgen_rmgr_identify(uint8 info)
 	return (info & ~XLR_INFO_MASK) == XLOG_IDGEN_HORIZON ? "HORIZON" : NULL;
 }
 
-/* Move 'word' up to at least 'tick'; never down. */
-static void
-raise_word(pg_atomic_uint64 *word, uint64 tick)
-{
-	uint64		old = pg_atomic_read_u64(word);
-
-	while (old < tick && !pg_atomic_compare_exchange_u64(word, &old, tick))
-		;
-}
-
 /*
  * End of recovery: start every generator above the highest horizon
  * replayed (see the file header).  Runs in the startup process.
@@ -251,7 +241,6 @@ static void
 idgen_rmgr_cleanup(void)
 {
 	IdgenReplayStatus *r = &idgen_shared->replay;
-	const IdgenLayout *l = &idgen_layout;
 	TimestampTz horizon;
 	TimestampTz now = GetCurrentTimestamp();
 	int64		lead_ms;
@@ -262,15 +251,7 @@ idgen_rmgr_cleanup(void)
 	if (horizon == 0)
 		return;
 
-	if (l->valid)
-		for (int g = 0; g < idgen_shared->ngenes; g++)
-			raise_word(&idgen_shared->genes[g],
-					   idgen_horizon_start_tick(horizon, l->epoch, l->sequence_bits));
-	raise_word(&idgen_shared->uuid7_tick.value,
-			   idgen_horizon_start_tick(horizon, IDGEN_UNIX_EPOCH, IDGEN_UUID7_TICK_BITS));
-	idgen_take_over(horizon);
-
-	lead_ms = (horizon - now) / 1000;
+	lead_ms = idgen_take_over(horizon, true);
 	SpinLockAcquire(&r->mutex);
 	r->lifted_at = now;
 	r->lifted_to = horizon;

@@ -330,7 +330,7 @@ extern int64 idgen_compose_identity(const IdgenLayout *layout, uint64 tick, uint
 
 /* clock.c */
 extern uint64 idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *clock);
-extern void idgen_take_over(TimestampTz horizon);
+extern int64 idgen_take_over(TimestampTz horizon, bool uuid7);
 
 /* registry.c */
 extern void idgen_registry_shmem_init(IdgenShared *s);
@@ -358,7 +358,7 @@ extern bool idgen_wal_log_horizon(TimestampTz horizon);
 extern void idgen_recovery_check(IdgenKind kind, const char *item);
 
 /* ownersql.c: see there */
-#define IDGEN_MAX_SQL_ARGS			10
+#define IDGEN_MAX_SQL_ARGS			12
 
 typedef struct IdgenFunction
 {

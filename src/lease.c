@@ -102,17 +102,19 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 	},
 	[Q_CLAIM] = {
 		"INSERT INTO %1$s.idgen_worker_lease AS l (id, holder, token, ttl, session_bound, "
-		"acquired_by, acquired_at, renewed_at, expires_at, released_at, system_identifier) "
-		"VALUES ($1, $2, pg_catalog.nextval($3), $4, $5, $6, $7, $7, $8, NULL, $10) "
+		"acquired_by, acquired_at, renewed_at, expires_at, released_at, system_identifier, "
+		"horizon, handover_horizon) "
+		"VALUES ($1, $2, pg_catalog.nextval($3), $4, $5, $6, $7, $7, $8, NULL, $10, $11, NULL) "
 		"ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, token = excluded.token, "
 		"ttl = excluded.ttl, session_bound = excluded.session_bound, "
 		"acquired_by = excluded.acquired_by, acquired_at = excluded.acquired_at, "
 		"renewed_at = excluded.renewed_at, expires_at = excluded.expires_at, released_at = NULL, "
-		"system_identifier = excluded.system_identifier "
+		"system_identifier = excluded.system_identifier, "
+		"horizon = GREATEST(l.horizon, excluded.horizon), handover_horizon = l.horizon "
 		"WHERE COALESCE((COALESCE(l.released_at, l.expires_at) OPERATOR(pg_catalog.<=) $9), false) "
-		"RETURNING token",
-		10, {INT4OID, TEXTOID, REGCLASSOID, INTERVALOID, BOOLOID, OIDOID,
-		TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}
+		"RETURNING token, handover_horizon",
+		11, {INT4OID, TEXTOID, REGCLASSOID, INTERVALOID, BOOLOID, OIDOID,
+		TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID}
 	},
 	[Q_HOLDER] = {
 		"SELECT holder, system_identifier, COALESCE(released_at, expires_at) "
@@ -132,14 +134,21 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 	},
 	[Q_RENEW] = {
 		"UPDATE %1$s.idgen_worker_lease SET renewed_at = $2, ttl = $3, "
-		"expires_at = CASE WHEN session_bound THEN NULL ELSE ($2 OPERATOR(pg_catalog.+) $3) END "
+		"expires_at = CASE WHEN session_bound THEN NULL ELSE ($2 OPERATOR(pg_catalog.+) $3) END, "
+		"horizon = GREATEST(horizon, $4) "
 		"WHERE token OPERATOR(pg_catalog.=) $1 RETURNING expires_at",
-		3, {INT8OID, TIMESTAMPTZOID, INTERVALOID}
+		4, {INT8OID, TIMESTAMPTZOID, INTERVALOID, TIMESTAMPTZOID}
 	},
+	/*
+	 * A release may lower the horizon to what the holder did issue (it
+	 * generates no more), never below where its lease began.
+	 */
 	[Q_RELEASE] = {
-		"UPDATE %1$s.idgen_worker_lease SET released_at = $2 "
+		"UPDATE %1$s.idgen_worker_lease SET released_at = $2, "
+		"horizon = CASE WHEN $3 IS NULL THEN horizon "
+		"ELSE GREATEST(handover_horizon, $3) END "
 		"WHERE token OPERATOR(pg_catalog.=) $1",
-		2, {INT8OID, TIMESTAMPTZOID}
+		3, {INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 	},
 	[Q_SESSIONS] = {
 		"SELECT id, token FROM %1$s.idgen_worker_lease "
@@ -560,11 +569,15 @@ report_taken(IdgenSqlContext *cx, int32 id, int64 sysid)
 /*
  * Lease a worker id to 'holder' and return the SQL result row.  With
  * 'want' >= 0, that id or an error; else a free id below 'max_workers'.
- * 'sysid' (when not null) names the server whose identity the lease is.
+ * 'sysid' (when not null) names the server whose identity the lease is,
+ * 'horizon' (when not null) bounds the IDs the holder will issue under it;
+ * a fifth column of the result, when the row type has one, is the id's
+ * horizon before this lease (registry.c).
  */
 static Datum
 lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_workers,
-			  bool session_bound, bool sysid_null, int64 sysid, int64 want)
+			  bool session_bound, bool sysid_null, int64 sysid, int64 want,
+			  NullableDatum horizon)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz ended_before = free_before(now);
@@ -574,8 +587,8 @@ lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_wo
 	IdgenSqlContext cx;
 	Oid			relid;
 	Oid			seqid;
-	Datum		args[10];
-	char		nulls[10];
+	Datum		args[11];
+	char		nulls[11];
 	int32	   *busy = NULL;	/* ids with a live or resting lease, sorted */
 	int			nbusy = 0;
 	int32	   *session_ids = NULL; /* those bound to a session, with tokens */
@@ -586,8 +599,8 @@ lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_wo
 	int64		claimed_id = -1;
 	int64		token = 0;
 	TupleDesc	tupdesc;
-	Datum		values[4];
-	bool		isnull[4] = {false, false, false, false};
+	Datum		values[5];
+	bool		isnull[5] = {false, false, false, false, true};
 
 	own = ((int64) idgen_layout.datacenter_id << idgen_layout.worker_bits) | idgen_layout.worker_id;
 	if (want == own)
@@ -685,11 +698,15 @@ lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_wo
 		args[9] = Int64GetDatum(sysid);
 		if (sysid_null)
 			nulls[9] = 'n';
+		args[10] = horizon.value;
+		if (horizon.isnull)
+			nulls[10] = 'n';
 		if (idgen_sql_run_latest(&cx, Q_CLAIM, args, nulls) == 1)
 		{
 			bool		n;
 
 			token = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &n));
+			values[4] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull[4]);
 			claimed_id = id;
 			if (ttl != NULL)
 				values[3] = args[7];
@@ -715,8 +732,9 @@ lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_wo
 	if (session_bound)
 		hold_for_session(relid, (int32) claimed_id);
 
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE ||
+		tupdesc->natts > (int) lengthof(values))
+		elog(ERROR, "return type must be a row type of at most %d columns", (int) lengthof(values));
 	values[0] = Int32GetDatum(worker_of((int32) claimed_id));
 	values[1] = Int32GetDatum(datacenter_of((int32) claimed_id));
 	values[2] = Int64GetDatum(token);
@@ -751,10 +769,11 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
 	bool		session_bound = !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
 	Interval   *ttl = session_bound ? NULL : ttl_arg(fcinfo, 1, GetCurrentTimestamp());
 	int32		max_workers = max_workers_arg(fcinfo, 2);
+	NullableDatum no_horizon = {(Datum) 0, true};
 
 	PreventCommandIfReadOnly("idgen_worker_acquire()");
 	PG_RETURN_DATUM(lease_acquire(fcinfo, holder, ttl, max_workers, session_bound,
-								  true, 0, -1));
+								  true, 0, -1, no_horizon));
 }
 
 /* ----------
@@ -779,6 +798,7 @@ idgen_server_lease(PG_FUNCTION_ARGS)
 	text	   *instance;
 	Interval   *ttl;
 	int64		want = -1;
+	NullableDatum horizon;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -807,10 +827,12 @@ idgen_server_lease(PG_FUNCTION_ARGS)
 							   idgen_layout.datacenter_bits, idgen_layout.worker_bits)));
 		want = ((int64) dc << idgen_layout.worker_bits) | w;
 	}
+	horizon.isnull = PG_ARGISNULL(5);
+	horizon.value = horizon.isnull ? (Datum) 0 : PG_GETARG_DATUM(5);
 	PreventCommandIfReadOnly("idgen_server_lease()");
 	PG_RETURN_DATUM(lease_acquire(fcinfo, instance, ttl,
 								  (int32) Min(layout_space(), (int64) PG_INT32_MAX), false,
-								  false, sysid, want));
+								  false, sysid, want, horizon));
 }
 
 /* ----------
@@ -908,10 +930,11 @@ lock_lease(FunctionCallInfo fcinfo, IdgenSqlContext *cx, const IdgenFunction *fn
 }
 
 /*
- * idgen_worker_renew(worker_id int, token bigint, ttl interval DEFAULT NULL)
- * returns timestamptz
+ * idgen_worker_renew(worker_id int, token bigint, ttl interval DEFAULT NULL,
+ *					  horizon timestamptz DEFAULT NULL) returns timestamptz
  *		Extend the lease to now + ttl (the lease's own ttl if NULL); the new
- *		expiry, NULL for a lease bound to its session.
+ *		expiry, NULL for a lease bound to its session.  'horizon' raises
+ *		the id's horizon: the holder will issue no ID at or beyond it.
  */
 Datum
 idgen_worker_renew(PG_FUNCTION_ARGS)
@@ -923,8 +946,8 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 	IdgenFunction fn;
 	IdgenSqlContext cx;
 	Lease		l;
-	Datum		args[3];
-	char		nulls[3] = {' ', ' ', ' '};
+	Datum		args[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
 	bool		n;
 	Datum		expires;
 
@@ -951,6 +974,9 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 		args[2] = IntervalPGetDatum(&l.ttl);
 	else
 		nulls[2] = 'n';
+	args[3] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
+	if (PG_ARGISNULL(3))
+		nulls[3] = 'n';
 	if (idgen_sql_run_latest(&cx, Q_RENEW, args, nulls) != 1)
 		elog(ERROR, "worker lease with token " INT64_FORMAT " vanished while locked", token);
 	expires = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &n);
@@ -961,8 +987,11 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 }
 
 /*
- * idgen_worker_release(worker_id int, token bigint) returns boolean
- *		End the lease now; false if it had been released already.
+ * idgen_worker_release(worker_id int, token bigint,
+ *						horizon timestamptz DEFAULT NULL) returns boolean
+ *		End the lease now; false if it had been released already.  With
+ *		'horizon', the holder issued no ID at or beyond it: the id's horizon
+ *		comes down to it, or to where the lease began.
  */
 Datum
 idgen_worker_release(PG_FUNCTION_ARGS)
@@ -972,7 +1001,8 @@ idgen_worker_release(PG_FUNCTION_ARGS)
 	IdgenFunction fn;
 	IdgenSqlContext cx;
 	Lease		l;
-	Datum		args[2];
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', ' '};
 
 	worker_id = worker_id_arg(fcinfo);
 	(void) layout_space();
@@ -985,7 +1015,10 @@ idgen_worker_release(PG_FUNCTION_ARGS)
 	{
 		args[0] = Int64GetDatum(token);
 		args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-		(void) idgen_sql_run_latest(&cx, Q_RELEASE, args, NULL);
+		args[2] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
+		if (PG_ARGISNULL(2))
+			nulls[2] = 'n';
+		(void) idgen_sql_run_latest(&cx, Q_RELEASE, args, nulls);
 	}
 	idgen_sql_end(&cx);
 

@@ -557,6 +557,7 @@ connect_registry(void)
 static int64 system_identifier;
 static char instance[256];
 static TimestampTz refusal_logged = 0;	/* when a refusal was last logged */
+static bool renew_at_once = false;	/* a claim took over a horizon ahead of its bound */
 
 /*
  * A time the registry sent as seconds since 1970 (date_part('epoch', ...)): the
@@ -566,6 +567,19 @@ static TimestampTz
 epoch_to_ts(const char *s)
 {
 	return IDGEN_UNIX_EPOCH + (TimestampTz) (strtod(s, NULL) * USECS_PER_SEC);
+}
+
+/*
+ * 'ts' as a query parameter the registry reads with to_timestamp($n::float8):
+ * seconds since 1970 with six decimals, exact, whatever its DateStyle.
+ */
+static void
+ts_param(char *buf, size_t len, TimestampTz ts)
+{
+	int64		us = ts - IDGEN_UNIX_EPOCH;
+
+	Assert(us >= 0);
+	snprintf(buf, len, INT64_FORMAT ".%06d", us / USECS_PER_SEC, (int) (us % USECS_PER_SEC));
 }
 
 /* Remember the registry's clock against ours: its time at our 'sent'. */
@@ -643,17 +657,33 @@ lease_file_read(IdgenRegistryStatus *r)
 }
 
 /*
+ * The bound a claim or renewal sent at 'sent' asks for: IDs under the lease
+ * will have timestamps before it.  The ttl from now, or from the horizon
+ * taken over when generators run ahead of the clock from there.
+ */
+static TimestampTz
+lease_bound(TimestampTz sent)
+{
+	TimestampTz takeover = (TimestampTz) pg_atomic_read_u64(&idgen_shared->takeover.value);
+
+	return Max(sent, takeover) + (TimestampTz) idgen_registry_ttl_ms * 1000;
+}
+
+/*
  * The registry granted the lease (a claim, or a renewal) asked for at
- * 'sent', to end at 'expires', its clock reading 'registry_now' (both as
- * date_part('epoch', ...)): valid here until sent + ttl.  Publish it.
+ * 'sent' with bound 'until', to end at 'expires', its clock reading
+ * 'registry_now' (both as date_part('epoch', ...)).  Publish it: IDs may be
+ * issued here with timestamps up to 'until', which the registry recorded as
+ * the identity's horizon before this answer.
  */
 static void
-lease_granted(TimestampTz sent, const char *expires, const char *registry_now, bool renewal)
+lease_granted(TimestampTz sent, TimestampTz until, const char *expires,
+			  const char *registry_now, bool renewal)
 {
 	IdgenRegistryStatus *r = &idgen_shared->registry;
 
 	SpinLockAcquire(&r->mutex);
-	r->valid_until = sent + (TimestampTz) idgen_registry_ttl_ms * 1000;
+	r->valid_until = until;
 	r->registry_expires_at = epoch_to_ts(expires);
 	r->renewed_at = sent;
 	if (renewal)
@@ -677,9 +707,12 @@ claim(void)
 	char		ttl[32];
 	char		dc[16];
 	char		w[16];
-	const char *params[5];
+	char		bound[32];
+	const char *params[6];
 	char		err[256];
 	TimestampTz sent = GetCurrentTimestamp();
+	TimestampTz until = lease_bound(sent);
+	TimestampTz handover = 0;
 	PGresult   *res;
 
 	snprintf(sysid, sizeof(sysid), INT64_FORMAT, system_identifier);
@@ -691,12 +724,16 @@ claim(void)
 	params[2] = ttl;
 	params[3] = idgen_identity_from_registry ? NULL : dc;
 	params[4] = idgen_identity_from_registry ? NULL : w;
+	ts_param(bound, sizeof(bound), until);
+	params[5] = bound;
 	snprintf(sql, sizeof(sql),
 			 "SELECT datacenter_id, worker_id, token, pg_catalog.date_part('epoch', expires_at), "
-			 "pg_catalog.date_part('epoch', pg_catalog.statement_timestamp()) "
-			 "FROM %s.idgen_server_lease($1::bigint, $2, $3::interval, $4::int, $5::int)",
+			 "pg_catalog.date_part('epoch', pg_catalog.statement_timestamp()), "
+			 "pg_catalog.date_part('epoch', handover_horizon) "
+			 "FROM %s.idgen_server_lease($1::bigint, $2, $3::interval, $4::int, $5::int, "
+			 "pg_catalog.to_timestamp($6::float8))",
 			 registry_schema);
-	res = run(sql, 5, params, err, sizeof(err));
+	res = run(sql, 6, params, err, sizeof(err));
 	if (res == NULL)
 	{
 		set_state(IDGEN_IDENTITY_UNREACHABLE, "the registry did not answer: %s", err);
@@ -726,7 +763,31 @@ claim(void)
 	SpinLockRelease(&r->mutex);
 	refusal_logged = 0;
 	lease_file_write(r);
-	lease_granted(sent, PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4), false);
+
+	/*
+	 * Start above every ID the identity's earlier holders may have issued,
+	 * before any generator can use the lease (publish, in lease_granted, is
+	 * a full barrier after the raise).
+	 */
+	if (!PQgetisnull(res, 0, 5))
+	{
+		int64		lead_ms;
+
+		handover = epoch_to_ts(PQgetvalue(res, 0, 5));
+		lead_ms = idgen_take_over(handover, false);
+		if (lead_ms > 0)
+			ereport(LOG,
+					(errmsg("idgen identity (datacenter %d, worker %d) taken over " INT64_FORMAT " ms ahead of this server's clock",
+							r->datacenter_id, r->worker_id, lead_ms),
+					 errdetail("Its last holder may have issued IDs up to %s; generators start above that%s.",
+							   timestamptz_to_str(handover),
+							   lead_ms > idgen_takeover_max_lead_ms ?
+							   ", and fail until this server's clock is within idgen.takeover_max_lead of it" :
+							   ", ahead of the clock")));
+		/* The bound asked for may not cover IDs above 'handover': renew now. */
+		renew_at_once = handover + (TimestampTz) idgen_max_drift_ms * 1000 >= sent;
+	}
+	lease_granted(sent, until, PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4), false);
 	ereport(LOG,
 			(errmsg("idgen identity (datacenter %d, worker %d) leased from the registry",
 					r->datacenter_id, r->worker_id),
@@ -749,9 +810,11 @@ renew(bool *lost)
 	char		wid[16];
 	char		token[32];
 	char		ttl[32];
-	const char *params[3];
+	char		bound[32];
+	const char *params[4];
 	char		err[256];
 	TimestampTz sent = GetCurrentTimestamp();
+	TimestampTz until = lease_bound(sent);
 	PGresult   *res;
 	const char *sqlstate;
 
@@ -762,10 +825,13 @@ renew(bool *lost)
 	params[0] = wid;
 	params[1] = token;
 	params[2] = ttl;
-	snprintf(sql, sizeof(sql), "SELECT pg_catalog.date_part('epoch', %s.idgen_worker_renew($1::int, $2::bigint, $3::interval)), "
+	ts_param(bound, sizeof(bound), until);
+	params[3] = bound;
+	snprintf(sql, sizeof(sql), "SELECT pg_catalog.date_part('epoch', %s.idgen_worker_renew($1::int, $2::bigint, $3::interval, "
+			 "pg_catalog.to_timestamp($4::float8))), "
 			 "pg_catalog.date_part('epoch', pg_catalog.statement_timestamp())",
 			 registry_schema);
-	res = run(sql, 3, params, err, sizeof(err));
+	res = run(sql, 4, params, err, sizeof(err));
 	if (res == NULL)
 	{
 		set_state(IDGEN_IDENTITY_UNREACHABLE, "the registry did not answer: %s", err);
@@ -773,7 +839,7 @@ renew(bool *lost)
 	}
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
 	{
-		lease_granted(sent, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), true);
+		lease_granted(sent, until, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), true);
 		PQclear(res);
 		return true;
 	}
@@ -804,9 +870,10 @@ renew(bool *lost)
  * Stop generating under the lease: withdraw the word, then wait until the
  * clock has passed every tick any generator took (they may run up to
  * idgen.max_drift_ms ahead of it), so that no ID issued under the lease is
- * later than the moment the registry records its end.
+ * later than the moment the registry records its end.  Returns the bound of
+ * what was issued: the end of the last millisecond of any generator word.
  */
-static void
+static TimestampTz
 withdraw(void)
 {
 	const IdgenLayout *l = &idgen_layout;
@@ -825,6 +892,7 @@ withdraw(void)
 			break;
 		pg_usleep(1000L);
 	}
+	return l->epoch + (TimestampTz) (max_ms + 1) * 1000;
 }
 
 /*
@@ -851,8 +919,10 @@ registry_exit(int code, Datum arg)
 		bool		not_released = true;
 		bool		released = false;
 		char		why[256] = "";
+		char		bound[32];
 
-		withdraw();
+		/* Not valid after a takeover ahead of its bound, so the least of both. */
+		ts_param(bound, sizeof(bound), Min(withdraw(), Max(r->valid_until, IDGEN_UNIX_EPOCH)));
 		/* The postmaster may signal again; the answers are waited for. */
 		exiting = true;
 		timeout_ms = REGISTRY_EXIT_TIMEOUT_MS;
@@ -864,14 +934,15 @@ registry_exit(int code, Datum arg)
 			char		sql[512];
 			char		wid[16];
 			char		token[32];
-			const char *params[2] = {wid, token};
+			const char *params[3] = {wid, token, bound};
 			PGresult   *res;
 
 			snprintf(wid, sizeof(wid), "%d", r->worker_id);
 			snprintf(token, sizeof(token), INT64_FORMAT, r->token);
-			snprintf(sql, sizeof(sql), "SELECT %s.idgen_worker_release($1::int, $2::bigint)",
+			snprintf(sql, sizeof(sql), "SELECT %s.idgen_worker_release($1::int, $2::bigint, "
+					 "pg_catalog.to_timestamp($3::float8))",
 					 registry_schema);
-			res = run(sql, 2, params, why, sizeof(why));
+			res = run(sql, 3, params, why, sizeof(why));
 			not_released = (res != NULL && PQresultStatus(res) == PGRES_FATAL_ERROR);
 			released = (res != NULL && PQresultStatus(res) == PGRES_TUPLES_OK);
 			if (res != NULL && !released)
@@ -989,6 +1060,12 @@ idgen_registry_main(Datum main_arg)
 			}
 			now = GetCurrentTimestamp();
 			next = now + (TimestampTz) (ok ? idgen_registry_ttl_ms / 3 : retry_ms) * 1000;
+			if (ok && renew_at_once)
+			{
+				/* Extend the bound past the horizon taken over. */
+				renew_at_once = false;
+				next = now;
+			}
 		}
 		wait_ms = (long) ((next - now) / 1000) + 1;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

@@ -254,4 +254,62 @@ sub compare
 	$standby->stop;
 }
 
+########################################################################
+# A registry hands an identity over: server "holder" (identity 2:5 from its
+# settings, claimed from the registry) is loaded for 28 s and stopped with
+# -m immediate; server "taker", a different cluster configured as 2:5
+# whose clock is 30 s behind, is refused while the holder's lease lives and
+# takes 2:5 once it has run out.  Its IDs start above the horizon the
+# holder reported with its last renewal, ahead of its own clock.  (Without
+# that, it would start from its clock, 26 s before the holder's last IDs:
+# the 28 s of load make sure the holder issued IDs there.)
+########################################################################
+{
+	my $registry = idgen_node('registry', 'idgen.worker_quarantine' => "'1s'");
+	my $conninfo = 'host=' . $registry->host . ' port=' . $registry->port . ' dbname=postgres';
+	my %conf = ('idgen.registry' => "'$conninfo'", 'idgen.registry_ttl' => "'3s'",
+		'idgen.datacenter_id' => 2, 'idgen.worker_id' => 5);
+	my $holds = q{SELECT state = 'held' FROM idgen_identity()};
+
+	my $holder = idgen_node('holder', %conf);
+	$holder->poll_query_until('postgres', $holds) or die 'the holder holds no identity';
+	IdgenTest::step_clock($clock_file, '-30');
+	my $taker;
+	{
+		local @ENV{ keys %$faketime } = values %$faketime;
+		$taker = idgen_node('taker', %conf);
+	}
+	$taker->poll_query_until('postgres', q{SELECT state = 'refused' FROM idgen_identity()})
+	  or die 'the taker was not refused';
+	pass('a server configured as 2:5 is refused while the holder lives');
+
+	my ($old_ids) = load_then_crash($holder, 28);
+	$taker->poll_query_until('postgres', $holds) or die 'the taker did not take 2:5';
+
+	# Bounded by idgen.takeover_max_lead: refused while it is 10 s.
+	$taker->append_conf('postgresql.conf', "idgen.takeover_max_lead = '10s'");
+	$taker->reload;
+	$taker->poll_query_until('postgres', q{SELECT setting = '10000' FROM pg_settings WHERE name = 'idgen.takeover_max_lead'});
+	like(sql_error($taker, 'SELECT idgen_snowflake()'),
+		qr/ERROR:  55000: could not generate Snowflake ID: the system clock is \d+ ms behind the IDs of this identity's last holder/,
+		'more than idgen.takeover_max_lead behind the last holder: refused, naming the takeover');
+	$taker->append_conf('postgresql.conf', "idgen.takeover_max_lead = '60s'");
+	$taker->reload;
+	$taker->poll_query_until('postgres', q{SELECT setting = '60000' FROM pg_settings WHERE name = 'idgen.takeover_max_lead'});
+
+	my ($new_ids) = generate_after($taker, 100000);
+	my ($dups, $not_above) = compare($old_ids, $new_ids, 1);
+	is($dups, 0, 'registry takeover by a server 30 s behind: no ID repeated ('
+		  . scalar(@$old_ids) . ' before, 100000 after)');
+	is($not_above, 0, "every ID of the new holder is greater than every ID of the last");
+	ok($taker->log_contains(qr/idgen identity \(datacenter 2, worker 5\) taken over \d+ ms ahead of this server's clock/),
+		'the log says the identity was taken over ahead of the clock');
+	is($registry->safe_psql('postgres',
+			q{SELECT handover_horizon IS NOT NULL AND horizon > handover_horizon
+			  FROM idgen_worker_leases WHERE datacenter_id = 2 AND worker_id = 5}),
+		't', 'the registry shows where the new holder started and its horizon since');
+	$taker->stop;
+	$registry->stop;
+}
+
 done_testing();
