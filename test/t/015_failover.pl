@@ -56,21 +56,27 @@ sub read_values
 }
 
 # A primary with worker id 1 and a streaming standby of it whose clock is
-# $offset (faketime) behind; with $sync, the standby is made synchronous
+# $offset (faketime) behind, or real if undef (libfaketime, reading its
+# file at every clock call, slows the standby's replies); with $sync, the standby is made synchronous
 # once it streams (before, the primary's commits would wait for it).
 sub primary_and_standby
 {
-	my ($name, $offset, $sync) = @_;
+	my ($name, $offset, $sync, %conf) = @_;
 	my $primary = idgen_node("${name}_primary",
 		_init => { allows_streaming => 1 },
-		'idgen.worker_id' => 1);
+		'idgen.worker_id' => 1, %conf);
 	$primary->safe_psql('postgres', 'CREATE TABLE t (id bigint PRIMARY KEY, u uuid)');
 	$primary->backup("${name}_backup");
 	my $standby = PostgreSQL::Test::Cluster->new("${name}_standby");
 	$standby->init_from_backup($primary, "${name}_backup", has_streaming => 1);
-	IdgenTest::step_clock($clock_file, $offset);
+	if (defined $offset)
 	{
+		IdgenTest::step_clock($clock_file, $offset);
 		local @ENV{ keys %$faketime } = values %$faketime;
+		$standby->start;
+	}
+	else
+	{
 		$standby->start;
 	}
 	$primary->wait_for_catchup($standby);
@@ -310,6 +316,128 @@ sub compare
 		't', 'the registry shows where the new holder started and its horizon since');
 	$taker->stop;
 	$registry->stop;
+}
+
+########################################################################
+# A hot standby with an identity of its own from a registry generates in
+# recovery, under that identity, while its primary generates under its.
+########################################################################
+{
+	my $registry = idgen_node('registry_hs', 'idgen.worker_quarantine' => "'1s'");
+	my $conninfo = 'host=' . $registry->host . ' port=' . $registry->port . ' dbname=postgres';
+	my $holds = q{SELECT state = 'held' FROM idgen_identity()};
+	my $primary = idgen_node('hs_primary', _init => { allows_streaming => 1 },
+		'idgen.identity' => 'registry', 'idgen.registry' => "'$conninfo'", 'idgen.registry_ttl' => "'3s'");
+	$primary->poll_query_until('postgres', $holds) or die 'the primary holds no identity';
+	$primary->backup('hs_backup');
+	my $standby = PostgreSQL::Test::Cluster->new('hs_standby');
+	$standby->init_from_backup($primary, 'hs_backup', has_streaming => 1);
+	$standby->start;
+	$standby->poll_query_until('postgres', $holds) or die 'the standby holds no identity';
+	$standby->poll_query_until('postgres', 'SELECT wal_records > 0 FROM idgen_info()')
+	  or die 'the standby replayed no horizon';
+	my $ident = q{SELECT datacenter_id || ':' || worker_id FROM idgen_identity()};
+	my ($p, $s) = ($primary->safe_psql('postgres', $ident), $standby->safe_psql('postgres', $ident));
+	isnt($s, $p, "the standby holds an identity of its own ($s; its primary $p)");
+	is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'), 't', 'while in recovery');
+	my @sids = split /\n/, $standby->safe_psql('postgres',
+		'SELECT idgen_snowflake() FROM generate_series(1, 50000)');
+	my @pids = split /\n/, $primary->safe_psql('postgres',
+		'SELECT idgen_snowflake() FROM generate_series(1, 50000)');
+	is(scalar(@sids), 50000, 'the hot standby generates');
+	my ($dups) = compare(\@pids, \@sids, 1);
+	is($dups, 0, 'its IDs and its primary\'s are distinct');
+	is($standby->safe_psql('postgres',
+			"SELECT count(DISTINCT datacenter_id || ':' || worker_id) || ' ' || min(datacenter_id || ':' || worker_id)
+			 FROM unnest(ARRAY[$sids[0], $sids[-1]]::bigint[]) id, idgen_snowflake_decode(id)"),
+		"1 $s", 'and carry its identity');
+	$standby->stop;
+	$primary->stop;
+	$registry->stop;
+}
+
+########################################################################
+# pg_rewind switch-back: the primary (real clock) fails over to its
+# standby (30 s behind), is rewound and follows it as a standby, refusing
+# to generate meanwhile, then the roles switch back.  Over the four
+# phases, no ID repeats and each phase's IDs are above the last's.
+########################################################################
+{
+	my ($primary, $standby) = primary_and_standby('rewind', '-30', 0,
+		wal_log_hints => 'on', wal_keep_size => "'320MB'");
+	my ($ids1) = load_then_crash($primary, 2);
+	$standby->promote;
+	my ($ids2) = generate_after($standby, 50000);
+
+	# Rewind the old primary (keeping its own postgresql.conf: pg_rewind
+	# copies the source's) and start it as a standby of the new one.  (The
+	# checkpoint puts the new timeline in the new primary's control file,
+	# where pg_rewind reads it.)
+	$standby->safe_psql('postgres', 'CHECKPOINT');
+	my $conf = $primary->data_dir . '/postgresql.conf';
+	my $own_conf = slurp_file($conf);
+	command_ok([ 'pg_rewind', '--target-pgdata=' . $primary->data_dir,
+			'--source-server=' . $standby->connstr('postgres') ],
+		'pg_rewind of the old primary');
+	open my $fh, '>', $conf or die "$conf: $!";
+	print $fh $own_conf;
+	close $fh;
+	$primary->enable_streaming($standby);
+	$primary->start;
+	$standby->wait_for_catchup($primary);
+	$primary->poll_query_until('postgres', 'SELECT wal_records > 0 FROM idgen_info()')
+	  or die 'the rewound primary replayed no horizon';
+	like(sql_error($primary, 'SELECT idgen_snowflake()'),
+		qr/this standby has the Snowflake identity of its primary \(datacenter 0, worker 1\)/,
+		'rewound and following the new primary: refuses to generate under the shared identity');
+
+	# Switch back: a clean shutdown of the new primary, the old one promoted.
+	my @ids3 = split /\n/, $standby->safe_psql('postgres',
+		'SELECT idgen_snowflake() FROM generate_series(1, 50000)');
+	$standby->stop;
+	$primary->promote;
+	my ($ids4) = generate_after($primary, 50000);
+	my @all = (@$ids1, @$ids2, @ids3, @$ids4);
+	my %seen;
+	is(scalar(grep { $seen{$_}++ } @all), 0, 'pg_rewind switch-back: no ID repeated over the four phases (' . scalar(@all) . ' IDs)');
+	my ($d, $n2) = compare($ids1, $ids2, 1);
+	my ($d3, $n3) = compare([ @$ids1, @$ids2 ], \@ids3, 1);
+	my ($d4, $n4) = compare([ @$ids1, @$ids2, @ids3 ], $ids4, 1);
+	is($n2 + $n3 + $n4, 0, 'each phase\'s IDs are above every earlier one');
+	$primary->stop;
+}
+
+########################################################################
+# Per-key sequences across a synchronous failover: a transactional key and
+# a cached one, loaded by clients (batches of 20 values) until the primary stops with -m
+# immediate.  Every value a client was answered is on the standby (the
+# commit, or the cached segment's reservation, waited for it), so the
+# promoted server hands out none of them again.
+########################################################################
+{
+	my ($primary, $standby) = primary_and_standby('seq', undef, 1);
+	$primary->safe_psql('postgres', q{SELECT idgen_seq_configure('cached', cache => 50)});
+	$primary->wait_for_catchup($standby);
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	my @loads = map {
+		(start_load($primary, "$dir/tx$_", q{SELECT idgen_seq_next('tx', 20)}),
+		 start_load($primary, "$dir/cached$_", q{SELECT idgen_seq_next('cached', 20)}))
+	} (1, 2);
+	sleep 3;
+	$primary->stop('immediate');
+	$_->finish for @loads;
+	$standby->promote;
+	for my $key ('tx', 'cached')
+	{
+		my @old = map { read_values("$dir/$key$_") } (1, 2);
+		my @new = split /\n/, $standby->safe_psql('postgres',
+			"SELECT idgen_seq_next('$key') FROM generate_series(1, 2000)");
+		my ($dups, $not_above) = compare(\@old, \@new, 1);
+		cmp_ok(scalar(@old), '>', 100, scalar(@old) . " values of the $key key answered by the primary");
+		is($dups, 0, "synchronous failover: no value of the $key key handed out again");
+		is($not_above, 0, "the promoted server's values of the $key key are above the primary's");
+	}
+	$standby->stop;
 }
 
 done_testing();
