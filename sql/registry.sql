@@ -77,6 +77,16 @@ SELECT :'handover_horizon' AS handover_horizon;
 -- A release never brings it below where the lease began.
 SELECT idgen_worker_release(1, :h2, '2029-01-01 00:00:00+00');
 SELECT horizon, handover_horizon FROM idgen_worker_leases WHERE datacenter_id = 1 AND worker_id = 1;
+-- The purge keeps a row with a horizon (the id's only record of it), even
+-- long after its release, and deletes a row without one that has rested.
+UPDATE idgen_worker_lease SET released_at = now() - interval '1 day' WHERE token = :h2;
+SELECT token AS horizonless_token
+FROM idgen_server_lease(606, 'server F', '30 s', 2, 9) \gset
+SELECT idgen_worker_release(9, :horizonless_token);
+UPDATE idgen_worker_lease SET released_at = now() - interval '1 day' WHERE token = :horizonless_token;
+SELECT idgen_worker_purge() AS purged;
+SELECT datacenter_id, worker_id, horizon FROM idgen_worker_leases
+WHERE (datacenter_id, worker_id) IN ((1, 1), (2, 9));
 -- Any free identity: never this server's own, never one that is held.
 SELECT (datacenter_id, worker_id) NOT IN ((3, 7), (2, 5)) AS free_one
 FROM idgen_server_lease(303, 'server C started at 4');

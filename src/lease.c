@@ -155,14 +155,19 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"WHERE session_bound AND expires_at IS NULL AND released_at IS NULL LIMIT 1000",
 		0, {InvalidOid}
 	},
+	/*
+	 * A row with a horizon is the only record of how far that id's holders
+	 * may have issued (registry.c): kept, at most one per id.
+	 */
 	[Q_ENDED] = {
-		"SELECT id, token FROM %1$s.idgen_worker_lease WHERE " LEASE_ENDED_BEFORE("$1") " LIMIT 1000",
+		"SELECT id, token FROM %1$s.idgen_worker_lease WHERE " LEASE_ENDED_BEFORE("$1")
+		" AND horizon IS NULL LIMIT 1000",
 		1, {TIMESTAMPTZOID}
 	},
 	[Q_DELETE] = {
 		"DELETE FROM %1$s.idgen_worker_lease "
 		"WHERE (id OPERATOR(pg_catalog.=) $1) AND (token OPERATOR(pg_catalog.=) $2) "
-		"AND " LEASE_ENDED_BEFORE("$3"),
+		"AND horizon IS NULL AND " LEASE_ENDED_BEFORE("$3"),
 		3, {INT4OID, INT8OID, TIMESTAMPTZOID}
 	},
 };

@@ -260,6 +260,47 @@ sub compare
 	$standby->stop;
 }
 
+# The same lag with the clocks in agreement: the promoted server's own
+# clock is past every ID the old primary issued.
+{
+	my ($primary, $standby) = primary_and_standby('lag_same_clock', undef);
+	my ($old_ids) = load_then_crash($primary, 4, sub {
+		$standby->stop('immediate');
+		sleep 3;
+	});
+	$standby->start;
+	$standby->promote;
+	my ($new_ids) = generate_after($standby, 100000);
+	my ($dups, $not_above) = compare($old_ids, $new_ids, 1);
+	is($dups + $not_above, 0, 'lagging 3 s with clocks in agreement: no repeat, every new ID greater');
+	$standby->stop;
+}
+
+# A standby without idgen preloaded cannot replay the horizon records: its
+# startup process stops at the first one and says why, and replays nothing
+# wrongly; preloaded again, it goes on.
+{
+	my ($primary, $standby) = primary_and_standby('no_preload', undef);
+	$standby->stop;
+	$standby->adjust_conf('postgresql.conf', 'shared_preload_libraries', "''");
+	$primary->safe_psql('postgres', 'SELECT idgen_snowflake() FROM generate_series(1, 1000)');
+	sleep 1;	# a horizon record or two
+	my $offset = -s $standby->logfile;
+	$standby->start(fail_ok => 1);
+	ok($standby->wait_for_log(qr/FATAL:  resource manager with ID 147 not registered/, $offset),
+		'a standby without idgen preloaded stops at the first idgen WAL record');
+	ok($standby->log_contains(qr/HINT:  Include the extension module that implements this resource manager in shared_preload_libraries/),
+		'with a hint naming shared_preload_libraries');
+	$standby->stop('immediate', fail_ok => 1);
+	$standby->adjust_conf('postgresql.conf', 'shared_preload_libraries', "'idgen'");
+	$standby->start;
+	$primary->wait_for_catchup($standby);
+	is($standby->safe_psql('postgres', 'SELECT wal_records > 0 FROM idgen_info()'), 't',
+		'preloaded again, it replays them');
+	$standby->stop;
+	$primary->stop;
+}
+
 ########################################################################
 # A registry hands an identity over: server "holder" (identity 2:5 from its
 # settings, claimed from the registry) is loaded for 28 s and stopped with
