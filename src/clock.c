@@ -41,15 +41,20 @@
  * Takeover (idgen.takeover_max_lead)
  *	  A server that took an identity over from another (a promoted standby,
  *	  horizon_wal.c; a registry lease handed over, registry.c) raises its
- *	  generator words above the last holder's horizon T and then records T
- *	  in idgen_shared->takeover.  If its clock is behind T, the rule above
- *	  would make it wait until its clock reaches T.  Instead, while T is at
- *	  most takeover_max_lead ahead of the clock, an identifier within
- *	  max_drift_ms of T is issued: the generator continues from T, ahead of
- *	  the clock (counted as borrowed milliseconds), and the lead shrinks as
- *	  the clock advances, since the counter carries into a new millisecond
- *	  only once a millisecond's values are used up.  Beyond the bound it
- *	  waits and fails as above, with a message that names the takeover.
+ *	  generator words above the last holder's horizon T.  If its clock is
+ *	  behind T, the rule above would make it wait until its clock reaches T.
+ *	  Instead it keeps a takeover point that starts at T and advances with
+ *	  the monotonic clock, so that it runs at the pace of real time whatever
+ *	  the wall clock does: point(t) = T + (mono(t) - mono(takeover)).  While
+ *	  the point is ahead of the wall clock by at most takeover_max_lead,
+ *	  generators go by the point instead of the wall clock ('now' above):
+ *	  they continue from T at full speed, ahead of the wall clock by a
+ *	  constant lead (counted as borrowed milliseconds), until the wall clock
+ *	  catches up (it is corrected).  Beyond the bound they go by the wall
+ *	  clock, and so wait and fail as above, with a message that names the
+ *	  takeover, until the wall clock reaches T.  The point only decides how far ahead generators may run:
+ *	  they never pass the durable horizon, which the keeper keeps ahead of
+ *	  the point as it keeps it ahead of the clock.
  *
  *-------------------------------------------------------------------------
  */
@@ -57,6 +62,7 @@
 
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "portability/instr_time.h"
 #include "utils/timestamp.h"
 
 #include "idgen.h"
@@ -95,22 +101,46 @@ read_clock(IdgenKind kind)
 	return now;
 }
 
+/* The monotonic clock in microseconds; one time line for all processes. */
+static int64
+monotonic_us(void)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	return (int64) INSTR_TIME_GET_MICROSEC(now);
+}
+
+/*
+ * The takeover point now (see the file header), 0 if this server took no
+ * identity over.  idgen_shared->takeover holds T - mono(takeover).
+ */
+TimestampTz
+idgen_takeover_point(void)
+{
+	uint64		base = pg_atomic_read_u64(&idgen_shared->takeover.value);
+
+	return base == 0 ? 0 : (TimestampTz) base + monotonic_us();
+}
+
 static void pg_attribute_noreturn()
 clock_behind_error(const IdgenTickClock *c, uint64 last_tick, int64 now_ms)
 {
 	int64		last_ms = (int64) (last_tick >> c->tick_bits);
-	TimestampTz takeover = (TimestampTz) pg_atomic_read_u64(&idgen_shared->takeover.value);
+	TimestampTz takeover = idgen_takeover_point();
 	TimestampTz now = c->epoch + (TimestampTz) now_ms * 1000;
 
 	idgen_count(c->kind, IDGEN_STAT_ERRORS, 1);
+	/* Ahead of the clock because of a takeover beyond its bound: say so. */
 	if (takeover > now + (TimestampTz) idgen_takeover_max_lead_ms * 1000)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("could not generate %s: the system clock is " INT64_FORMAT " ms behind the IDs of this identity's last holder",
-						c->item, (takeover - now) / 1000),
+						c->item, last_ms - now_ms),
 				 errdetail("This server took its identity over (a promotion, or a lease from the registry) and starts above every ID the last holder may have issued, up to %s. That is more than idgen.takeover_max_lead (%d ms) ahead of this server's clock.",
-						   timestamptz_to_str(takeover), idgen_takeover_max_lead_ms),
-				 errhint("Synchronize this server's clock with the last holder's; generation resumes once the clock is within idgen.takeover_max_lead of that time.")));
+						   timestamptz_to_str(c->epoch + (TimestampTz) last_ms * 1000),
+						   idgen_takeover_max_lead_ms),
+				 errhint("Synchronize this server's clock with the last holder's; generation resumes once it is within idgen.takeover_max_lead of that clock, or once this clock reaches the time above.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not generate %s: the system clock moved backwards by " INT64_FORMAT " ms",
@@ -136,18 +166,22 @@ horizon_error(const IdgenTickClock *c, int64 next_ms)
 }
 
 /*
- * Whether a tick of millisecond 'next_ms', ahead of the clock 'now' by more
- * than max_drift_ms, continues from a horizon taken over (see the file
+ * The time generators go by: the wall clock 'wall', or the takeover point
+ * while that is ahead of it within idgen.takeover_max_lead (see the file
  * header).
  */
-static bool
-takeover_covers(const IdgenTickClock *c, int64 next_ms, TimestampTz now)
+static inline TimestampTz
+effective_now(TimestampTz wall)
 {
-	TimestampTz takeover = (TimestampTz) pg_atomic_read_u64(&idgen_shared->takeover.value);
+	TimestampTz takeover;
 
-	return takeover != 0 &&
-		takeover - now <= (TimestampTz) idgen_takeover_max_lead_ms * 1000 &&
-		c->epoch + (next_ms - idgen_max_drift_ms) * 1000 <= takeover;
+	if (likely(pg_atomic_read_u64(&idgen_shared->takeover.value) == 0))
+		return wall;
+	takeover = idgen_takeover_point();
+	if (takeover > wall &&
+		takeover - wall <= (TimestampTz) idgen_takeover_max_lead_ms * 1000)
+		return takeover;
+	return wall;
 }
 
 /* Move 'word' up to at least 'value'; never down. */
@@ -181,7 +215,7 @@ idgen_take_over(TimestampTz horizon, bool uuid7)
 	if (uuid7)
 		raise_word(&idgen_shared->uuid7_tick.value,
 				   idgen_horizon_start_tick(horizon, IDGEN_UNIX_EPOCH, IDGEN_UUID7_TICK_BITS));
-	raise_word(&idgen_shared->takeover.value, (uint64) horizon);
+	raise_word(&idgen_shared->takeover.value, (uint64) (horizon - monotonic_us()));
 	return (horizon - GetCurrentTimestamp()) / 1000;
 }
 
@@ -197,9 +231,11 @@ idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *c)
 
 	for (;;)
 	{
-		TimestampTz now = read_clock(c->kind);
+		TimestampTz wall = read_clock(c->kind);
+		TimestampTz now = effective_now(wall);
 		int64		now_us = now - c->epoch;
 		int64		now_ms = floor_div(now_us, 1000);
+		int64		wall_ms = floor_div(wall - c->epoch, 1000);
 		uint64		floor_tick = 0;
 		uint64		next;
 		int64		next_ms;
@@ -213,8 +249,7 @@ idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *c)
 		next = Max(old + 1, floor_tick);
 		next_ms = (int64) (next >> bits);
 
-		if (unlikely(next_ms - now_ms > idgen_max_drift_ms) &&
-			!takeover_covers(c, next_ms, now))
+		if (unlikely(next_ms - now_ms > idgen_max_drift_ms))
 		{
 			/* Sleep until now_ms >= next_ms - max_drift_ms. */
 			int64		need_us = (next_ms - idgen_max_drift_ms) * 1000 - now_us;
@@ -270,7 +305,7 @@ idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *c)
 		/* On failure 'old' receives the current value; try again from it. */
 		if (pg_atomic_compare_exchange_u64(word, &old, next))
 		{
-			if (next_ms > now_ms && (int64) (old >> bits) < next_ms)
+			if (next_ms > wall_ms && (int64) (old >> bits) < next_ms)
 				idgen_count(c->kind, IDGEN_STAT_BORROWED, 1);
 			idgen_count(c->kind, IDGEN_STAT_IDS, 1);
 			return next;

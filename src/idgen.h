@@ -230,9 +230,10 @@ typedef struct IdgenShared
 
 	/*
 	 * The horizon of an identity's last holder that this server took over
-	 * (a promotion, a registry handover; a TimestampTz, 0: none); raised
-	 * only.  Generators may continue from it ahead of the clock, within
-	 * idgen.takeover_max_lead (clock.c).
+	 * (a promotion, a registry handover), less the monotonic clock's
+	 * reading then, in microseconds (0: none); raised only.  Generators may
+	 * continue from it, as the monotonic clock advances, ahead of the wall
+	 * clock within idgen.takeover_max_lead: idgen_takeover_point (clock.c).
 	 */
 	IdgenPaddedAtomic takeover;
 
@@ -331,6 +332,7 @@ extern int64 idgen_compose_identity(const IdgenLayout *layout, uint64 tick, uint
 /* clock.c */
 extern uint64 idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *clock);
 extern int64 idgen_take_over(TimestampTz horizon, bool uuid7);
+extern TimestampTz idgen_takeover_point(void);
 
 /* registry.c */
 extern void idgen_registry_shmem_init(IdgenShared *s);

@@ -322,13 +322,13 @@ keeper_round(ClockPair *last)
 	base = cur.wall;
 
 	/*
-	 * Generators run up to max_drift_ms ahead of the clock, or of a horizon
-	 * taken over that is within idgen.takeover_max_lead of it (clock.c), so
-	 * the horizon is kept at least lead/2 beyond that, and renewed to lead
-	 * beyond it.
+	 * Generators run up to max_drift_ms ahead of the clock, or of the
+	 * takeover point while that is within idgen.takeover_max_lead of it
+	 * (clock.c), so the horizon is kept at least lead/2 beyond that, and
+	 * renewed to lead beyond it.
 	 */
 	{
-		TimestampTz takeover = (TimestampTz) pg_atomic_read_u64(&idgen_shared->takeover.value);
+		TimestampTz takeover = idgen_takeover_point();
 
 		if (takeover > cur.wall &&
 			takeover - cur.wall <= (TimestampTz) idgen_takeover_max_lead_ms * 1000)

@@ -658,15 +658,13 @@ lease_file_read(IdgenRegistryStatus *r)
 
 /*
  * The bound a claim or renewal sent at 'sent' asks for: IDs under the lease
- * will have timestamps before it.  The ttl from now, or from the horizon
- * taken over when generators run ahead of the clock from there.
+ * will have timestamps before it.  The ttl from now, or from the takeover
+ * point when generators run ahead of the clock from there (clock.c).
  */
 static TimestampTz
 lease_bound(TimestampTz sent)
 {
-	TimestampTz takeover = (TimestampTz) pg_atomic_read_u64(&idgen_shared->takeover.value);
-
-	return Max(sent, takeover) + (TimestampTz) idgen_registry_ttl_ms * 1000;
+	return Max(sent, idgen_takeover_point()) + (TimestampTz) idgen_registry_ttl_ms * 1000;
 }
 
 /*

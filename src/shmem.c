@@ -61,7 +61,8 @@
  *	  an identity over (the end of recovery, the registry worker), after it
  *	  raised the generator words; read without a lock by generators that
  *	  are ahead of the clock (clock.c).  A stale value is smaller: it can
- *	  only make a generator wait.
+ *	  only make a generator wait.  It is a TimestampTz less a reading of the
+ *	  monotonic clock, which is one time line for all processes.
  *
  * replay: what redo learnt from WAL, under replay.mutex (horizon_wal.c).
  *	  The end of recovery raises the generator words with compare-and-swap
