@@ -15,6 +15,8 @@
 #   tap            TAP tests (test/t/*.pl): concurrency, layouts, restart,
 #                  not preloaded, clock steps under libfaketime, the keeper
 #                  and crashes, per-key sequences, and the libpq stress client
+#   auto-failover  test/auto_failover.sh: pg_auto_failover, a switchover and a
+#                  failover under load (about a minute)
 #
 # Run as another user, it assumes the packages are installed and that it
 # may run `make install` (PG_CONFIG may point at a writable installation).
@@ -24,7 +26,8 @@ set -uo pipefail
 
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PACKAGES=(postgresql-15 postgresql-server-dev-15 libpq-dev libipc-run-perl faketime make gcc)
+PACKAGES=(postgresql-15 postgresql-server-dev-15 libpq-dev libipc-run-perl faketime make gcc
+	postgresql-15-auto-failover)
 # PostgreSQL's own headers trip -Wunused-parameter, so -Wextra is used
 # without it (as in PostgreSQL's own builds, which do not use -Wextra).
 WARN_FLAGS="-Wextra -Wno-unused-parameter -Werror"
@@ -90,6 +93,16 @@ fi
 run_suite regress installcheck
 run_suite regress-genes installcheck-genes
 run_suite tap prove-installcheck
+
+# pg_auto_failover: a planned and an unplanned failover under load (about
+# a minute); it runs its own servers as the test user.
+log "auto-failover"
+if bash "$SRC/test/auto_failover.sh"; then
+	passed=$((passed + 1))
+else
+	failed=$((failed + 1))
+	failures+=(auto-failover)
+fi
 
 echo
 [ ${#failures[@]} -gt 0 ] && echo "failed suites: ${failures[*]}"
