@@ -33,6 +33,15 @@ DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
 # The registry worker (src/registry.c) talks to the registry server with libpq.
 PG_CPPFLAGS = -I$(libpq_srcdir)
+
+# make IDGEN_ASSERTS=1: compile idgen's own Assert()s in, against a server
+# built without assertions (Debian's), as test/run.sh does.  Sound: no
+# struct idgen uses changes layout under USE_ASSERT_CHECKING, and idgen
+# calls none of the functions only assert-enabled servers export (README,
+# Development).  For testing only: a failed assertion aborts the process.
+ifdef IDGEN_ASSERTS
+PG_CPPFLAGS += -DUSE_ASSERT_CHECKING
+endif
 SHLIB_LINK_INTERNAL = $(libpq)
 
 # Regression tests run on a temporary instance that preloads the library

@@ -21,7 +21,10 @@ sub idgen_node
 	my $init = delete $conf{_init} // {};
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init(%$init);
-	my %all = (shared_preload_libraries => "'idgen'", %conf);
+	# %e: the SQLSTATE of every logged message, so that test/run.sh can
+	# check that no test reached an internal error (XX000).
+	my %all = (shared_preload_libraries => "'idgen'",
+		log_line_prefix => "'%m [%p] %e %q%a '", %conf);
 	$node->append_conf('postgresql.conf',
 		join('', map { "$_ = $all{$_}\n" } sort keys %all));
 	$node->start;

@@ -38,10 +38,14 @@ log() { printf '\n=== %s\n' "$*"; }
 . "$SRC/test/lib.sh"
 idgen_prepare_host "${PACKAGES[@]}" || exit 2
 
-log "build with $WARN_FLAGS and install"
+# idgen's own Assert()s are compiled in (IDGEN_ASSERTS, see the Makefile),
+# so that its invariants are checked under the whole suite; the build tree
+# is cleaned at exit, so that the next plain `make install` (a benchmark's)
+# builds without them.
+log "build with $WARN_FLAGS and idgen's assertions, and install"
 make -C "$SRC" -s clean >/dev/null 2>&1
-if ! make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" PG_CFLAGS="$WARN_FLAGS" ||
-   ! make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" install; then
+if ! make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" PG_CFLAGS="$WARN_FLAGS" IDGEN_ASSERTS=1 ||
+   ! make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" IDGEN_ASSERTS=1 install; then
 	echo "run.sh: build or install failed"
 	echo "idgen tests: 0 passed, 1 failed"
 	exit 1
@@ -49,7 +53,7 @@ fi
 
 # A private, writable copy of the tree for the test user.
 WORK=$(mktemp -d /tmp/idgen-test.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+trap 'rm -rf "$WORK"; make -C "$SRC" -s clean >/dev/null 2>&1' EXIT
 cp -a "$SRC/." "$WORK/src"
 [ "$(id -u)" = 0 ] && chown -R "$IDGEN_USER" "$WORK"
 chmod 755 "$WORK"
@@ -60,7 +64,10 @@ failures=()
 run_suite() {
 	local name=$1 target=$2
 	log "$name"
-	if as_idgen_user "cd '$WORK/src' && make -s PG_CONFIG='$PG_CONFIG' PG_CFLAGS='$WARN_FLAGS' $target"; then
+	# pg_regress's server log goes to log/postmaster.log, which the next
+	# temporary instance overwrites: keep each suite's.
+	if as_idgen_user "cd '$WORK/src' && make -s PG_CONFIG='$PG_CONFIG' PG_CFLAGS='$WARN_FLAGS' $target;
+			status=\$?; [ -f log/postmaster.log ] && mv log/postmaster.log log/postmaster-$name.log; exit \$status"; then
 		passed=$((passed + 1))
 	else
 		failed=$((failed + 1))
@@ -93,6 +100,24 @@ fi
 run_suite regress installcheck
 run_suite regress-genes installcheck-genes
 run_suite tap prove-installcheck
+
+# No test may reach an internal error: every message a user can cause has
+# its own SQLSTATE.  The servers log the SQLSTATE of every message
+# (log_line_prefix %e in test/*.conf and IdgenTest.pm), and psql shows it in
+# the regression outputs that use VERBOSITY verbose.
+log "no internal error (SQLSTATE XX000) in any test's output or server log"
+internal=$(grep -rlE "(^|[^0-9A-Z])XX000([^0-9A-Z]|$)" "$WORK/src/results" "$WORK/src/output_iso" \
+	"$WORK/src/log" "$WORK/src/tmp_check" 2>/dev/null)
+logs=$(find "$WORK/src/log" "$WORK/src/tmp_check/log" -name '*.log' 2>/dev/null | wc -l)
+if [ -z "$internal" ] && [ "$logs" -gt 0 ]; then
+	echo "none, in $logs server and test logs and the regression outputs"
+	passed=$((passed + 1))
+else
+	[ "$logs" -gt 0 ] || echo "no server log found: log_line_prefix or the paths changed"
+	for f in $internal; do echo "--- $f"; grep -nE -B2 -A2 "(^|[^0-9A-Z])XX000([^0-9A-Z]|$)" "$f" | head -n 20; done
+	failed=$((failed + 1))
+	failures+=(internal-errors)
+fi
 
 # pg_auto_failover: a planned and an unplanned failover under load (about
 # a minute); it runs its own servers as the test user.
