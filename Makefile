@@ -16,6 +16,7 @@ OBJS = \
 	src/clock.o \
 	src/horizon_wal.o \
 	src/idgen.o \
+	src/interval.o \
 	src/keeper.o \
 	src/keyseq.o \
 	src/layout.o \

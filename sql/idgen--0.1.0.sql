@@ -80,12 +80,20 @@ RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'idgen_uuid7_time'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
+-- since + ttl, or NULL (never) when that lies beyond the timestamp range
+-- (interval.c): expiries computed long after a ttl was accepted never fail.
+CREATE FUNCTION @extschema@.idgen_expiry(since timestamptz, ttl interval)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'idgen_expiry'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
 -- Per-key business sequences (transactional).  One row per key; the table
 -- belongs to the extension's owner and nobody else may read or write it:
 -- the functions below switch to that owner around their own SQL.
 
 -- The functions validate every value they write (keys of 1 to 256 bytes,
--- value >= 0, step > 0, max_value 0 or >= step, ttl NULL or positive);
+-- value >= 0, step > 0, max_value 0 or >= step, ttl NULL or positive in
+-- every part and at most 100 years);
 -- CHECK constraints would repeat that on every update at a measurable cost.
 -- value is the last column, and last_used changes only for keys with a ttl,
 -- so that the WAL record of the common update logs little more than value.
@@ -96,6 +104,8 @@ CREATE TABLE @extschema@.idgen_seq (
     ttl interval,
     last_used timestamptz NOT NULL,
     cache int NOT NULL DEFAULT 0,
+    -- the role that created the key (idgen_seq_keys shows its name)
+    created_by oid NOT NULL,
     value bigint NOT NULL
 );
 REVOKE ALL ON @extschema@.idgen_seq FROM PUBLIC;
@@ -116,6 +126,14 @@ CREATE FUNCTION @extschema@.idgen_seq_current(key text)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'idgen_seq_current'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+-- Using per-key sequences creates keys (rows in idgen_seq), so it is for the
+-- roles the administrator grants it to, as USAGE on a sequence is:
+--   GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, int),
+--       idgen_seq_current(text) TO app;
+REVOKE ALL ON FUNCTION @extschema@.idgen_seq_next(text),
+    @extschema@.idgen_seq_next(text, int),
+    @extschema@.idgen_seq_current(text) FROM PUBLIC;
 
 -- The administrative functions can reset a counter, and so produce
 -- duplicate business numbers: not granted to PUBLIC.
@@ -158,10 +176,11 @@ REVOKE ALL ON FUNCTION @extschema@.idgen_seq_set(text, bigint),
 -- Keys with their options; expired keys are not shown.  Like the
 -- administrative functions, not granted to PUBLIC.
 CREATE VIEW @extschema@.idgen_seq_keys AS
-    SELECT key, value, step, max_value, ttl, cache, last_used,
-           last_used OPERATOR(pg_catalog.+) ttl AS expires_at
-    FROM @extschema@.idgen_seq
-    WHERE ttl IS NULL OR last_used OPERATOR(pg_catalog.+) ttl OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
+    SELECT key, value, step, max_value, ttl, cache, last_used, expires_at,
+           pg_catalog.pg_get_userbyid(created_by) AS created_by
+    FROM (SELECT s.*, @extschema@.idgen_expiry(s.last_used, s.ttl) AS expires_at
+          FROM @extschema@.idgen_seq s) s
+    WHERE expires_at IS NULL OR expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
 REVOKE ALL ON @extschema@.idgen_seq_keys FROM PUBLIC;
 
 -- Cached keys (cache => n) of this database, as shared memory holds them:
@@ -213,11 +232,10 @@ CREATE TABLE @extschema@.idgen_worker_lease (
     handover_horizon timestamptz
 );
 REVOKE ALL ON @extschema@.idgen_worker_lease FROM PUBLIC;
--- Fencing tokens: every acquisition takes a new one, never reused.
-CREATE SEQUENCE @extschema@.idgen_worker_token;
-REVOKE ALL ON @extschema@.idgen_worker_token FROM PUBLIC;
+-- Fencing tokens are ticks of the server's UUIDv7 clock (lease.c): every
+-- acquisition takes a new one, never reused, not even after the extension
+-- is dropped and created again.
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.idgen_worker_lease', '');
-SELECT pg_catalog.pg_extension_config_dump('@extschema@.idgen_worker_token', '');
 
 CREATE FUNCTION @extschema@.idgen_worker_acquire(
     holder text,

@@ -100,6 +100,38 @@ SELECT idgen_seq_set('batch', NULL);
 SELECT idgen_seq_set(NULL, 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT key, value, step, max_value, ttl FROM idgen_seq_keys WHERE key = 'batch';
+-- A ttl is positive in every part (whether '-1 mon +32 days' is positive
+-- depends on the month it is added to) and at most 100 years, so that the
+-- expiry computed at every later use stays in the timestamp range.
+SELECT idgen_seq_configure('batch', ttl => '-1 mon +32 days');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_configure('batch', ttl => '1 day -1 s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_configure('batch', ttl => '100 years 1 s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_configure('batch', ttl => '290000 years');
+\echo :LAST_ERROR_SQLSTATE
+SELECT key, ttl FROM idgen_seq_keys WHERE key = 'batch';
+SELECT idgen_seq_configure('century', ttl => '100 years');
+SELECT idgen_seq_next('century') AS ttl_of_100_years;
+-- An expiry beyond the timestamp range (a row written by hand, or restored)
+-- is "never": the key, the view and the purge all keep working.
+UPDATE idgen_seq SET ttl = '290000 years' WHERE key = 'century';
+SELECT idgen_seq_next('century') AS never_expires, idgen_seq_current('century') AS current;
+SELECT key, expires_at IS NULL AS never FROM idgen_seq_keys WHERE key = 'century';
+SELECT idgen_seq_purge() >= 0 AS purge_runs;
+SELECT idgen_seq_drop('century') AS dropped;
+SELECT idgen_expiry('294276-12-30 00:00+00', '1 day') IS NULL AS beyond_the_range,
+       idgen_expiry('2026-01-31 12:00+00', '1 mon') = '2026-02-28 12:00+00' AS one_month,
+       idgen_expiry(now(), NULL) IS NULL AS no_ttl;
+-- idgen_seq_set refuses a value above the key's max_value; a batch that
+-- crosses max_value wraps in its middle, exactly as single calls would.
+SELECT idgen_seq_configure('capped', max_value => 10);
+SELECT idgen_seq_set('capped', 11);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_current('capped') AS unchanged;
+SELECT idgen_seq_set('capped', 8);
+SELECT array_agg(v) AS wraps_mid_batch FROM idgen_seq_next('capped', 3) v;
 -- The end of the bigint range without max_value.
 SELECT idgen_seq_set('edge', 9223372036854775806);
 SELECT idgen_seq_next('edge');
@@ -107,13 +139,27 @@ SELECT idgen_seq_next('edge');
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_seq_current('edge') AS unchanged;
 
--- Privileges: next, current and batches for everyone; set, set_if_absent,
--- configure, drop, purge and the key list only for roles granted them; the
--- table for nobody.
+-- Privileges: every function only for roles granted it (using a key
+-- creates it); the table for nobody.  A role without grants cannot create
+-- keys, nor read or advance existing ones.
+CREATE ROLE idgen_seq_nobody;
+SET ROLE idgen_seq_nobody;
+SELECT idgen_seq_next('flood:1');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_seq_next('flood:2', 10);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_current('conv:42');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT count(*) AS flood_keys FROM idgen_seq WHERE key LIKE 'flood:%';
+DROP ROLE idgen_seq_nobody;
 CREATE ROLE idgen_seq_user;
 CREATE ROLE idgen_seq_admin;
+GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, int), idgen_seq_current(text)
+    TO idgen_seq_user, idgen_seq_admin;
 GRANT EXECUTE ON FUNCTION idgen_seq_set(text, bigint), idgen_seq_drop(text) TO idgen_seq_admin;
 SET ROLE idgen_seq_user;
+SELECT idgen_seq_next('made-by-user') AS user_creates;
 SELECT idgen_seq_next('conv:42') AS user_next, idgen_seq_current('conv:42') AS user_current;
 SELECT count(*) AS user_batch FROM idgen_seq_next('conv:42', 10);
 SELECT idgen_seq_set('conv:42', 0);
@@ -137,6 +183,20 @@ SELECT idgen_seq_set('conv:42', 100);
 SELECT idgen_seq_next('conv:42') AS after_admin_set;
 SELECT idgen_seq_drop('conv:43') AS admin_drop;
 RESET ROLE;
+-- The key list shows who created each key.
+SELECT key, created_by = 'idgen_seq_user' AS by_user, created_by = current_user AS by_me
+FROM idgen_seq_keys WHERE key IN ('made-by-user', 'conv:42') ORDER BY key;
+-- A database-wide default ttl for keys created without one (off by
+-- default); only a superuser sets it, so a role cannot switch it off.
+SET idgen.seq_default_ttl = '2d';
+SELECT idgen_seq_next('with-default-ttl');
+SELECT idgen_seq_configure('configured-without-ttl');
+SELECT key, ttl FROM idgen_seq_keys WHERE key IN ('with-default-ttl', 'configured-without-ttl', 'made-by-user') ORDER BY key;
+RESET idgen.seq_default_ttl;
+SET ROLE idgen_seq_user;
+SET idgen.seq_default_ttl = 0;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
 -- search_path cannot change what the functions run.
 CREATE SCHEMA evil;
 CREATE TABLE evil.idgen_seq (key text PRIMARY KEY, value bigint);
@@ -145,6 +205,8 @@ SELECT public.idgen_seq_next('conv:42') AS with_other_search_path;
 RESET search_path;
 SELECT count(*) AS evil_rows FROM evil.idgen_seq;
 DROP SCHEMA evil CASCADE;
+REVOKE ALL ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, int), idgen_seq_current(text)
+    FROM idgen_seq_user, idgen_seq_admin;
 DROP ROLE idgen_seq_user;
 REVOKE ALL ON FUNCTION idgen_seq_set(text, bigint), idgen_seq_drop(text) FROM idgen_seq_admin;
 DROP ROLE idgen_seq_admin;

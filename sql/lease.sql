@@ -148,6 +148,23 @@ SELECT idgen_worker_renew(0, 1, '0 s');
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_worker_release(0, NULL);
 \echo :LAST_ERROR_SQLSTATE
+-- A ttl is positive in every part and at most 100 years.
+SELECT * FROM idgen_worker_acquire('app', ttl => '1 mon -29 days');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_worker_acquire('app', ttl => '101 years');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_renew(0, 1, '-1 day +25 hours');
+\echo :LAST_ERROR_SQLSTATE
+-- A horizon is a finite time between 1970 and 100 years from now: the next
+-- holder of the id starts above it.
+SELECT idgen_worker_renew(0, 1, NULL, 'infinity');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_release(0, 1, '-infinity');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_release(0, 1, '2300-01-01');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_server_lease(1, 'x', horizon => '1960-01-01');
+\echo :LAST_ERROR_SQLSTATE
 BEGIN READ ONLY;
 SELECT * FROM idgen_worker_acquire('app');
 \echo :LAST_ERROR_SQLSTATE
@@ -168,8 +185,14 @@ GRANT EXECUTE ON FUNCTION idgen_worker_acquire(text, interval, int, boolean),
     TO lease_user, lease_other;
 SET ROLE lease_user;
 SELECT worker_id AS uw, token AS ut FROM idgen_worker_acquire('user-app', max_workers => 2) \gset
+-- Another role learns nothing by probing: its tokens and worker ids are
+-- answered as a token that names no lease is, whatever worker id it names.
 SET ROLE lease_other;
 SELECT idgen_worker_renew(:uw, :ut);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_renew(1 - :uw, :ut);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_renew(:uw, :ut + 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_worker_release(:uw, :ut);
 \echo :LAST_ERROR_SQLSTATE
@@ -192,3 +215,15 @@ REVOKE ALL ON FUNCTION idgen_worker_acquire(text, interval, int, boolean),
     FROM lease_user, lease_other;
 DROP ROLE lease_user;
 DROP ROLE lease_other;
+
+-- A lease does not move lastval(): a client's "last inserted id" stays the
+-- value of its own sequence.
+CREATE SEQUENCE app_ids START 41;
+SELECT nextval('app_ids') AS app_id;
+SELECT worker_id AS lw, token AS lt FROM idgen_worker_acquire('lastval') \gset
+SELECT lastval() AS still_the_apps;
+SELECT idgen_worker_release(:lw, :lt) AS released;
+DROP SEQUENCE app_ids;
+-- Tokens are ticks of the server's UUIDv7 clock: they grow with time, and
+-- need no sequence the extension could lose.
+SELECT :lt > (extract(epoch FROM now() - '1 min'::interval) * 1000)::bigint << 12 AS token_from_the_clock;

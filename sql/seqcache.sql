@@ -37,8 +37,10 @@ SELECT idgen_seq_set('cache:a', 100);
 SELECT idgen_seq_next('cache:a') AS after_set;
 SELECT count(*) AS cached_after_set FROM idgen_seq_cache WHERE key = 'cache:a';
 -- Back to the transactional mode: it goes on above every reserved value.
-SELECT value AS reserved FROM idgen_seq WHERE key = 'cache:a' \gset
+-- (The row's value is read once the key is transactional: until then the
+-- worker may still reserve a segment it was asked to prefetch.)
 SELECT idgen_seq_configure('cache:a', cache => 0);
+SELECT value AS reserved FROM idgen_seq WHERE key = 'cache:a' \gset
 SELECT idgen_seq_next('cache:a') = :reserved + 1 AS transactional_after_reserved;
 SELECT count(*) AS cached_after_mode_switch FROM idgen_seq_cache WHERE key = 'cache:a';
 -- And cached again: above that.
@@ -71,13 +73,16 @@ SELECT idgen_seq_configure('cache:w', cache => 1000001);
 SELECT idgen_seq_configure('cache:w', cache => NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT key, step, max_value, cache FROM idgen_seq_keys WHERE key = 'cache:w';
--- The view is not for PUBLIC.
+-- The view is not for PUBLIC; a role granted idgen_seq_next gets cached
+-- values as any other caller.
 CREATE ROLE cache_user;
+GRANT EXECUTE ON FUNCTION idgen_seq_next(text) TO cache_user;
 SET ROLE cache_user;
 SELECT * FROM idgen_seq_cache;
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_seq_next('cache:w') AS user_next;
 RESET ROLE;
+REVOKE ALL ON FUNCTION idgen_seq_next(text) FROM cache_user;
 DROP ROLE cache_user;
 -- A read-only transaction gets no cached value either.
 BEGIN READ ONLY;

@@ -42,6 +42,7 @@ int			idgen_horizon_interval_ms = 100;
 char	   *idgen_purge_database = NULL;
 int			idgen_purge_interval_s = 60;
 int			idgen_worker_quarantine_ms = 10 * 1000;
+int			idgen_seq_default_ttl_s = 0;
 int			idgen_seq_cache_keys = 1024;
 int			idgen_seq_cache_wait_ms = 2000;
 double		idgen_seq_cache_prefetch = 0.1;
@@ -178,6 +179,13 @@ _PG_init(void)
 							"between the hosts of one holder and the next.",
 							&idgen_worker_quarantine_ms, 10 * 1000, 0, 24 * 3600 * 1000,
 							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idgen.seq_default_ttl",
+							"Sets the ttl of per-key sequence keys created without one.",
+							"A key unused for this long is forgotten and restarts. 0 (the default) "
+							"means new keys never expire unless configured with a ttl.",
+							&idgen_seq_default_ttl_s, 0, 0, INT_MAX,
+							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("idgen.seq_cache_keys",
 							"Sets how many cached per-key sequences shared memory holds.",

@@ -14,6 +14,7 @@
  *	  keeper.c     the durable horizon and the keeper background worker
  *	  horizon_wal.c  the horizon in WAL: standbys, promotion, recovery
  *	  ownersql.c   SQL on the extension's tables, as the extension's owner
+ *	  interval.c   ttl arithmetic on user input that never fails later
  *	  keyseq.c     per-key business sequences
  *	  seqcache.c   cached per-key sequences: segments in shared memory
  *	  lease.c      worker-id leases
@@ -215,6 +216,32 @@ typedef struct IdgenRegistryStatus
 } IdgenRegistryStatus;
 
 /*
+ * Worker-id leases this server granted since it started, per database and
+ * worker id (lease.c), under 'mutex': when the lease table is dropped and
+ * created again, an id the new table has no row for rests until the old
+ * table's lease of it has ended.  Ids from IDGEN_LEASE_FENCE_IDS up share
+ * the last entry.
+ */
+#define IDGEN_LEASE_FENCE_DATABASES	16
+#define IDGEN_LEASE_FENCE_IDS		1024
+
+typedef struct IdgenLeaseFence
+{
+	Oid			dbid;			/* InvalidOid: a free slot */
+	Oid			relid;			/* the lease table of the latest grant */
+	/* per id: the end of its latest lease in that table, or 0 */
+	TimestampTz current[IDGEN_LEASE_FENCE_IDS + 1];
+	/* per id: the latest end of its leases in tables dropped since */
+	TimestampTz dropped[IDGEN_LEASE_FENCE_IDS + 1];
+} IdgenLeaseFence;
+
+typedef struct IdgenLeaseFences
+{
+	slock_t		mutex;
+	IdgenLeaseFence db[IDGEN_LEASE_FENCE_DATABASES];
+} IdgenLeaseFences;
+
+/*
  * The shared-memory segment.  See shmem.c for the locking protocol.
  */
 typedef struct IdgenShared
@@ -250,6 +277,8 @@ typedef struct IdgenShared
 	TimestampTz file_horizon;
 
 	IdgenReplayStatus replay;
+
+	IdgenLeaseFences lease_fences;
 
 	/* the rest is written only at start, or under 'lock' */
 	LWLock	   *lock;			/* guards stats_base and stats_reset */
@@ -301,6 +330,7 @@ extern int	idgen_horizon_interval_ms;
 extern char *idgen_purge_database;
 extern int	idgen_purge_interval_s;
 extern int	idgen_worker_quarantine_ms;
+extern int	idgen_seq_default_ttl_s;
 extern int	idgen_seq_cache_keys;
 extern int	idgen_seq_cache_wait_ms;
 extern double idgen_seq_cache_prefetch;
@@ -397,6 +427,13 @@ extern void idgen_sql_end(IdgenSqlContext *cx);
 extern uint64 idgen_sql_run(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
 extern uint64 idgen_sql_run_latest(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
 
+/* uuid7.c */
+extern int64 idgen_uuid7_next_tick(const char *funcname);
+
+/* interval.c */
+extern bool idgen_timestamptz_add(TimestampTz ts, const Interval *span, TimestampTz *result);
+extern void idgen_ttl_check(const Interval *ttl);
+
 /* keyseq.c */
 #define IDGEN_SEQ_MAX_KEY			256 /* longest key, in bytes */
 #define IDGEN_SEQ_MAX_CACHE			1000000 /* largest cache setting */
@@ -443,7 +480,7 @@ typedef struct IdgenSeqCacheRow
 extern Size idgen_seqcache_shmem_size(void);
 extern void idgen_seqcache_shmem_startup(void);
 extern bool idgen_seqcache_available(void);
-extern bool idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid relid);
+extern int	idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid relid);
 extern void idgen_seqcache_install(const char *key, int keylen, int32 cache_size, bool has_ttl,
 								   Oid relid);
 extern void idgen_seqcache_invalidate(const char *key, int keylen);

@@ -92,6 +92,7 @@ enum
 	COL_TTL,
 	COL_LAST_USED,
 	COL_CACHE,
+	COL_CREATED_BY,
 	COL_VALUE,
 	NUM_COLS = COL_VALUE
 };
@@ -106,6 +107,7 @@ typedef struct SeqRow
 	Interval	ttl;
 	TimestampTz last_used;
 	int32		cache;			/* > 0: cached mode, minimum segment size */
+	Oid			created_by;		/* the role that created the key */
 } SeqRow;
 
 /* The statements, prepared once per backend (see ownersql.c). */
@@ -119,14 +121,14 @@ enum
 
 static const IdgenStatement statement_list[NUM_QUERIES] = {
 	[Q_READ] = {
-		"SELECT key, step, max_value, ttl, last_used, cache, value FROM %1$s.idgen_seq "
+		"SELECT key, step, max_value, ttl, last_used, cache, created_by, value FROM %1$s.idgen_seq "
 		"WHERE key OPERATOR(pg_catalog.=) $1",
 		1, {TEXTOID}
 	},
 	[Q_INSERT] = {
-		"INSERT INTO %1$s.idgen_seq (key, step, max_value, ttl, last_used, cache, value) "
-		"VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (key) DO NOTHING",
-		NUM_COLS, {TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT4OID, INT8OID}
+		"INSERT INTO %1$s.idgen_seq (key, step, max_value, ttl, last_used, cache, created_by, value) "
+		"VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (key) DO NOTHING",
+		NUM_COLS, {TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT4OID, OIDOID, INT8OID}
 	},
 
 	/*
@@ -137,7 +139,7 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 	[Q_PURGE] = {
 		"DELETE FROM %1$s.idgen_seq WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
 		"SELECT ctid FROM %1$s.idgen_seq WHERE ttl IS NOT NULL "
-		"AND ((last_used OPERATOR(pg_catalog.+) ttl) OPERATOR(pg_catalog.<=) "
+		"AND (%1$s.idgen_expiry(last_used, ttl) OPERATOR(pg_catalog.<=) "
 		"CASE WHEN (cache OPERATOR(pg_catalog.>) 0) THEN $2 ELSE $1 END) "
 		"LIMIT 1000 FOR UPDATE SKIP LOCKED)) RETURNING key, cache",
 		2, {TIMESTAMPTZOID, TIMESTAMPTZOID}
@@ -188,9 +190,9 @@ ttl_passed(const SeqRow *row, TimestampTz now)
 
 	if (!row->has_ttl)
 		return false;
-	expires = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-													  TimestampTzGetDatum(row->last_used),
-													  IntervalPGetDatum(&row->ttl)));
+	/* An expiry beyond the timestamp range is never (interval.c). */
+	if (!idgen_timestamptz_add(row->last_used, &row->ttl, &expires))
+		return false;
 	if (row->cache > 0)
 		expires += (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC;
 	return expires <= now;
@@ -203,10 +205,14 @@ row_defaults(SeqRow *row, TimestampTz now)
 	row->value = 0;
 	row->step = 1;
 	row->max_value = 0;
-	row->has_ttl = false;
+	/* idgen.seq_default_ttl, in seconds; 0: none */
+	row->has_ttl = idgen_seq_default_ttl_s > 0;
 	memset(&row->ttl, 0, sizeof(row->ttl));
+	row->ttl.day = idgen_seq_default_ttl_s / SECS_PER_DAY;
+	row->ttl.time = (int64) (idgen_seq_default_ttl_s % SECS_PER_DAY) * USECS_PER_SEC;
 	row->cache = 0;
 	row->last_used = now;
+	row->created_by = GetUserId();
 }
 
 /* A row's columns from their values (key and ctid aside). */
@@ -220,6 +226,7 @@ row_from_values(SeqRow *row, const Datum *values, const bool *isnull)
 		row->ttl = *DatumGetIntervalP(values[COL_TTL - 1]);
 	row->last_used = DatumGetTimestampTz(values[COL_LAST_USED - 1]);
 	row->cache = DatumGetInt32(values[COL_CACHE - 1]);
+	row->created_by = DatumGetObjectId(values[COL_CREATED_BY - 1]);
 	row->value = DatumGetInt64(values[COL_VALUE - 1]);
 }
 
@@ -237,6 +244,8 @@ row_to_values(SeqRow *row, Datum *values, bool *isnull)
 	isnull[COL_LAST_USED - 1] = false;
 	values[COL_CACHE - 1] = Int32GetDatum(row->cache);
 	isnull[COL_CACHE - 1] = false;
+	values[COL_CREATED_BY - 1] = ObjectIdGetDatum(row->created_by);
+	isnull[COL_CREATED_BY - 1] = false;
 	values[COL_VALUE - 1] = Int64GetDatum(row->value);
 	isnull[COL_VALUE - 1] = false;
 }
@@ -309,7 +318,7 @@ static void
 open_table(const IdgenFunction *fn, SeqTable *t)
 {
 	static const Oid coltypes[NUM_COLS] = {
-		TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT4OID, INT8OID
+		TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT4OID, OIDOID, INT8OID
 	};
 	Oid			relid = get_relname_relid("idgen_seq", fn->nspid);
 	TupleDesc	desc;
@@ -692,23 +701,33 @@ seq_relid(FunctionCallInfo fcinfo)
 static int64
 seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 {
-	NextArgs	a = {key, count, out};
 	int64		last = 0;
+	int			done = 0;
 
 	if (out == NULL)
-		a.out = &last, a.count = 1;
+		out = &last, count = 1;
 	PreventCommandIfReadOnly("idgen_seq_next()");
 	for (int attempt = 0;; attempt++)
 	{
+		NextArgs	rest;
+
 		/* A cached key with an entry: served from shared memory. */
-		if (idgen_seqcache_next(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), a.count, a.out,
-								seq_relid(fcinfo)))
+		done += idgen_seqcache_next(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), count - done,
+									out + done, seq_relid(fcinfo));
+		if (done == count)
 			break;
-		/* Otherwise the table, which installs the entry of a cached key. */
-		if (apply(fcinfo, key, op_next, &a, true, attempt < 3) != APPLIED_CACHED)
+
+		/*
+		 * Otherwise (the rest of) the batch from the table, which installs
+		 * the entry of a cached key instead: then shared memory again.
+		 */
+		rest.key = key;
+		rest.count = count - done;
+		rest.out = out + done;
+		if (apply(fcinfo, key, op_next, &rest, true, attempt < 3) != APPLIED_CACHED)
 			break;
 	}
-	return a.out[a.count - 1];
+	return out[count - 1];
 }
 
 /*
@@ -819,7 +838,16 @@ value_arg(FunctionCallInfo fcinfo, int n)
 static bool
 op_set(SeqRow *row, bool existed, TimestampTz now, void *arg)
 {
-	row->value = *(int64 *) arg;
+	int64		value = *(int64 *) arg;
+
+	if (row->max_value > 0 && value > row->max_value)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("value " INT64_FORMAT " is out of range for the key's max_value " INT64_FORMAT,
+						value, row->max_value),
+				 errdetail("Values of this key wrap to its step after " INT64_FORMAT ".", row->max_value),
+				 errhint("Raise max_value with idgen_seq_configure first.")));
+	row->value = value;
 	row->last_used = now;
 	return true;
 }
@@ -906,19 +934,13 @@ idgen_seq_configure(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(3))
 	{
 		Interval   *ttl = PG_GETARG_INTERVAL_P(3);
-		TimestampTz later;
 
-		later = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-														TimestampTzGetDatum(now),
-														IntervalPGetDatum(ttl)));
-		if (later <= now)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("ttl must be positive"),
-					 errhint("Pass NULL (the default) for a key that never expires.")));
+		idgen_ttl_check(ttl);
 		init.has_ttl = true;
 		init.ttl = *ttl;
 	}
+	else
+		init.has_ttl = false;	/* NULL: never expires, whatever the default */
 	if (PG_ARGISNULL(4) || PG_GETARG_INT32(4) < 0 || PG_GETARG_INT32(4) > IDGEN_SEQ_MAX_CACHE)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1103,7 +1125,7 @@ idgen_seq_reserve_segments(const char *schema, IdgenSeqRequest *req, int n)
 	bool		any_retry = false;
 
 	args[0] = request_keys(req, n, NULL);
-	worker_sql("SELECT key, step, max_value, ttl, last_used, cache, value "
+	worker_sql("SELECT key, step, max_value, ttl, last_used, cache, created_by, value "
 			   "FROM %s.idgen_seq WHERE key OPERATOR(pg_catalog.=) ANY ($1) "
 			   "FOR UPDATE SKIP LOCKED", schema,
 			   1, argtypes, args, false, SPI_OK_SELECT, "reading cached keys");

@@ -19,10 +19,13 @@
  * the same IDs as the next holder.  The id of this server itself
  * (idgen.datacenter_id, idgen.worker_id) is never leased.
  *
- * Tokens come from the sequence idgen_worker_token: every acquisition gets
- * a new one, greater than every token before it, never reused even if the
- * row is purged, so a token names one lease for ever and serves as the
- * fencing token a holder shows to renew or release.
+ * Tokens are ticks of the server's UUIDv7 clock (uuid7.c): every
+ * acquisition gets a new one, greater than every token before it on this
+ * server, never reused even if the row is purged or the extension is
+ * dropped and created again (the clock starts above the durable horizon
+ * after a restart), so a token names one lease for ever and serves as the
+ * fencing token a holder shows to renew or release.  A token is no counter
+ * of the SQL user's either: lastval() is not touched.
  *
  * Concurrency
  *	  Every change to the row of id N happens under the advisory lock
@@ -104,7 +107,8 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"INSERT INTO %1$s.idgen_worker_lease AS l (id, holder, token, ttl, session_bound, "
 		"acquired_by, acquired_at, renewed_at, expires_at, released_at, system_identifier, "
 		"horizon, handover_horizon) "
-		"VALUES ($1, $2, pg_catalog.nextval($3), $4, $5, $6, $7, $7, $8, NULL, $10, $11, NULL) "
+		"SELECT $1, $2, $3, $4, $5, $6, $7, $7, $8, NULL, $10, $11, NULL "
+		"WHERE $12 OR EXISTS (SELECT FROM %1$s.idgen_worker_lease WHERE id OPERATOR(pg_catalog.=) $1) "
 		"ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, token = excluded.token, "
 		"ttl = excluded.ttl, session_bound = excluded.session_bound, "
 		"acquired_by = excluded.acquired_by, acquired_at = excluded.acquired_at, "
@@ -113,8 +117,8 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"horizon = GREATEST(l.horizon, excluded.horizon), handover_horizon = l.horizon "
 		"WHERE COALESCE((COALESCE(l.released_at, l.expires_at) OPERATOR(pg_catalog.<=) $9), false) "
 		"RETURNING token, handover_horizon",
-		11, {INT4OID, TEXTOID, REGCLASSOID, INTERVALOID, BOOLOID, OIDOID,
-		TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID}
+		12, {INT4OID, TEXTOID, INT8OID, INTERVALOID, BOOLOID, OIDOID,
+		TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, BOOLOID}
 	},
 	[Q_HOLDER] = {
 		"SELECT holder, system_identifier, COALESCE(released_at, expires_at) "
@@ -412,7 +416,7 @@ datacenter_of(int32 id)
 
 /* A positive ttl argument: NULL is an error. */
 static Interval *
-ttl_arg(FunctionCallInfo fcinfo, int n, TimestampTz now)
+ttl_arg(FunctionCallInfo fcinfo, int n)
 {
 	Interval   *ttl;
 
@@ -422,13 +426,35 @@ ttl_arg(FunctionCallInfo fcinfo, int n, TimestampTz now)
 				 errmsg("ttl must not be null"),
 				 errhint("A lease that lasts as long as its session is taken with session_bound => true.")));
 	ttl = PG_GETARG_INTERVAL_P(n);
-	if (DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-												TimestampTzGetDatum(now),
-												IntervalPGetDatum(ttl))) <= now)
+	idgen_ttl_check(ttl);
+	return ttl;
+}
+
+/*
+ * A horizon argument (NULL allowed): a finite time from 1970 to 100 years
+ * and a day from now.  It is read back by the next holder of the id
+ * (registry.c), which starts its generators above it: an infinite or
+ * far-future horizon would make that holder overflow or never generate.
+ */
+static NullableDatum
+horizon_arg(FunctionCallInfo fcinfo, int n)
+{
+	NullableDatum h = {(Datum) 0, true};
+	TimestampTz ts;
+	TimestampTz latest = GetCurrentTimestamp() +
+		(TimestampTz) (100 * DAYS_PER_YEAR + 1) * USECS_PER_DAY;
+
+	if (PG_ARGISNULL(n))
+		return h;
+	ts = PG_GETARG_TIMESTAMPTZ(n);
+	if (TIMESTAMP_NOT_FINITE(ts) || ts < IDGEN_UNIX_EPOCH || ts > latest)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("ttl must be positive")));
-	return ttl;
+				 errmsg("horizon \"%s\" is out of range", timestamptz_to_str(ts)),
+				 errdetail("A horizon is a finite time between 1970-01-01 and 100 years from now: the time before which the holder issues its IDs.")));
+	h.value = TimestampTzGetDatum(ts);
+	h.isnull = false;
+	return h;
 }
 
 static int32
@@ -456,6 +482,103 @@ static TimestampTz
 free_before(TimestampTz now)
 {
 	return now - (TimestampTz) idgen_worker_quarantine_ms * 1000;
+}
+
+/* ----------
+ * Leases of a dropped lease table
+ *
+ * DROP EXTENSION takes the lease table, and with it every record of the
+ * leases still held: a new table would hand their ids out again at once,
+ * while the old holders generate until their leases end.  So this server
+ * remembers in shared memory, per database and id, the end of the latest
+ * lease it granted, renewed or released in each table (IdgenLeaseFence):
+ * in a table created since, an id with no row rests until the old table's
+ * lease of it has ended, plus idgen.worker_quarantine.  An id with a row
+ * follows the row.  This covers leases granted since the server started,
+ * with a ttl: a lease bound to a session ends with its session, which a
+ * new table cannot see, and is not counted.
+ * ----------
+ */
+
+/* This database's slot (claimed if 'create'), or NULL; under the mutex. */
+static IdgenLeaseFence *
+fence_slot(bool create)
+{
+	IdgenLeaseFence *free_slot = NULL;
+
+	for (int i = 0; i < IDGEN_LEASE_FENCE_DATABASES; i++)
+	{
+		IdgenLeaseFence *f = &idgen_shared->lease_fences.db[i];
+
+		if (f->dbid == MyDatabaseId)
+			return f;
+		if (f->dbid == InvalidOid && free_slot == NULL)
+			free_slot = f;
+	}
+	if (create && free_slot != NULL)
+	{
+		free_slot->dbid = MyDatabaseId;
+		free_slot->relid = InvalidOid;
+		memset(free_slot->current, 0, sizeof(free_slot->current));
+		memset(free_slot->dropped, 0, sizeof(free_slot->dropped));
+	}
+	return create ? free_slot : NULL;
+}
+
+/*
+ * The lease of 'id' in table 'relid' ends at 'end' (granted or renewed:
+ * raise; released: 'released', set).  The caller holds the id's lock.
+ */
+static void
+fence_note(Oid relid, int32 id, TimestampTz end, bool released)
+{
+	IdgenLeaseFence *f;
+	int			i = Min(id, IDGEN_LEASE_FENCE_IDS);
+
+	if (idgen_shared == NULL)
+		return;
+	SpinLockAcquire(&idgen_shared->lease_fences.mutex);
+	f = fence_slot(true);
+	if (f != NULL)
+	{
+		if (f->relid != relid)
+		{
+			/* The table of the earlier grants is gone. */
+			for (int j = 0; j <= IDGEN_LEASE_FENCE_IDS; j++)
+			{
+				f->dropped[j] = Max(f->dropped[j], f->current[j]);
+				f->current[j] = 0;
+			}
+			f->relid = relid;
+		}
+		/* The shared last entry only ever rises. */
+		if (released && i < IDGEN_LEASE_FENCE_IDS)
+			f->current[i] = end;
+		else
+			f->current[i] = Max(f->current[i], end);
+	}
+	SpinLockRelease(&idgen_shared->lease_fences.mutex);
+}
+
+/*
+ * Until when 'id', if it has no row in table 'relid', rests: the end of
+ * its lease in a dropped table plus the quarantine (0: it is free).
+ */
+static TimestampTz
+fence_new_id(Oid relid, int32 id)
+{
+	IdgenLeaseFence *f;
+	int			i = Min(id, IDGEN_LEASE_FENCE_IDS);
+	TimestampTz end = 0;
+
+	if (idgen_shared == NULL)
+		return 0;
+	SpinLockAcquire(&idgen_shared->lease_fences.mutex);
+	f = fence_slot(false);
+	if (f != NULL)
+		end = (f->relid == relid) ? f->dropped[i] : Max(f->dropped[i], f->current[i]);
+	SpinLockRelease(&idgen_shared->lease_fences.mutex);
+	return end == 0 ? 0 : end + (TimestampTz) idgen_worker_quarantine_ms * 1000;
 }
 
 /*
@@ -526,7 +649,7 @@ holder_arg(FunctionCallInfo fcinfo, int n, const char *name)
  * when.  Called with the id's lock held, so what it reads is current.
  */
 static void
-report_taken(IdgenSqlContext *cx, int32 id, int64 sysid)
+report_taken(IdgenSqlContext *cx, int32 id, int64 sysid, TimestampTz fresh_from)
 {
 	Datum		arg = Int32GetDatum(id);
 	char	   *holder = NULL;
@@ -550,6 +673,9 @@ report_taken(IdgenSqlContext *cx, int32 id, int64 sysid)
 			(errcode(ERRCODE_OBJECT_IN_USE),
 			 errmsg("worker id (datacenter %d, worker %d) is taken",
 					datacenter_of(id), worker_of(id)),
+			 (holder == NULL && now < fresh_from) ?
+			 errdetail("Its lease in the lease table this one replaced (the extension was dropped and created again) may still be held; it rests until %s.",
+					   timestamptz_to_str(fresh_from)) :
 			 holder == NULL ?
 			 errdetail("It is being claimed right now.") :
 			 end_null ?
@@ -591,18 +717,20 @@ lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_wo
 	IdgenFunction fn;
 	IdgenSqlContext cx;
 	Oid			relid;
-	Oid			seqid;
-	Datum		args[11];
-	char		nulls[11];
+	Datum		args[12];
+	char		nulls[12];
+	TimestampTz fresh_from;		/* ids without a row rest until then */
 	int32	   *busy = NULL;	/* ids with a live or resting lease, sorted */
 	int			nbusy = 0;
 	int32	   *session_ids = NULL; /* those bound to a session, with tokens */
 	int64	   *session_tokens = NULL;
 	int			nsession = 0;
 	int			nlocked = 0;	/* ids skipped as another acquirer had them */
+	int			nresting = 0;	/* ids of a dropped table's leases, maybe */
 	uint32		start;
 	int64		claimed_id = -1;
 	int64		token = 0;
+	int64		new_token;
 	TupleDesc	tupdesc;
 	Datum		values[5];
 	bool		isnull[5] = {false, false, false, false, true};
@@ -619,7 +747,8 @@ lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_wo
 
 	idgen_lookup_function(fcinfo, &fn);
 	relid = lease_relid(&fn, "idgen_worker_lease");
-	seqid = lease_relid(&fn, "idgen_worker_token");
+	/* Drawn before any row is touched: it needs shared memory. */
+	new_token = idgen_uuid7_next_tick(get_func_name(fcinfo->flinfo->fn_oid));
 	idgen_sql_begin(&fn, &statements, &cx);
 
 	if (want < 0)
@@ -686,7 +815,7 @@ lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_wo
 		memset(nulls, ' ', sizeof(nulls));
 		args[0] = Int32GetDatum(id);
 		args[1] = PointerGetDatum(holder);
-		args[2] = ObjectIdGetDatum(seqid);
+		args[2] = Int64GetDatum(new_token);
 		if (ttl != NULL)
 		{
 			args[3] = IntervalPGetDatum(ttl);
@@ -706,6 +835,8 @@ lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_wo
 		args[10] = horizon.value;
 		if (horizon.isnull)
 			nulls[10] = 'n';
+		fresh_from = fence_new_id(relid, id);
+		args[11] = BoolGetDatum(now >= fresh_from);
 		if (idgen_sql_run_latest(&cx, Q_CLAIM, args, nulls) == 1)
 		{
 			bool		n;
@@ -715,9 +846,13 @@ lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_wo
 			claimed_id = id;
 			if (ttl != NULL)
 				values[3] = args[7];
+			if (ttl != NULL)
+				fence_note(relid, id, DatumGetTimestampTz(args[7]), false);
 		}
 		else if (want >= 0)
-			report_taken(&cx, id, sysid);
+			report_taken(&cx, id, sysid, fresh_from);
+		else if (now < fresh_from)
+			nresting++;			/* no row, and a dropped table's lease may live */
 		else
 			nlocked++;			/* taken after we looked */
 	}
@@ -727,9 +862,10 @@ lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_wo
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("all %d worker ids are taken", max_workers),
-				 errdetail("Each is leased, or rests in quarantine (idgen.worker_quarantine = %d ms after its lease ended)%s%s.",
+				 errdetail("Each is leased, or rests in quarantine (idgen.worker_quarantine = %d ms after its lease ended)%s%s%s.",
 						   idgen_worker_quarantine_ms,
 						   nlocked > 0 ? "; some are being acquired by other sessions right now" : "",
+						   nresting > 0 ? psprintf("; %d have no lease in this table, but a lease in the table it replaced that may still be held", nresting) : "",
 						   own < max_workers ? "; one is this server's own (idgen.datacenter_id, idgen.worker_id)" : ""),
 				 errhint("Release leases that are no longer used, or pass a larger max_workers (up to " INT64_FORMAT ").",
 						 space)));
@@ -772,7 +908,7 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
 {
 	text	   *holder = holder_arg(fcinfo, 0, "holder");
 	bool		session_bound = !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
-	Interval   *ttl = session_bound ? NULL : ttl_arg(fcinfo, 1, GetCurrentTimestamp());
+	Interval   *ttl = session_bound ? NULL : ttl_arg(fcinfo, 1);
 	int32		max_workers = max_workers_arg(fcinfo, 2);
 	NullableDatum no_horizon = {(Datum) 0, true};
 
@@ -811,7 +947,7 @@ idgen_server_lease(PG_FUNCTION_ARGS)
 				 errmsg("system_identifier must not be null")));
 	sysid = PG_GETARG_INT64(0);
 	instance = holder_arg(fcinfo, 1, "instance");
-	ttl = ttl_arg(fcinfo, 2, GetCurrentTimestamp());
+	ttl = ttl_arg(fcinfo, 2);
 	if (PG_ARGISNULL(3) != PG_ARGISNULL(4))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -832,8 +968,7 @@ idgen_server_lease(PG_FUNCTION_ARGS)
 							   idgen_layout.datacenter_bits, idgen_layout.worker_bits)));
 		want = ((int64) dc << idgen_layout.worker_bits) | w;
 	}
-	horizon.isnull = PG_ARGISNULL(5);
-	horizon.value = horizon.isnull ? (Datum) 0 : PG_GETARG_DATUM(5);
+	horizon = horizon_arg(fcinfo, 5);
 	PreventCommandIfReadOnly("idgen_server_lease()");
 	PG_RETURN_DATUM(lease_acquire(fcinfo, instance, ttl,
 								  (int32) Min(layout_space(), (int64) PG_INT32_MAX), false,
@@ -882,13 +1017,12 @@ lease_by_token(IdgenSqlContext *cx, int64 token, Lease *l, bool latest)
 }
 
 static void
-lease_lost(int32 worker_id, int64 token)
+lease_lost(int32 worker_id)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("worker lease lost: worker id %d is no longer held with token " INT64_FORMAT,
-					worker_id, token),
-			 errdetail("The lease ended and the id was acquired again, or purged."),
+			 errmsg("worker lease lost: worker id %d is not held with this token", worker_id),
+			 errdetail("No lease of this role has this token: it ended and the id was acquired again, or it was purged, or the token is wrong."),
 			 errhint("Stop generating IDs with this worker id at once, and acquire a new lease.")));
 }
 
@@ -903,18 +1037,21 @@ lock_lease(FunctionCallInfo fcinfo, IdgenSqlContext *cx, const IdgenFunction *fn
 	Oid			relid = lease_relid(fn, "idgen_worker_lease");
 
 	l->relid = relid;
-	if (!lease_by_token(cx, token, l, false))
-		lease_lost(worker_id, token);
+
+	/*
+	 * The role first: a lease of another role is answered exactly as a
+	 * token that names no lease, so that probing tokens and worker ids
+	 * tells a role nothing about other roles' leases.
+	 */
+	if (!lease_by_token(cx, token, l, false) ||
+		(l->acquired_by != cx->save_userid && !superuser_arg(cx->save_userid)))
+		lease_lost(worker_id);
 	if (worker_of(l->id) != worker_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("token " INT64_FORMAT " is not a lease of worker id %d", token, worker_id)));
-	if (l->acquired_by != cx->save_userid && !superuser_arg(cx->save_userid))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for the lease of worker id %d", worker_id),
-				 errdetail("Only the role that acquired a lease (%s) may renew or release it.",
-						   GetUserNameFromId(l->acquired_by, true) ? GetUserNameFromId(l->acquired_by, true) : "a dropped role")));
+				 errmsg("the token is not a lease of worker id %d", worker_id),
+				 errdetail("It is a lease of worker id %d of datacenter %d.",
+						   worker_of(l->id), datacenter_of(l->id))));
 	if (l->session_bound)
 	{
 		/*
@@ -931,7 +1068,7 @@ lock_lease(FunctionCallInfo fcinfo, IdgenSqlContext *cx, const IdgenFunction *fn
 	(void) lock_id(relid, l->id, false, true);
 	/* Read it again: an acquirer may have taken the id before we locked. */
 	if (!lease_by_token(cx, token, l, true))
-		lease_lost(worker_id, token);
+		lease_lost(worker_id);
 }
 
 /*
@@ -955,10 +1092,12 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 	char		nulls[4] = {' ', ' ', ' ', ' '};
 	bool		n;
 	Datum		expires;
+	NullableDatum horizon;
 
 	worker_id = worker_id_arg(fcinfo);
 	if (!PG_ARGISNULL(2))
-		ttl = ttl_arg(fcinfo, 2, now);
+		ttl = ttl_arg(fcinfo, 2);
+	horizon = horizon_arg(fcinfo, 3);
 	(void) layout_space();
 	PreventCommandIfReadOnly("idgen_worker_renew()");
 
@@ -968,8 +1107,8 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 	if (l.released)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("worker lease lost: the lease of worker id %d with token " INT64_FORMAT " was released",
-						worker_id, token),
+				 errmsg("worker lease lost: the lease of worker id %d with this token was released",
+						worker_id),
 				 errhint("Acquire a new lease.")));
 	args[0] = Int64GetDatum(token);
 	args[1] = TimestampTzGetDatum(now);
@@ -979,15 +1118,21 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 		args[2] = IntervalPGetDatum(&l.ttl);
 	else
 		nulls[2] = 'n';
-	args[3] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
-	if (PG_ARGISNULL(3))
+	args[3] = horizon.value;
+	if (horizon.isnull)
 		nulls[3] = 'n';
+	/*
+	 * Gone although locked: a session-bound lease whose session gave up its
+	 * advisory lock (pg_advisory_unlock_all, DISCARD ALL) was ended and its
+	 * id taken meanwhile.
+	 */
 	if (idgen_sql_run_latest(&cx, Q_RENEW, args, nulls) != 1)
-		elog(ERROR, "worker lease with token " INT64_FORMAT " vanished while locked", token);
+		lease_lost(worker_id);
 	expires = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &n);
 	idgen_sql_end(&cx);
 	if (n)
 		PG_RETURN_NULL();
+	fence_note(l.relid, l.id, DatumGetTimestampTz(expires), false);
 	PG_RETURN_DATUM(expires);
 }
 
@@ -1008,8 +1153,10 @@ idgen_worker_release(PG_FUNCTION_ARGS)
 	Lease		l;
 	Datum		args[3];
 	char		nulls[3] = {' ', ' ', ' '};
+	NullableDatum horizon;
 
 	worker_id = worker_id_arg(fcinfo);
+	horizon = horizon_arg(fcinfo, 2);
 	(void) layout_space();
 	PreventCommandIfReadOnly("idgen_worker_release()");
 
@@ -1020,10 +1167,11 @@ idgen_worker_release(PG_FUNCTION_ARGS)
 	{
 		args[0] = Int64GetDatum(token);
 		args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-		args[2] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
-		if (PG_ARGISNULL(2))
+		args[2] = horizon.value;
+		if (horizon.isnull)
 			nulls[2] = 'n';
 		(void) idgen_sql_run_latest(&cx, Q_RELEASE, args, nulls);
+		fence_note(l.relid, l.id, DatumGetTimestampTz(args[1]), true);
 	}
 	idgen_sql_end(&cx);
 

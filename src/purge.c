@@ -39,6 +39,8 @@
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
 
+#include "utils/resowner.h"
+
 #include "idgen.h"
 
 PGDLLEXPORT void idgen_purge_main(Datum main_arg);
@@ -116,9 +118,59 @@ reserve_once(IdgenSeqRequest *req)
 }
 
 /*
- * One purge: record the use of cached keys, then delete the expired rows,
- * if the extension is installed in this database.  Returns the number of
- * rows deleted.
+ * Run "SELECT schema.function()", which returns a count, in a
+ * subtransaction: a failure is logged and rolled back, and the other purge
+ * and the worker go on.  The count, 0 on failure.
+ */
+static uint64
+purge_step(const char *schema, const char *function)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile uint64 deleted = 0;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		char	   *sql = psprintf("SELECT %s.%s()", schema, function);
+		int			rc = SPI_execute(sql, false, 1);
+		bool		isnull;
+
+		if (rc != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "%s failed: %s", sql, SPI_result_code_string(rc));
+		deleted = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+													   SPI_tuptable->tupdesc, 1, &isnull));
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("the idgen purge could not run %s.%s()", schema, function),
+				 errdetail("%s", edata->message),
+				 errhint("The other purge goes on; this one is tried again in idgen.purge_interval.")));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	return deleted;
+}
+
+/*
+ * One purge: record the use of cached keys, then delete the expired keys
+ * and the ended leases, if the extension is installed in this database;
+ * each of the two in a subtransaction of its own, so that one cannot stop
+ * the other.  Returns the number of rows deleted.
  */
 static uint64
 purge_once(IdgenSeqRequest *req)
@@ -128,17 +180,9 @@ purge_once(IdgenSeqRequest *req)
 
 	if (schema != NULL)
 	{
-		char	   *sql = psprintf("SELECT %1$s.idgen_seq_purge() OPERATOR(pg_catalog.+) %1$s.idgen_worker_purge()",
-								   schema);
-		int			rc;
-		bool		isnull;
-
 		idgen_seq_record_use(schema, req, idgen_seqcache_collect_used(req, idgen_seq_cache_keys));
-		rc = SPI_execute(sql, false, 1);
-		if (rc != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "idgen purge: %s failed: %s", sql, SPI_result_code_string(rc));
-		deleted = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-													   SPI_tuptable->tupdesc, 1, &isnull));
+		deleted += purge_step(schema, "idgen_seq_purge");
+		deleted += purge_step(schema, "idgen_worker_purge");
 	}
 	end_work();
 	return deleted;

@@ -68,10 +68,12 @@
  */
 #include "postgres.h"
 
+#include <math.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "access/xlog.h"
+#include "catalog/pg_authid.h"
 #include "funcapi.h"
 #include "libpq-fe.h"
 #include "miscadmin.h"
@@ -82,6 +84,7 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
@@ -220,6 +223,22 @@ identity_covers(uint64 w, uint64 ms)
 }
 
 /*
+ * The status message as the current role may see it (NULL: none).  The
+ * messages come from libpq and the registry and can name the registry's
+ * host, port and user; roles that may not read idgen.registry itself (it
+ * needs the privileges of pg_read_all_settings) are told only where to look.
+ */
+static const char *
+visible_message(const IdgenRegistryStatus *copy)
+{
+	if (copy->message[0] == '\0')
+		return NULL;
+	if (has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_SETTINGS))
+		return copy->message;
+	return "the details are shown only to roles with the privileges of pg_read_all_settings, and in the server log";
+}
+
+/*
  * Issue the next ID for 'word' (a gene's generator word) under the leased
  * identity.  Called by snowflake.c only when identity_leased.
  */
@@ -274,18 +293,18 @@ idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 ge
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("this server's lease on its Snowflake identity has ended"),
-					 errdetail("The lease on (datacenter %d, worker %d) is valid until %s and has not been renewed: %s",
+					 errdetail("The lease on (datacenter %d, worker %d) is valid until %s and has not been renewed: %s.",
 							   copy.datacenter_id, copy.worker_id,
 							   timestamptz_to_str(copy.valid_until),
-							   copy.message[0] ? copy.message : "the renewal has not been answered yet."),
+							   visible_message(&copy) ? visible_message(&copy) : "the renewal has not been answered yet"),
 					 errhint("The \"idgen registry\" worker renews it; see idgen_identity() and the server log, and check that the registry (idgen.registry) is reachable.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("this server holds no Snowflake identity"),
-				 errdetail("Its identity comes from the registry (idgen.identity = '%s'), which has not given it one (%s): %s",
+				 errdetail("Its identity comes from the registry (idgen.identity = '%s'), which has not given it one (%s): %s.",
 						   idgen_identity_from_registry ? "registry" : "settings",
 						   state_names[copy.state],
-						   copy.message[0] ? copy.message : "no answer yet."),
+						   visible_message(&copy) ? visible_message(&copy) : "no answer yet"),
 				 errhint("See idgen_identity() and the server log.")));
 	}
 }
@@ -428,6 +447,95 @@ floor_ms(int64 us)
 }
 
 /*
+ * Whether idgen.registry is a connection string libpq can parse; if not,
+ * 'why' describes it without libpq's own message, which quotes the part it
+ * could not parse and so may repeat the password: it names only the
+ * keywords read before the fault (the words before an "="), or says that
+ * it is a URI.
+ */
+static bool
+registry_conninfo_valid(char *why, size_t len)
+{
+	char	   *errmsg = NULL;
+	PQconninfoOption *opts = PQconninfoParse(idgen_registry, &errmsg);
+	StringInfoData keys;
+	const char *p;
+
+	if (opts != NULL)
+	{
+		PQconninfoFree(opts);
+		return true;
+	}
+	if (errmsg != NULL)
+		PQfreemem(errmsg);		/* never shown: see above */
+
+	initStringInfo(&keys);
+	if (strncmp(idgen_registry, "postgresql://", 13) == 0 ||
+		strncmp(idgen_registry, "postgres://", 11) == 0)
+		appendStringInfoString(&keys, "it is a URI");
+	else
+	{
+		/* keyword = value pairs as libpq reads them, up to the first fault */
+		p = idgen_registry;
+		for (;;)
+		{
+			const char *w;
+
+			while (isspace((unsigned char) *p))
+				p++;
+			w = p;
+			while (*p && *p != '=' && !isspace((unsigned char) *p))
+				p++;
+			if (p == w)
+				break;
+			while (isspace((unsigned char) *p))
+				p++;
+			if (*p != '=')
+				break;
+			appendStringInfo(&keys, "%s\"%.*s\"", keys.len ? ", " : "its keywords are ",
+							 (int) strcspn(w, "= \t\n\r\f\v"), w);
+			p++;
+			while (isspace((unsigned char) *p))
+				p++;
+			if (*p == '\'')
+			{
+				/* a quoted value, with backslash escapes */
+				for (p++; *p && *p != '\''; p++)
+					if (*p == '\\' && p[1])
+						p++;
+				if (*p != '\'')
+					break;
+				p++;
+			}
+			else
+				for (; *p && !isspace((unsigned char) *p); p++)
+					if (*p == '\\' && p[1])
+						p++;
+		}
+		if (keys.len == 0)
+			appendStringInfoString(&keys, "it has no keyword");
+	}
+	strlcpy(why, keys.data, len);
+	pfree(keys.data);
+	return false;
+}
+
+/* Say in the server log that idgen.registry does not parse (at start). */
+static void
+report_bad_conninfo(void)
+{
+	char		why[256];
+
+	if (registry_conninfo_valid(why, sizeof(why)))
+		return;
+	ereport(WARNING,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("\"idgen.registry\" is not a valid connection string"),
+			 errdetail("libpq could not parse it (%s). Its own message is not shown, as it can contain the password.", why),
+			 errhint("Correct the setting and restart the server; psql \"<the string>\", run by hand, shows what is wrong. This server generates no Snowflake ID until then.")));
+}
+
+/*
  * Connect, find the extension's schema and check the registry's layout has
  * the same identity space; false (with the state set) if not.
  */
@@ -445,6 +553,12 @@ connect_registry(void)
 	{
 		set_state(IDGEN_IDENTITY_UNREACHABLE,
 				  "idgen.identity is 'registry' but idgen.registry (the registry's connection string) is not set");
+		return false;
+	}
+	if (!registry_conninfo_valid(err, sizeof(err)))
+	{
+		set_state(IDGEN_IDENTITY_UNREACHABLE,
+				  "\"idgen.registry\" is not a valid connection string (%s); see the server log", err);
 		return false;
 	}
 	conn = PQconnectStartParams(keys, vals, 1);
@@ -560,13 +674,36 @@ static TimestampTz refusal_logged = 0;	/* when a refusal was last logged */
 static bool renew_at_once = false;	/* a claim took over a horizon ahead of its bound */
 
 /*
- * A time the registry sent as seconds since 1970 (date_part('epoch', ...)): the
- * text form of a timestamptz would depend on its DateStyle and TimeZone.
+ * A time the registry sent as seconds since 1970 (date_part('epoch', ...):
+ * the text form of a timestamptz would depend on its DateStyle and
+ * TimeZone), into 'ts'.  False, and 'ts' 1970-01-01, unless it is a finite
+ * time from 1970 to the year 2300, as every time a registry may rightly
+ * send is: a horizon beyond that would make generators start where they can
+ * never generate, or overflow.
  */
+static bool
+epoch_in_range(const char *s, TimestampTz *ts)
+{
+	double		secs = strtod(s, NULL);
+
+	/* 10 413 792 000 s after 1970 is 2300-01-01 */
+	if (!isfinite(secs) || secs < 0 || secs >= 10413792000.0)
+	{
+		*ts = IDGEN_UNIX_EPOCH;
+		return false;
+	}
+	*ts = IDGEN_UNIX_EPOCH + (TimestampTz) (secs * USECS_PER_SEC);
+	return true;
+}
+
+/* The same, where an invalid time only shows (an expiry, a clock reading). */
 static TimestampTz
 epoch_to_ts(const char *s)
 {
-	return IDGEN_UNIX_EPOCH + (TimestampTz) (strtod(s, NULL) * USECS_PER_SEC);
+	TimestampTz ts;
+
+	(void) epoch_in_range(s, &ts);
+	return ts;
 }
 
 /*
@@ -576,9 +713,8 @@ epoch_to_ts(const char *s)
 static void
 ts_param(char *buf, size_t len, TimestampTz ts)
 {
-	int64		us = ts - IDGEN_UNIX_EPOCH;
+	int64		us = Max(ts - IDGEN_UNIX_EPOCH, 0);
 
-	Assert(us >= 0);
 	snprintf(buf, len, INT64_FORMAT ".%06d", us / USECS_PER_SEC, (int) (us % USECS_PER_SEC));
 }
 
@@ -754,6 +890,22 @@ claim(void)
 		return false;
 	}
 
+	/* A horizon no server could have reached: refuse to generate under it. */
+	if (!PQgetisnull(res, 0, 5) && !epoch_in_range(PQgetvalue(res, 0, 5), &handover))
+	{
+		set_state(IDGEN_IDENTITY_REFUSED,
+				  "the registry's horizon for identity (datacenter %s, worker %s) is not a valid time",
+				  PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
+		ereport(LOG,
+				(errmsg("idgen registry answered with an invalid horizon for identity (datacenter %s, worker %s)",
+						PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1)),
+				 errdetail("The horizon is %s seconds after 1970; the lease is not used and ends by itself.",
+						   PQgetvalue(res, 0, 5)),
+				 errhint("Check the horizon column of idgen_worker_lease on the registry.")));
+		PQclear(res);
+		return false;
+	}
+
 	SpinLockAcquire(&r->mutex);
 	r->datacenter_id = atoi(PQgetvalue(res, 0, 0));
 	r->worker_id = atoi(PQgetvalue(res, 0, 1));
@@ -771,7 +923,6 @@ claim(void)
 	{
 		int64		lead_ms;
 
-		handover = epoch_to_ts(PQgetvalue(res, 0, 5));
 		lead_ms = idgen_take_over(handover, false);
 		if (lead_ms > 0)
 			ereport(LOG,
@@ -1001,6 +1152,7 @@ idgen_registry_main(Datum main_arg)
 	if (r->token == 0)
 		lease_file_read(r);
 
+	report_bad_conninfo();
 	ereport(LOG,
 			(errmsg("idgen registry worker started"),
 			 errdetail("This server (system identifier " INT64_FORMAT ") takes its identity %s from the registry.",
@@ -1153,8 +1305,8 @@ idgen_identity(PG_FUNCTION_ARGS)
 	else
 		nulls[i++] = true;
 	values[i++] = Int64GetDatum((int64) GetSystemIdentifier());
-	if (copy.message[0])
-		values[i++] = CStringGetTextDatum(copy.message);
+	if (visible_message(&copy))
+		values[i++] = CStringGetTextDatum(visible_message(&copy));
 	else
 		nulls[i++] = true;
 	if (copy.pid != 0)

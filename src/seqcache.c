@@ -541,11 +541,15 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
 }
 
 /*
- * Serve 'count' values of a cached key into out[]; false if the key has no
- * entry in shared memory (the caller takes the table path, which installs
- * the entry of a cached key).
+ * Serve up to 'count' values of a cached key into out[]; how many.  Fewer
+ * than 'count' (0 included) when the key has no entry in shared memory, or
+ * when its entry was retired while the batch was served (the key was
+ * reconfigured, set, dropped or evicted meanwhile): the caller takes the
+ * table path for the rest, which installs the entry of a cached key.  The
+ * table's value is above every segment ever reserved, so the rest is above
+ * what was served here.
  */
-bool
+int
 idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid relid)
 {
 	SeqCacheTag tag;
@@ -555,14 +559,14 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid reli
 	int			done = 0;
 
 	if (!idgen_seqcache_available())
-		return false;
+		return 0;
 	if (local_map == NULL)
 		local_map = localkeys_create(TopMemoryContext, 256, NULL);
 	h = key_hash(MyDatabaseId, key, keylen);
 	le = localkeys_lookup(local_map, h);
 	if (le != NULL && le->index < 0 &&
 		le->installs == pg_atomic_read_u64(&cache->installs))
-		return false;			/* no entry, and none installed since */
+		return 0;				/* no entry, and none installed since */
 	if (le == NULL || le->index < 0 || !entry_is(&cache->entries[le->index], key, keylen))
 	{
 		LocalEntry	tmp;
@@ -576,7 +580,7 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid reli
 		{
 			le->index = -1;
 			le->installs = installs;
-			return false;
+			return 0;
 		}
 		le->index = tmp.index;
 		le->keygen = tmp.keygen;
@@ -599,9 +603,7 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid reli
 			if (!shared_lookup(&tag, &tmp))
 			{
 				localkeys_delete(local_map, h);
-				if (done > 0)
-					elog(ERROR, "cached sequence key \"%s\" changed while a batch was served", tag.key);
-				return false;
+				return done;
 			}
 			le->index = tmp.index;
 			le->keygen = tmp.keygen;
@@ -621,10 +623,7 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid reli
 			LWLockRelease(e->lock);
 			LWLockRelease(cache->map_lock);
 			localkeys_delete(local_map, h);
-			make_tag(&tag, MyDatabaseId, key, keylen);
-			if (done > 0)
-				elog(ERROR, "cached sequence key \"%s\" changed while a batch was served", tag.key);
-			return false;
+			return done;
 		}
 		seg = e->seg[CURSOR_EPOCH(w) & 1];
 		off = CURSOR_OFFSET(w);
@@ -653,7 +652,7 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid reli
 						wake_worker();
 				}
 				if (done == count)
-					return true;
+					return done;
 			}
 			continue;
 		}

@@ -68,6 +68,8 @@
  *	  The end of recovery raises the generator words with compare-and-swap
  *	  (never down), so the protocol above holds.
  *
+ * lease_fences: under lease_fences.mutex, by lease functions (lease.c).
+ *
  * Crash and restart: the segment is created anew.  Generator words start
  *	  just above the horizon read from disk (keeper.c); statistics start from
  *	  zero.
@@ -189,6 +191,9 @@ idgen_shmem_startup(void)
 		s->keeper.latch = NULL;
 		s->keeper.persists = s->keeper.failures = 0;
 		s->keeper.last_persist = s->keeper.last_failure = 0;
+
+		SpinLockInit(&s->lease_fences.mutex);
+		memset(s->lease_fences.db, 0, sizeof(s->lease_fences.db));
 
 		SpinLockInit(&s->replay.mutex);
 		s->replay.known = false;

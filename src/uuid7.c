@@ -98,6 +98,37 @@ unix_ms_of(TimestampTz ts, const char *funcname)
 	return (uint64) (ts - IDGEN_UNIX_EPOCH) / 1000;
 }
 
+/* The server's UUIDv7 clock: ticks (Unix ms << 12) | counter. */
+static const IdgenTickClock uuid7_clock = {
+	.kind = IDGEN_KIND_UUID7,
+	.name = "UUIDv7",
+	.item = "UUIDv7",
+	.epoch = IDGEN_UNIX_EPOCH,
+	.epoch_name = "1970-01-01",
+	.tick_bits = IDGEN_UUID7_TICK_BITS,
+	.sub_ms = true,
+	.max_ms = UUID7_MAX_MS,
+	.field_bits = UUID7_MS_BITS,
+	.end_of_time = IDGEN_UNIX_EPOCH + (TimestampTz) (UUID7_MAX_MS + 1) * 1000,
+};
+
+/*
+ * The next tick of this server's UUIDv7 clock, a positive 60-bit number
+ * greater than every tick taken before on this server: across backends,
+ * restarts and crashes (it starts above the durable horizon) and failovers
+ * (horizon_wal.c).  'funcname' is the caller, for the not-preloaded error.
+ * Worker-id lease tokens are such ticks (lease.c), so that they never go
+ * backwards, not even when the extension is dropped and created again.
+ */
+int64
+idgen_uuid7_next_tick(const char *funcname)
+{
+	idgen_require_shmem(funcname);
+	if (unlikely(RecoveryInProgress()))
+		idgen_recovery_check(IDGEN_KIND_UUID7, "UUIDv7");
+	return (int64) idgen_next_tick(&idgen_shared->uuid7_tick.value, &uuid7_clock);
+}
+
 /*
  * idgen_uuid7() returns uuid
  *		The next UUIDv7 of this server: greater than every one issued before.
@@ -105,25 +136,9 @@ unix_ms_of(TimestampTz ts, const char *funcname)
 Datum
 idgen_uuid7(PG_FUNCTION_ARGS)
 {
-	static const IdgenTickClock c = {
-		.kind = IDGEN_KIND_UUID7,
-		.name = "UUIDv7",
-		.item = "UUIDv7",
-		.epoch = IDGEN_UNIX_EPOCH,
-		.epoch_name = "1970-01-01",
-		.tick_bits = IDGEN_UUID7_TICK_BITS,
-		.sub_ms = true,
-		.max_ms = UUID7_MAX_MS,
-		.field_bits = UUID7_MS_BITS,
-		.end_of_time = IDGEN_UNIX_EPOCH + (TimestampTz) (UUID7_MAX_MS + 1) * 1000,
-	};
 	uint8		rand[8];
-	uint64		tick;
+	uint64		tick = (uint64) idgen_uuid7_next_tick("idgen_uuid7");
 
-	idgen_require_shmem("idgen_uuid7");
-	if (unlikely(RecoveryInProgress()))
-		idgen_recovery_check(IDGEN_KIND_UUID7, "UUIDv7");
-	tick = idgen_next_tick(&idgen_shared->uuid7_tick.value, &c);
 	random_8(rand);
 	PG_RETURN_UUID_P(uuid7_build(tick, rand));
 }

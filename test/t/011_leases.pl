@@ -8,7 +8,9 @@
 #  - A session-bound lease ends with its connection and then rests in
 #    quarantine.
 #  - The purge worker deletes ended leases; tokens keep growing across a
-#    crash.
+#    crash, and across DROP EXTENSION / CREATE EXTENSION, after which the
+#    ids of the dropped table's live leases are not handed out until those
+#    leases have ended and rested.
 use strict;
 use warnings;
 
@@ -143,6 +145,42 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 	my $token = $node->safe_psql('postgres',
 		"SELECT token FROM idgen_worker_acquire('after-crash', max_workers => 1)");
 	cmp_ok($token, '>', $max_token, 'a token after a crash is greater than every token before');
+}
+
+# --- DROP EXTENSION and CREATE EXTENSION --------------------------------
+# The new lease table knows nothing of the leases of the old one, which
+# their holders still use: tokens keep growing (they are clock ticks, not a
+# sequence the extension owned), and ids with no row in the new table rest
+# until the old table's leases have ended, plus the quarantine.
+{
+	$node->safe_psql('postgres',
+		"ALTER SYSTEM SET idgen.worker_quarantine = '1s'; SELECT pg_reload_conf()");
+	$node->poll_query_until('postgres', "SELECT current_setting('idgen.worker_quarantine') = '1s'")
+	  or die 'quarantine not set';
+	$node->safe_psql('postgres',
+		'SELECT idgen_worker_release(worker_id, token) FROM idgen_worker_leases');
+	$node->poll_query_until('postgres', q{
+			SELECT count(*) = 1 FROM idgen_worker_acquire('before-drop', ttl => '4 s', max_workers => 1)})
+	  or die 'id 0 was not leased';
+	my ($old_token, $old_expiry) = split /\|/, $node->safe_psql('postgres',
+		"SELECT token, extract(epoch FROM expires_at) FROM idgen_worker_lease WHERE holder = 'before-drop'");
+	$node->safe_psql('postgres', 'DROP TABLE got; DROP EXTENSION idgen; CREATE EXTENSION idgen');
+	my $err = sql_error($node, "SELECT * FROM idgen_worker_acquire('after-drop', max_workers => 1)");
+	like($err, qr/54000: all 1 worker ids are taken/,
+		'after DROP and CREATE EXTENSION, the id leased in the old table is not handed out');
+	like($err, qr/1 have no lease in this table, but a lease in the table it replaced that may still be held/,
+		'and the error says why');
+	like(sql_error($node, "SELECT * FROM idgen_server_lease(1, 'x', claim_datacenter_id => 0, claim_worker_id => 0)"),
+		qr/Its lease in the lease table this one replaced \(the extension was dropped and created again\) may still be held; it rests until/,
+		'a claim of that very id says so too');
+	$node->poll_query_until('postgres', q{
+			SELECT count(*) = 1 FROM idgen_worker_acquire('after-drop', max_workers => 1)})
+	  or die 'the id was never leased again';
+	my ($token, $acquired_at) = split /\|/, $node->safe_psql('postgres',
+		"SELECT token, extract(epoch FROM acquired_at) FROM idgen_worker_lease WHERE holder = 'after-drop'");
+	cmp_ok($acquired_at, '>=', $old_expiry + 1,
+		'it is leased again once the old lease ended and rested its quarantine');
+	cmp_ok($token, '>', $old_token, 'with a greater token than the old table\'s');
 }
 
 $node->stop('fast');

@@ -12,6 +12,8 @@
 #    the table is free.
 #  - ttl: a cached key in use does not expire; an idle one is purged, its
 #    segments forgotten, and it starts again.
+#  - A batch of 1 000 000 values of a cached key while another session
+#    reconfigures the key: served whole, distinct and rising.
 use strict;
 use warnings;
 
@@ -132,6 +134,39 @@ wait_for_worker();
 		'0', 'and forgot its cached segments');
 	is($node->safe_psql('postgres', "SELECT idgen_seq_next('idle')"),
 		'1', 'the expired key starts again, as a new (transactional) key');
+}
+
+# --- a batch while its key is reconfigured --------------------------------
+# One call takes 1 000 000 values of a key cached in segments of 1 (a
+# thousand and more segments, a few seconds) while another session
+# reconfigures the key, again and again: the entry the batch is served from
+# is retired under it.  The rest of the batch comes from the table, whose
+# value is above every segment: 1 000 000 distinct values, rising, and no
+# error (it was "XX000: cached sequence key ... changed while a batch was
+# served" in 4 tries of 5).
+{
+	$node->safe_psql('postgres', "SELECT idgen_seq_configure('reconf', cache => 1)");
+	for my $try (1 .. 3)
+	{
+		my $batch = $node->background_psql('postgres');
+		$batch->query_until(qr/started/, q{
+			\echo started
+			SELECT count(DISTINCT v) || ' ' || count(*) || ' ' ||
+			       bool_and(v > prev OR prev IS NULL) AS result
+			FROM (SELECT v, lag(v) OVER (ORDER BY n) AS prev
+			      FROM idgen_seq_next('reconf', 1000000) WITH ORDINALITY AS t(v, n)) s;
+		});
+		for my $i (1 .. 20)
+		{
+			$node->safe_psql('postgres',
+				"SELECT idgen_seq_configure('reconf', cache => " . (1 + $i % 2) . ")");
+			select(undef, undef, undef, 0.1);
+		}
+		my ($out) = $batch->query('SELECT 1');
+		$batch->quit;
+		like($out, qr/^1000000 1000000 true$/m,
+			"try $try: a batch of 1 000 000 values served while its key was reconfigured 20 times: distinct and rising");
+	}
 }
 
 $node->stop('fast');
