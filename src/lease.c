@@ -967,6 +967,12 @@ idgen_server_lease(PG_FUNCTION_ARGS)
 					 errdetail("The registry's layout has idgen.datacenter_bits %d and idgen.worker_bits %d.",
 							   idgen_layout.datacenter_bits, idgen_layout.worker_bits)));
 		want = ((int64) dc << idgen_layout.worker_bits) | w;
+		if (want > PG_INT32_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("worker id (datacenter %d, worker %d) cannot be leased", dc, w),
+					 errdetail("A lease's id, datacenter_id << idgen.worker_bits | worker_id, must fit in 31 bits; the registry's layout has idgen.datacenter_bits %d and idgen.worker_bits %d.",
+							   idgen_layout.datacenter_bits, idgen_layout.worker_bits)));
 	}
 	horizon = horizon_arg(fcinfo, 5);
 	PreventCommandIfReadOnly("idgen_server_lease()");

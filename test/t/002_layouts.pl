@@ -35,15 +35,24 @@ my @invalid = (
 );
 
 my $base_conf = slurp_file($node->data_dir . '/postgresql.conf');
-for my $case (@invalid)
+
+# Restart the node with the base settings and %$conf (name => value); the
+# log offset from before the start.
+sub restart_with
 {
-	my ($name, $conf, $why) = @$case;
+	my ($conf) = @_;
 	$node->stop('fast');
 	open my $fh, '>', $node->data_dir . '/postgresql.conf' or die $!;
 	print $fh $base_conf, map { "$_ = $conf->{$_}\n" } sort keys %$conf;
 	close $fh;
-	my $log_offset = -s $node->logfile;
+	my $offset = -s $node->logfile;
 	$node->start;
+	return $offset;
+}
+for my $case (@invalid)
+{
+	my ($name, $conf, $why) = @$case;
+	my $log_offset = restart_with($conf);
 
 	ok($node->log_contains(qr/WARNING:  invalid Snowflake layout, idgen will not generate Snowflake IDs/, $log_offset)
 		  && $node->log_contains($why, $log_offset),
@@ -67,12 +76,7 @@ for my $case (@invalid)
 }
 
 # A timestamp field that ends in fewer than 10 years: start with a warning.
-$node->stop('fast');
-open my $fh, '>', $node->data_dir . '/postgresql.conf' or die $!;
-print $fh $base_conf, "idgen.timestamp_bits = 38\nidgen.sequence_bits = 15\n";
-close $fh;
-my $log_offset = -s $node->logfile;
-$node->start;
+my $log_offset = restart_with({ 'idgen.timestamp_bits' => 38, 'idgen.sequence_bits' => 15 });
 ok($node->log_contains(qr/WARNING:  the Snowflake timestamp field runs out at 2032-.*, in fewer than 10 years/, $log_offset),
 	'short lifetime: warning at start');
 is($node->safe_psql('postgres',
@@ -85,12 +89,8 @@ is($node->safe_psql('postgres',
 	my $t = time() - 2**20 / 1000 + 6;
 	my $epoch = strftime('%Y-%m-%d %H:%M:%S', gmtime(int($t)))
 	  . sprintf('.%03d+00', int(($t - int($t)) * 1000));
-	$node->stop('fast');
-	open my $fh, '>', $node->data_dir . '/postgresql.conf' or die $!;
-	print $fh $base_conf, "idgen.epoch = '$epoch'\nidgen.timestamp_bits = 20\n",
-	  "idgen.datacenter_bits = 21\nidgen.worker_bits = 10\n";
-	close $fh;
-	$node->start;
+	restart_with({ 'idgen.epoch' => "'$epoch'", 'idgen.timestamp_bits' => 20,
+		'idgen.datacenter_bits' => 21, 'idgen.worker_bits' => 10 });
 	is($node->safe_psql('postgres', 'SELECT layout_valid, idgen_snowflake() > 0 FROM idgen_info()'),
 		't|t', 'field ending in seconds: generates until then');
 	my $err;
@@ -107,14 +107,24 @@ is($node->safe_psql('postgres',
 		'field run out: the detail says when');
 }
 
+# Datacenter and worker fields of 32 bits together: a lease's id (an int)
+# cannot hold them all, and the registry refuses to lease an id beyond it
+# rather than claim a truncated one.
+{
+	my $epoch = strftime('%Y-%m-%d %H:%M:%S+00', gmtime(time() - 86400));
+	restart_with({ 'idgen.epoch' => "'$epoch'", 'idgen.timestamp_bits' => 30,
+		'idgen.datacenter_bits' => 22, 'idgen.worker_bits' => 10, 'idgen.sequence_bits' => 1 });
+	like(sql_error($node,
+			"SELECT * FROM idgen_server_lease(1, 'x', claim_datacenter_id => 4194303, claim_worker_id => 1023)"),
+		qr/22023: worker id \(datacenter 4194303, worker 1023\) cannot be leased/,
+		'an id beyond the lease table\'s range is refused, not truncated');
+	is($node->safe_psql('postgres', 'SELECT count(*) FROM idgen_worker_lease'), '0', 'and nothing is leased');
+}
+
 # A 1-bit sequence: two IDs per millisecond.  5000 IDs need 2500 ms of
 # clock; at most idgen.max_drift_ms (100) of them can be borrowed, so the
 # call must wait for the clock and takes at least 2.3 s.
-$node->stop('fast');
-open $fh, '>', $node->data_dir . '/postgresql.conf' or die $!;
-print $fh $base_conf, "idgen.timestamp_bits = 52\nidgen.sequence_bits = 1\n";
-close $fh;
-$node->start;
+restart_with({ 'idgen.timestamp_bits' => 52, 'idgen.sequence_bits' => 1 });
 $node->safe_psql('postgres', 'SELECT idgen_stats_reset()');
 my $res = $node->safe_psql(
 	'postgres', q{
