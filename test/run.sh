@@ -104,17 +104,20 @@ run_suite tap prove-installcheck
 # No test may reach an internal error: every message a user can cause has
 # its own SQLSTATE.  The servers log the SQLSTATE of every message
 # (log_line_prefix %e in test/*.conf and IdgenTest.pm), and psql shows it in
-# the regression outputs that use VERBOSITY verbose.
+# the regression outputs that use VERBOSITY verbose.  One XX000 is expected:
+# PostgreSQL's own FATAL for a standby that meets idgen's WAL records
+# without idgen preloaded, which 015_failover.pl provokes on purpose.
 log "no internal error (SQLSTATE XX000) in any test's output or server log"
-internal=$(grep -rlE "(^|[^0-9A-Z])XX000([^0-9A-Z]|$)" "$WORK/src/results" "$WORK/src/output_iso" \
-	"$WORK/src/log" "$WORK/src/tmp_check" 2>/dev/null)
+expected_xx000='resource manager with ID 147 not registered|Include the extension module that implements this resource manager'
+internal=$(grep -rnE "(^|[^0-9A-Z])XX000([^0-9A-Z]|$)" "$WORK/src/results" "$WORK/src/output_iso" \
+	"$WORK/src/log" "$WORK/src/tmp_check" 2>/dev/null | grep -vE "$expected_xx000")
 logs=$(find "$WORK/src/log" "$WORK/src/tmp_check/log" -name '*.log' 2>/dev/null | wc -l)
 if [ -z "$internal" ] && [ "$logs" -gt 0 ]; then
 	echo "none, in $logs server and test logs and the regression outputs"
 	passed=$((passed + 1))
 else
 	[ "$logs" -gt 0 ] || echo "no server log found: log_line_prefix or the paths changed"
-	for f in $internal; do echo "--- $f"; grep -nE -B2 -A2 "(^|[^0-9A-Z])XX000([^0-9A-Z]|$)" "$f" | head -n 20; done
+	printf '%s\n' "$internal" | head -n 40
 	failed=$((failed + 1))
 	failures+=(internal-errors)
 fi
