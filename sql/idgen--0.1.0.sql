@@ -426,3 +426,82 @@ CREATE FUNCTION @extschema@.idgen_snowflake_trigger()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'idgen_snowflake_trigger'
 LANGUAGE C VOLATILE PARALLEL SAFE;
+
+-- Descriptions, for \df+ and \dv+ (test/t/017_attack_surface.pl checks that
+-- every function and view of the extension has one).
+COMMENT ON FUNCTION @extschema@.idgen_snowflake() IS
+    'next Snowflake ID of this server; with gene bits, spread evenly over the genes';
+COMMENT ON FUNCTION @extschema@.idgen_snowflake(bigint) IS
+    'next Snowflake ID carrying the given gene in its low bits';
+COMMENT ON FUNCTION @extschema@.idgen_gene(bigint) IS
+    'the low idgen.gene_bits bits of a value: the shard of an ID (IMMUTABLE: index, partition, route by it)';
+COMMENT ON FUNCTION @extschema@.idgen_gene(bigint, int) IS
+    'the low bits bits of a value';
+COMMENT ON FUNCTION @extschema@.idgen_snowflake_decode(bigint) IS
+    'a Snowflake ID split into its time, datacenter, worker, sequence and gene';
+COMMENT ON FUNCTION @extschema@.idgen_snowflake_time(bigint) IS
+    'the time of a Snowflake ID';
+COMMENT ON FUNCTION @extschema@.idgen_snowflake_min(timestamptz) IS
+    'the smallest Snowflake ID any generator can produce at a time (range scans by time)';
+COMMENT ON FUNCTION @extschema@.idgen_snowflake_debug(bigint) IS
+    'the bits of a Snowflake ID split into its fields';
+COMMENT ON FUNCTION @extschema@.idgen_snowflake_trigger() IS
+    'trigger: fills an ID column with idgen_snowflake(), with the gene of a parent column if named';
+COMMENT ON FUNCTION @extschema@.idgen_uuid7() IS
+    'next UUIDv7 of this server, greater than every one it issued before';
+COMMENT ON FUNCTION @extschema@.idgen_uuid7(timestamptz) IS
+    'a UUIDv7 for a given time (backfills): random tail, not ordered';
+COMMENT ON FUNCTION @extschema@.idgen_uuid7_min(timestamptz) IS
+    'the smallest UUIDv7 of a time''s millisecond (range scans)';
+COMMENT ON FUNCTION @extschema@.idgen_uuid7_time(uuid) IS
+    'the millisecond of a UUIDv7; NULL for a UUID that is not version 7';
+COMMENT ON FUNCTION @extschema@.idgen_expiry(timestamptz, interval) IS
+    'since + ttl, or NULL (never) when that lies beyond the timestamp range';
+COMMENT ON FUNCTION @extschema@.idgen_seq_next(text) IS
+    'next value of a per-key sequence, creating the key (granted roles)';
+COMMENT ON FUNCTION @extschema@.idgen_seq_next(text, int) IS
+    'the next count values of a per-key sequence, as count single calls would give them (granted roles)';
+COMMENT ON FUNCTION @extschema@.idgen_seq_current(text) IS
+    'the last value of a per-key sequence; NULL for an absent or expired key (granted roles)';
+COMMENT ON FUNCTION @extschema@.idgen_seq_set(text, bigint) IS
+    'overwrite the value of a per-key sequence (admin)';
+COMMENT ON FUNCTION @extschema@.idgen_seq_set_if_absent(text, bigint) IS
+    'set the value of a missing or expired key; true if it did (admin)';
+COMMENT ON FUNCTION @extschema@.idgen_seq_configure(text, bigint, bigint, interval, int) IS
+    'set all options of a key (step, max_value, ttl, cache), keeping its value (admin)';
+COMMENT ON FUNCTION @extschema@.idgen_seq_drop(text) IS
+    'forget a key; true if it existed (admin)';
+COMMENT ON FUNCTION @extschema@.idgen_seq_purge() IS
+    'delete the keys whose ttl has passed; how many (admin)';
+COMMENT ON FUNCTION @extschema@.idgen_seq_cache() IS
+    'cached keys of this database in shared memory (behind the idgen_seq_cache view)';
+COMMENT ON VIEW @extschema@.idgen_seq_cache IS
+    'cached keys of this database in shared memory, with their segments and counters (admin)';
+COMMENT ON VIEW @extschema@.idgen_seq_keys IS
+    'per-key sequences with their value, options, expiry and creator (admin)';
+COMMENT ON FUNCTION @extschema@.idgen_worker_acquire(text, interval, int, boolean) IS
+    'lease a free worker id for a Snowflake generator outside the database (granted roles)';
+COMMENT ON FUNCTION @extschema@.idgen_worker_renew(int, bigint, interval, timestamptz) IS
+    'extend a worker-id lease; an error if it was lost (granted roles)';
+COMMENT ON FUNCTION @extschema@.idgen_worker_release(int, bigint, timestamptz) IS
+    'end a worker-id lease; false if already released (granted roles)';
+COMMENT ON FUNCTION @extschema@.idgen_worker_purge() IS
+    'end the leases of closed sessions and delete the leases whose id has rested (admin)';
+COMMENT ON VIEW @extschema@.idgen_worker_leases IS
+    'every worker-id lease with its state: held, quarantine or free (admin)';
+COMMENT ON FUNCTION @extschema@.idgen_server_lease(bigint, text, interval, int, int, timestamptz) IS
+    'on a registry: lease a server''s Snowflake identity (granted to the registry role)';
+COMMENT ON FUNCTION @extschema@.idgen_stats() IS
+    'counters per kind of ID (behind the idgen_stats view)';
+COMMENT ON VIEW @extschema@.idgen_stats IS
+    'IDs generated, borrowed milliseconds, clock steps back, waits and errors per kind of ID';
+COMMENT ON FUNCTION @extschema@.idgen_stats_reset() IS
+    'restart the counters of idgen_stats (admin)';
+COMMENT ON FUNCTION @extschema@.idgen_info() IS
+    'effective layout, identity, capacity, the durable horizon and replication state of this server';
+COMMENT ON FUNCTION @extschema@.idgen_identity() IS
+    'where this server''s Snowflake identity comes from and, when leased from a registry, the lease';
+COMMENT ON TABLE @extschema@.idgen_seq IS
+    'per-key sequences, one row per key; written only through the idgen_seq_* functions';
+COMMENT ON TABLE @extschema@.idgen_worker_lease IS
+    'worker-id leases, one row per id ever leased; written only through the idgen_worker_* functions';

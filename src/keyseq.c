@@ -161,7 +161,7 @@ key_arg(FunctionCallInfo fcinfo)
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("sequence key must not be null")));
 	key = PG_GETARG_TEXT_PP(0);
 	len = VARSIZE_ANY_EXHDR(key);
@@ -760,7 +760,7 @@ idgen_seq_next_n(PG_FUNCTION_ARGS)
 
 		if (PG_ARGISNULL(1))
 			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("count must not be null")));
 		count = PG_GETARG_INT32(1);
 		if (count < 1 || count > IDGEN_SEQ_MAX_COUNT)
@@ -819,7 +819,7 @@ value_arg(FunctionCallInfo fcinfo, int n)
 
 	if (PG_ARGISNULL(n))
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("value must not be null")));
 	value = PG_GETARG_INT64(n);
 	if (value < 0)

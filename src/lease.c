@@ -422,7 +422,7 @@ ttl_arg(FunctionCallInfo fcinfo, int n)
 
 	if (PG_ARGISNULL(n))
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("ttl must not be null"),
 				 errhint("A lease that lasts as long as its session is taken with session_bound => true.")));
 	ttl = PG_GETARG_INTERVAL_P(n);
@@ -462,7 +462,7 @@ worker_id_arg(FunctionCallInfo fcinfo)
 {
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("worker_id must not be null")));
 	return PG_GETARG_INT32(0);
 }
@@ -472,7 +472,7 @@ token_arg(FunctionCallInfo fcinfo, int n)
 {
 	if (PG_ARGISNULL(n))
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("token must not be null")));
 	return PG_GETARG_INT64(n);
 }
@@ -627,7 +627,7 @@ holder_arg(FunctionCallInfo fcinfo, int n, const char *name)
 
 	if (PG_ARGISNULL(n))
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s must not be null", name)));
 	holder = PG_GETARG_TEXT_PP(n);
 	if (VARSIZE_ANY_EXHDR(holder) == 0)
@@ -943,7 +943,7 @@ idgen_server_lease(PG_FUNCTION_ARGS)
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("system_identifier must not be null")));
 	sysid = PG_GETARG_INT64(0);
 	instance = holder_arg(fcinfo, 1, "instance");

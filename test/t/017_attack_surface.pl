@@ -6,6 +6,7 @@
 #   PUBLIC   every role (EXECUTE, or SELECT, granted to PUBLIC)
 #   granted  the roles the administrator grants it to (nobody by default)
 #   owner    the extension's owner only: a table no grant should open
+# It also checks that every function and view has a description.
 use strict;
 use warnings;
 
@@ -54,6 +55,24 @@ my @readme = map { s/^(\| `[^`]+` \| \w+ \| \w+ \|).*$/$1/r }
   grep { /^\| `/ } split /\n/, ($section // '');
 is_deeply(\@readme, \@catalog, 'the README lists every object with who may use it, as the catalog says')
   or diag(join("\n", 'catalog:', @catalog));
+
+# Every function and view has a description (COMMENT ON), so that \df+ and
+# \dv+ document them.
+is($node->safe_psql('postgres', q{
+	SELECT coalesce(string_agg(d.objid::regprocedure::text, ', '), '')
+	FROM pg_depend d
+	WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+	  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idgen')
+	  AND d.classid = 'pg_proc'::regclass
+	  AND obj_description(d.objid, 'pg_proc') IS NULL}),
+	'', 'every function has a COMMENT');
+is($node->safe_psql('postgres', q{
+	SELECT coalesce(string_agg(c.relname, ', '), '')
+	FROM pg_depend d JOIN pg_class c ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
+	WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+	  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idgen')
+	  AND c.relkind = 'v' AND obj_description(c.oid, 'pg_class') IS NULL}),
+	'', 'every view has a COMMENT');
 
 $node->stop('fast');
 ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
