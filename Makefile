@@ -14,17 +14,17 @@ EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).
 MODULE_big = idgen
 OBJS = \
 	src/clock.o \
+	src/horizon.o \
 	src/horizon_wal.o \
 	src/idgen.o \
 	src/interval.o \
-	src/keeper.o \
-	src/keyseq.o \
 	src/layout.o \
 	src/lease.o \
-	src/ownersql.o \
-	src/purge.o \
+	src/owner_sql.o \
 	src/registry.o \
-	src/seqcache.o \
+	src/seq.o \
+	src/seq_cache.o \
+	src/seq_worker.o \
 	src/shmem.o \
 	src/snowflake.o \
 	src/stats.o \
@@ -47,13 +47,13 @@ SHLIB_LINK_INTERNAL = $(libpq)
 
 # Regression tests run on a temporary instance that preloads the library
 # (pg_cron's idiom), so no hand-configured server is needed.
-REGRESS = layout generate errors uuid7 keyseq lease seqcache registry
+REGRESS = layout generate errors uuid7 seq lease seq_cache registry
 REGRESS_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_regress \
 	--inputdir=. --load-extension=$(EXTENSION)
 
 # Isolation tests (specs/*.spec): races between sessions, on their own
 # temporary preloaded instance.
-ISOLATION = keyseq_race lease_race seqcache_race
+ISOLATION = seq_race lease_race seq_cache_race
 ISOLATION_OPTS = --temp-config=test/idgen_isolation.conf --temp-instance=./tmp_isolation \
 	--load-extension=$(EXTENSION)
 

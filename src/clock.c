@@ -35,7 +35,7 @@
  *	    clock_wait_ms, fail at once with an error that states how far the
  *	    clock is behind the last identifier.
  *	  - never issue an identifier whose millisecond starts after the durable
- *	    horizon (keeper.c); if the keeper is late, wake it and wait, within
+ *	    horizon (horizon.c); if the keeper is late, wake it and wait, within
  *	    the same clock_wait_ms budget, then fail.
  *
  * Takeover (idgen.takeover_max_lead)
@@ -282,7 +282,7 @@ idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *c)
 		}
 
 		/*
-		 * Never beyond the durable horizon (keeper.c).  If the keeper is
+		 * Never beyond the durable horizon (horizon.c).  If the keeper is
 		 * late, wake it and wait, within the same clock_wait_ms budget.
 		 */
 		if (unlikely(c->epoch + next_ms * 1000 >

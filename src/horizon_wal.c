@@ -5,7 +5,7 @@
  *	  standby may generate, and where generators start after a promotion.
  *
  * Why WAL
- *	  The horizon file (keeper.c) bounds what one server has issued, but it
+ *	  The horizon file (horizon.c) bounds what one server has issued, but it
  *	  is not replicated: a standby promoted after its primary died knows
  *	  nothing of the IDs the primary issued, and with its clock behind the
  *	  primary's it issues them again.  So the keeper also writes every new
@@ -42,7 +42,7 @@
  *
  * Redo (startup process, on a standby, in archive recovery and in crash
  *	  recovery)
- *	  raises the horizon file to the record's horizon (keeper.c, under the
+ *	  raises the horizon file to the record's horizon (horizon.c, under the
  *	  file lock, fsynced: a restartpoint may then drop the record), and
  *	  records in shared memory the highest horizon replayed and the
  *	  Snowflake identity of the server that wrote it.

@@ -3,24 +3,25 @@
  * idgen.h
  *	  Declarations shared by the idgen source files.
  *
- * The module is split by concern:
- *	  idgen.c      module magic, _PG_init, settings (GUCs)
- *	  layout.c     the Snowflake bit layout: validation, packing, and the
- *	               SQL functions that only read IDs (gene, decode, time, ...)
- *	  shmem.c      the shared-memory segment: size, creation, hooks
- *	  clock.c      ticks in shared memory and the clock policy
- *	  snowflake.c  the Snowflake generator's SQL entry points, trigger
- *	  uuid7.c      UUIDv7: generator and readers
- *	  keeper.c     the durable horizon and the keeper background worker
+ * The module is split by concern, files of one area sharing a prefix:
+ *	  idgen.c        module magic, _PG_init, settings (GUCs)
+ *	  layout.c       the Snowflake bit layout: validation, packing, and the
+ *	                 SQL functions that only read IDs (gene, decode, time, ...)
+ *	  shmem.c        the shared-memory segment: size, creation, hooks
+ *	  clock.c        ticks in shared memory and the clock policy
+ *	  snowflake.c    the Snowflake generator's SQL entry points, trigger
+ *	  uuid7.c        UUIDv7: generator and readers
+ *	  horizon.c      the durable horizon and the keeper background worker
  *	  horizon_wal.c  the horizon in WAL: standbys, promotion, recovery
- *	  ownersql.c   SQL on the extension's tables, as the extension's owner
- *	  interval.c   ttl arithmetic on user input that never fails later
- *	  keyseq.c     per-key business sequences
- *	  seqcache.c   cached per-key sequences: segments in shared memory
- *	  lease.c      worker-id leases
- *	  registry.c   a server's identity leased from a registry server
- *	  purge.c      the background worker that deletes expired keys
- *	  stats.c      idgen_stats, idgen_stats_reset, idgen_info
+ *	  owner_sql.c    SQL on the extension's tables, as the extension's owner
+ *	  interval.c     ttl arithmetic on user input that never fails later
+ *	  seq.c          per-key business sequences
+ *	  seq_cache.c    cached per-key sequences: segments in shared memory
+ *	  seq_worker.c   the "idgen purge" process: reserves segments of cached
+ *	                 keys, deletes expired keys and ended leases
+ *	  lease.c        worker-id leases
+ *	  registry.c     a server's identity leased from a registry server
+ *	  stats.c        idgen_stats, idgen_stats_reset, idgen_info
  *
  *-------------------------------------------------------------------------
  */
@@ -369,7 +370,7 @@ extern void idgen_registry_shmem_init(IdgenShared *s);
 extern void idgen_registry_register(void);
 extern int64 idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 gene);
 
-/* keeper.c */
+/* horizon.c */
 extern bool idgen_horizon_read(TimestampTz *horizon, char *why, size_t whylen);
 extern bool idgen_horizon_persist(TimestampTz horizon, int elevel);
 extern uint64 idgen_horizon_start_tick(TimestampTz horizon, TimestampTz epoch, int tick_bits);
@@ -389,7 +390,7 @@ extern void idgen_wal_register(void);
 extern bool idgen_wal_log_horizon(TimestampTz horizon);
 extern void idgen_recovery_check(IdgenKind kind, const char *item);
 
-/* ownersql.c: see there */
+/* owner_sql.c: see there */
 #define IDGEN_MAX_SQL_ARGS			12
 
 typedef struct IdgenFunction
@@ -434,14 +435,14 @@ extern int64 idgen_uuid7_next_tick(const char *funcname);
 extern bool idgen_timestamptz_add(TimestampTz ts, const Interval *span, TimestampTz *result);
 extern void idgen_ttl_check(const Interval *ttl);
 
-/* keyseq.c */
+/* seq.c */
 #define IDGEN_SEQ_MAX_KEY			256 /* longest key, in bytes */
 #define IDGEN_SEQ_MAX_CACHE			1000000 /* largest cache setting */
 struct IdgenSeqRequest;
 extern void idgen_seq_reserve_segments(const char *schema, struct IdgenSeqRequest *req, int n);
 extern void idgen_seq_record_use(const char *schema, struct IdgenSeqRequest *req, int n);
 
-/* seqcache.c: a segment request, as the worker handles it */
+/* seq_cache.c: a segment request, as the worker handles it */
 typedef enum IdgenSeqOutcome
 {
 	IDGEN_SEQ_RETRY,			/* the row was busy: ask again */
@@ -477,24 +478,24 @@ typedef struct IdgenSeqCacheRow
 	bool		next_ready;
 } IdgenSeqCacheRow;
 
-extern Size idgen_seqcache_shmem_size(void);
-extern void idgen_seqcache_shmem_startup(void);
-extern bool idgen_seqcache_available(void);
-extern int	idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid relid);
-extern void idgen_seqcache_install(const char *key, int keylen, int32 cache_size, bool has_ttl,
+extern Size idgen_seq_cache_shmem_size(void);
+extern void idgen_seq_cache_shmem_startup(void);
+extern bool idgen_seq_cache_available(void);
+extern int	idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, Oid relid);
+extern void idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_ttl,
 								   Oid relid);
-extern void idgen_seqcache_invalidate(const char *key, int keylen);
-extern void idgen_seqcache_worker_attach(Latch *latch);
-extern void idgen_seqcache_worker_detach(int code, Datum arg);
-extern int	idgen_seqcache_collect(IdgenSeqRequest *req, int max);
-extern bool idgen_seqcache_pending(bool *urgent);
-extern int64 idgen_seqcache_reserve(IdgenSeqRequest *r, int64 value, int64 step, int64 max_value);
-extern void idgen_seqcache_publish(IdgenSeqRequest *req, int n);
-extern int	idgen_seqcache_collect_used(IdgenSeqRequest *req, int max);
-extern void idgen_seqcache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), void *arg,
+extern void idgen_seq_cache_invalidate(const char *key, int keylen);
+extern void idgen_seq_cache_worker_attach(Latch *latch);
+extern void idgen_seq_cache_worker_detach(int code, Datum arg);
+extern int	idgen_seq_cache_collect(IdgenSeqRequest *req, int max);
+extern bool idgen_seq_cache_pending(bool *urgent);
+extern int64 idgen_seq_cache_reserve(IdgenSeqRequest *r, int64 value, int64 step, int64 max_value);
+extern void idgen_seq_cache_publish(IdgenSeqRequest *req, int n);
+extern int	idgen_seq_cache_collect_used(IdgenSeqRequest *req, int max);
+extern void idgen_seq_cache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), void *arg,
 								  Oid relid);
 
-/* purge.c */
+/* seq_worker.c */
 extern void idgen_purge_register(void);
 
 /* shmem.c */

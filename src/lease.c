@@ -75,7 +75,7 @@ PG_FUNCTION_INFO_V1(idgen_server_lease);
 #define IDGEN_LEASE_MAX_HOLDER	256
 
 /* ----------
- * Statements (ownersql.c)
+ * Statements (owner_sql.c)
  * ----------
  */
 enum

@@ -71,7 +71,7 @@
  * lease_fences: under lease_fences.mutex, by lease functions (lease.c).
  *
  * Crash and restart: the segment is created anew.  Generator words start
- *	  just above the horizon read from disk (keeper.c); statistics start from
+ *	  just above the horizon read from disk (horizon.c); statistics start from
  *	  zero.
  *
  *-------------------------------------------------------------------------
@@ -153,7 +153,7 @@ idgen_shmem_request(void)
 #endif
 	RequestAddinShmemSpace(idgen_shmem_size());
 	RequestNamedLWLockTranche("idgen", 2);
-	RequestAddinShmemSpace(idgen_seqcache_shmem_size());
+	RequestAddinShmemSpace(idgen_seq_cache_shmem_size());
 	RequestNamedLWLockTranche("idgen seq cache", idgen_seq_cache_keys + 1);
 }
 
@@ -210,7 +210,7 @@ idgen_shmem_startup(void)
 				for (int c = 0; c < IDGEN_NUM_COUNTERS; c++)
 					pg_atomic_init_u64(&s->slots[i].counters[k][c], 0);
 	}
-	idgen_seqcache_shmem_startup();
+	idgen_seq_cache_shmem_startup();
 
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -218,7 +218,7 @@ idgen_shmem_startup(void)
 /*
  * Start every generator word just above the durable horizon, so that after
  * a restart or a crash nothing issued before can be issued again (see
- * keeper.c).  Without a readable horizon, start from the wall clock and say
+ * horizon.c).  Without a readable horizon, start from the wall clock and say
  * so.  Runs in the postmaster, at start and after every crash.
  */
 static void

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * keyseq.c
+ * seq.c
  *	  Per-key business sequences (transactional mode).
  *
  * One row per key in the extension's table idgen_seq:
@@ -33,7 +33,7 @@
  *	  The table belongs to the extension's owner and is not granted to
  *	  anyone.  Direct access checks no table privilege, as the functions act
  *	  for the extension; their SQL (inserting a key, reading, purging) runs
- *	  as the extension's owner (ownersql.c).  Who may call what is decided by
+ *	  as the extension's owner (owner_sql.c).  Who may call what is decided by
  *	  EXECUTE grants in the extension script.
  *
  *-------------------------------------------------------------------------
@@ -110,7 +110,7 @@ typedef struct SeqRow
 	Oid			created_by;		/* the role that created the key */
 } SeqRow;
 
-/* The statements, prepared once per backend (see ownersql.c). */
+/* The statements, prepared once per backend (see owner_sql.c). */
 enum
 {
 	Q_READ,						/* the row of $1, not locked */
@@ -570,7 +570,7 @@ apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next, bool s
 
 	if (XactReadOnly)			/* the name only for the error */
 		PreventCommandIfReadOnly(psprintf("%s()", get_func_name(fcinfo->flinfo->fn_oid)));
-	serve_cached = next && serve_cached && idgen_seqcache_available();
+	serve_cached = next && serve_cached && idgen_seq_cache_available();
 	idgen_lookup_function(fcinfo, &fn);
 	open_table(&fn, &t);
 	for (;;)
@@ -580,7 +580,7 @@ apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next, bool s
 
 		if (found == ROW_CACHED)
 		{
-			idgen_seqcache_install(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
+			idgen_seq_cache_install(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
 								   row.cache, row.has_ttl, RelationGetRelid(t.rel));
 			applied = APPLIED_CACHED;
 			break;
@@ -608,8 +608,8 @@ apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next, bool s
 		/* Another session inserted it first: lock that row instead. */
 	}
 	close_table(&t);
-	if (!next || (from_cached_row && idgen_seqcache_available()))
-		idgen_seqcache_invalidate(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+	if (!next || (from_cached_row && idgen_seq_cache_available()))
+		idgen_seq_cache_invalidate(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
 	return applied;
 }
 
@@ -712,7 +712,7 @@ seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 		NextArgs	rest;
 
 		/* A cached key with an entry: served from shared memory. */
-		done += idgen_seqcache_next(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), count - done,
+		done += idgen_seq_cache_next(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), count - done,
 									out + done, seq_relid(fcinfo));
 		if (done == count)
 			break;
@@ -974,7 +974,7 @@ idgen_seq_drop(PG_FUNCTION_ARGS)
 		simple_heap_delete(t.rel, &t.slot->tts_tid);
 	}
 	close_table(&t);
-	idgen_seqcache_invalidate(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+	idgen_seq_cache_invalidate(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
 	PG_RETURN_BOOL(existed);
 }
 
@@ -1010,7 +1010,7 @@ idgen_seq_purge(PG_FUNCTION_ARGS)
 			{
 				char	   *k = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
 
-				idgen_seqcache_invalidate(k, strlen(k));
+				idgen_seq_cache_invalidate(k, strlen(k));
 			}
 		}
 		n += batch;
@@ -1020,7 +1020,7 @@ idgen_seq_purge(PG_FUNCTION_ARGS)
 }
 
 /* ----------
- * The database worker's part (purge.c): reserving segments of cached keys
+ * The database worker's part (seq_worker.c): reserving segments of cached keys
  * ----------
  */
 
@@ -1149,7 +1149,7 @@ idgen_seq_reserve_segments(const char *schema, IdgenSeqRequest *req, int n)
 			r->outcome = IDGEN_SEQ_FORGET;
 			continue;
 		}
-		new_values[nnew] = Int64GetDatum(idgen_seqcache_reserve(r, row.value, row.step, row.max_value));
+		new_values[nnew] = Int64GetDatum(idgen_seq_cache_reserve(r, row.value, row.step, row.max_value));
 		new_keys[nnew++] = values[COL_KEY - 1];
 		r->outcome = IDGEN_SEQ_RESERVED;
 	}
@@ -1265,6 +1265,6 @@ idgen_seq_cache(PG_FUNCTION_ARGS)
 		MemoryContextSwitchTo(old);
 	}
 #endif
-	idgen_seqcache_report(emit_cache_row, rsinfo, seq_relid(fcinfo));
+	idgen_seq_cache_report(emit_cache_row, rsinfo, seq_relid(fcinfo));
 	return (Datum) 0;
 }

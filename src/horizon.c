@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * keeper.c
+ * horizon.c
  *	  The durable horizon and the keeper background worker.
  *
  * The horizon is an instant H such that no identifier whose millisecond

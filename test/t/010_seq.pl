@@ -12,7 +12,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IdgenTest;
 
-my $node = idgen_node('keyseq', 'idgen.purge_interval' => '1s', 'max_connections' => 30);
+my $node = idgen_node('seq', 'idgen.purge_interval' => '1s', 'max_connections' => 30);
 
 ok($node->log_contains(qr/LOG:  idgen purge started/), 'the purge worker started');
 

@@ -24,7 +24,7 @@ use IdgenTest;
 
 my $stress = stress_client();
 my $node = idgen_node(
-	'seqcache',
+	'seq_cache',
 	'max_connections' => 40,
 	'restart_after_crash' => 'on',
 	'idgen.purge_interval' => '1s',

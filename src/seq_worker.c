@@ -1,11 +1,11 @@
 /*-------------------------------------------------------------------------
  *
- * purge.c
- *	  The purge background worker: forgets expired per-key sequences and
- *	  ended worker-id leases.
+ * seq_worker.c
+ *	  The "idgen purge" background process: reserves the segments of cached
+ *	  per-key sequences, forgets expired keys and ends worker-id leases.
  *
  * Keys whose ttl has passed are already treated as absent by every
- * function (keyseq.c), and a worker id whose lease ended more than
+ * function (seq.c), and a worker id whose lease ended more than
  * idgen.worker_quarantine ago is free whether its row is there or not
  * (lease.c); this worker deletes those rows so that the tables do not grow
  * without bound (an application that makes a key per conversation, say).
@@ -98,7 +98,7 @@ end_work(void)
 static bool
 reserve_once(IdgenSeqRequest *req)
 {
-	int			n = idgen_seqcache_collect(req, WORKER_BATCH);
+	int			n = idgen_seq_cache_collect(req, WORKER_BATCH);
 	char	   *schema;
 	bool		progress = false;
 
@@ -111,7 +111,7 @@ reserve_once(IdgenSeqRequest *req)
 		for (int i = 0; i < n; i++)
 			req[i].outcome = IDGEN_SEQ_FORGET;
 	end_work();					/* committed, and durable: now serve them */
-	idgen_seqcache_publish(req, n);
+	idgen_seq_cache_publish(req, n);
 	for (int i = 0; i < n; i++)
 		progress |= (req[i].outcome != IDGEN_SEQ_RETRY);
 	return progress;
@@ -180,7 +180,7 @@ purge_once(IdgenSeqRequest *req)
 
 	if (schema != NULL)
 	{
-		idgen_seq_record_use(schema, req, idgen_seqcache_collect_used(req, idgen_seq_cache_keys));
+		idgen_seq_record_use(schema, req, idgen_seq_cache_collect_used(req, idgen_seq_cache_keys));
 		deleted += purge_step(schema, "idgen_seq_purge");
 		deleted += purge_step(schema, "idgen_worker_purge");
 	}
@@ -206,8 +206,8 @@ idgen_purge_main(Datum main_arg)
 	SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
 	req = MemoryContextAlloc(TopMemoryContext,
 							 sizeof(IdgenSeqRequest) * Max(idgen_seq_cache_keys, WORKER_BATCH));
-	before_shmem_exit(idgen_seqcache_worker_detach, (Datum) 0);
-	idgen_seqcache_worker_attach(MyLatch);
+	before_shmem_exit(idgen_seq_cache_worker_detach, (Datum) 0);
+	idgen_seq_cache_worker_attach(MyLatch);
 	next_purge = GetCurrentTimestamp() + (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC;
 
 	ereport(LOG,
@@ -231,7 +231,7 @@ idgen_purge_main(Datum main_arg)
 
 		ResetLatch(MyLatch);
 		/* Prefetch requests can wait 2 ms to be reserved together. */
-		if (idgen_seqcache_pending(&urgent) && !urgent)
+		if (idgen_seq_cache_pending(&urgent) && !urgent)
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 2L, PG_WAIT_EXTENSION);
 		progress = reserve_once(req);
@@ -250,7 +250,7 @@ idgen_purge_main(Datum main_arg)
 		 * More to reserve: at once.  Only busy rows to ask again: in 10 ms.
 		 * Nothing: sleep until woken, or the next purge.
 		 */
-		if (idgen_seqcache_pending(&urgent))
+		if (idgen_seq_cache_pending(&urgent))
 			timeout_ms = progress ? 0 : 10;
 		else
 			timeout_ms = (long) ((next_purge - now) / 1000) + 1;

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * ownersql.c
+ * owner_sql.c
  *	  SQL run by idgen's functions on the extension's own tables, as the
  *	  extension's owner.
  *

@@ -1,13 +1,13 @@
 /*-------------------------------------------------------------------------
  *
- * seqcache.c
+ * seq_cache.c
  *	  Cached per-key sequences: values served from segments in shared
  *	  memory (Leaf's double-buffered segment mode).
  *
  * A key configured with cache => n is served from a fixed-capacity table of
  * entries in shared memory (idgen.seq_cache_keys), one per cached key.  Each
  * entry has two segments: the one being served and the next one.  A segment
- * is a range of the key's values that the database worker (purge.c, in
+ * is a range of the key's values that the database worker (seq_worker.c, in
  * database idgen.database) has reserved in its own committed transaction by
  * advancing the key's row past it, before any of its values is served.  So
  * every value served is at most the row's value, and after a crash or a
@@ -223,7 +223,7 @@ static localkeys_hash *local_map = NULL;
  * ----------
  */
 Size
-idgen_seqcache_shmem_size(void)
+idgen_seq_cache_shmem_size(void)
 {
 	Size		size = offsetof(SeqCacheShared, entries);
 
@@ -235,7 +235,7 @@ idgen_seqcache_shmem_size(void)
 }
 
 void
-idgen_seqcache_shmem_startup(void)
+idgen_seq_cache_shmem_startup(void)
 {
 	bool		found;
 	HASHCTL		info;
@@ -372,7 +372,7 @@ request_segment(SeqCacheEntry *e, bool urgent)
  * library is preloaded and the worker runs in this database.
  */
 bool
-idgen_seqcache_available(void)
+idgen_seq_cache_available(void)
 {
 	Oid			dbid;
 
@@ -550,7 +550,7 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
  * what was served here.
  */
 int
-idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid relid)
+idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, Oid relid)
 {
 	SeqCacheTag tag;
 	uint32		h;
@@ -558,7 +558,7 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid reli
 	bool		found;
 	int			done = 0;
 
-	if (!idgen_seqcache_available())
+	if (!idgen_seq_cache_available())
 		return 0;
 	if (local_map == NULL)
 		local_map = localkeys_create(TopMemoryContext, 256, NULL);
@@ -667,14 +667,14 @@ idgen_seqcache_next(const char *key, int keylen, int count, int64 *out, Oid reli
  * key's cache setting.
  */
 void
-idgen_seqcache_install(const char *key, int keylen, int32 cache_size, bool has_ttl, Oid relid)
+idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_ttl, Oid relid)
 {
 	SeqCacheTag tag;
 	SeqCacheMapEntry *m;
 	bool		found;
 	SeqCacheEntry *e = NULL;
 
-	if (!idgen_seqcache_available())
+	if (!idgen_seq_cache_available())
 		return;
 	make_tag(&tag, MyDatabaseId, key, keylen);
 	LWLockAcquire(cache->map_lock, LW_EXCLUSIVE);
@@ -735,7 +735,7 @@ idgen_seqcache_install(const char *key, int keylen, int32 cache_size, bool has_t
  * set, dropped or reconfigured).  Safe to call for any key.
  */
 void
-idgen_seqcache_invalidate(const char *key, int keylen)
+idgen_seq_cache_invalidate(const char *key, int keylen)
 {
 	SeqCacheTag tag;
 	SeqCacheMapEntry *m;
@@ -759,11 +759,11 @@ idgen_seqcache_invalidate(const char *key, int keylen)
 }
 
 /* ----------
- * The worker's side (purge.c calls these in its database)
+ * The worker's side (seq_worker.c calls these in its database)
  * ----------
  */
 void
-idgen_seqcache_worker_attach(Latch *latch)
+idgen_seq_cache_worker_attach(Latch *latch)
 {
 	/*
 	 * Start afresh: while no worker ran, cached keys were served from the
@@ -794,7 +794,7 @@ idgen_seqcache_worker_attach(Latch *latch)
 }
 
 void
-idgen_seqcache_worker_detach(int code, Datum arg)
+idgen_seq_cache_worker_detach(int code, Datum arg)
 {
 	if (cache == NULL)
 		return;
@@ -811,7 +811,7 @@ idgen_seqcache_worker_detach(int code, Datum arg)
 static bool collect_one(SeqCacheEntry *e, IdgenSeqRequest *r);
 
 int
-idgen_seqcache_collect(IdgenSeqRequest *req, int max)
+idgen_seq_cache_collect(IdgenSeqRequest *req, int max)
 {
 	int			n = 0;
 	bool		scan;
@@ -856,7 +856,7 @@ idgen_seqcache_collect(IdgenSeqRequest *req, int max)
 
 /* Whether requests wait in the queue, and whether a caller waits. */
 bool
-idgen_seqcache_pending(bool *urgent)
+idgen_seq_cache_pending(bool *urgent)
 {
 	bool		pending;
 
@@ -895,7 +895,7 @@ collect_one(SeqCacheEntry *e, IdgenSeqRequest *r)
  * the row's new value; 0 values if none fit.
  */
 int64
-idgen_seqcache_reserve(IdgenSeqRequest *r, int64 value, int64 step, int64 max_value)
+idgen_seq_cache_reserve(IdgenSeqRequest *r, int64 value, int64 step, int64 max_value)
 {
 	SeqSegment	s;
 	int64		n = segment_fit(value, step, max_value, r->size);
@@ -917,7 +917,7 @@ idgen_seqcache_reserve(IdgenSeqRequest *r, int64 value, int64 step, int64 max_va
  * Publish the outcome of the reservations (after their commit).
  */
 void
-idgen_seqcache_publish(IdgenSeqRequest *req, int n)
+idgen_seq_cache_publish(IdgenSeqRequest *req, int n)
 {
 	for (int i = 0; i < n; i++)
 	{
@@ -972,10 +972,10 @@ idgen_seqcache_publish(IdgenSeqRequest *req, int n)
 
 /*
  * Keys of this database used since the last call, that have a ttl: their
- * use is recorded in the table by the worker (see keyseq.c).
+ * use is recorded in the table by the worker (see seq.c).
  */
 int
-idgen_seqcache_collect_used(IdgenSeqRequest *req, int max)
+idgen_seq_cache_collect_used(IdgenSeqRequest *req, int max)
 {
 	int			n = 0;
 
@@ -1002,7 +1002,7 @@ idgen_seqcache_collect_used(IdgenSeqRequest *req, int max)
  * ----------
  */
 void
-idgen_seqcache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), void *arg,
+idgen_seq_cache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), void *arg,
 					  Oid relid)
 {
 	if (cache == NULL)
