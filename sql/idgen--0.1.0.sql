@@ -295,8 +295,8 @@ REVOKE ALL ON FUNCTION @extschema@.idgen_worker_acquire(text, interval, int, boo
 
 -- Every lease with its state: held, quarantine (ended, the id resting for
 -- idgen.worker_quarantine) or free.  A session-bound lease is held while its
--- session holds the id's advisory lock (objsubid 26980 = 0x6964, see
--- lease.c).
+-- session holds the id's advisory lock (classid 1768187749 = 0x69646765,
+-- objsubid 26980 = 0x6964, see lease.c).
 CREATE VIEW @extschema@.idgen_worker_leases AS
     SELECT l.datacenter_id, l.worker_id, l.holder, l.token, l.session_bound,
            pg_catalog.pg_get_userbyid(l.acquired_by) AS acquired_by,
@@ -324,7 +324,7 @@ CREATE VIEW @extschema@.idgen_worker_leases AS
            AND k.locktype OPERATOR(pg_catalog.=) 'advisory'
            AND k.database OPERATOR(pg_catalog.=) (SELECT oid FROM pg_catalog.pg_database
                                                   WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
-           AND k.classid OPERATOR(pg_catalog.=) '@extschema@.idgen_worker_lease'::pg_catalog.regclass::pg_catalog.oid
+           AND k.classid OPERATOR(pg_catalog.=) 1768187749::pg_catalog.oid
            AND k.objid OPERATOR(pg_catalog.=) l.id::pg_catalog.oid
            AND k.objsubid OPERATOR(pg_catalog.=) 26980
            AND k.granted AND k.pid IS NOT NULL) l;

@@ -3,6 +3,8 @@
 -- its identity from its settings (datacenter 3, worker 7) and has no
 -- registry; the multi-server scenarios are in test/t/014_registry.pl.
 --
+-- The worker-id leases lease.sql left are not this test's.
+DELETE FROM idgen_worker_lease;
 SELECT source, leased, state, datacenter_id, worker_id, token, valid_until, message,
        system_identifier = (SELECT system_identifier FROM pg_control_system()) AS own_system_identifier
 FROM idgen_identity();

@@ -90,6 +90,15 @@ SELECT idgen_seq_next('cache:w');
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
 
+-- A cached key whose last use is 'infinity' (a row restored or written by
+-- hand) never expires: it is not taken for absent, and keeps its value.
+SELECT idgen_seq_configure('cache:inf', ttl => '1 day', cache => 5);
+SELECT idgen_seq_next('cache:inf') AS first;
+UPDATE idgen_seq SET last_used = 'infinity' WHERE key = 'cache:inf';
+SELECT idgen_seq_set_if_absent('cache:inf', 99) AS taken_for_absent;
+SELECT expires_at IS NULL AS never FROM idgen_seq_keys WHERE key = 'cache:inf';
+SELECT idgen_seq_drop('cache:inf') AS dropped;
+
 -- Dropping and creating the extension again forgets the cached segments of
 -- the old table: the key starts again in the new one.
 SELECT idgen_seq_next('cache:w') > 0 AS served_before_drop;

@@ -218,7 +218,7 @@ typedef struct IdgenRegistryStatus
 
 /*
  * Worker-id leases this server granted since it started, per database and
- * worker id (lease.c), under 'mutex': when the lease table is dropped and
+ * worker id (lease.c), under 'lock': when the lease table is dropped and
  * created again, an id the new table has no row for rests until the old
  * table's lease of it has ended.  Ids from IDGEN_LEASE_FENCE_IDS up share
  * the last entry.
@@ -238,7 +238,7 @@ typedef struct IdgenLeaseFence
 
 typedef struct IdgenLeaseFences
 {
-	slock_t		mutex;
+	LWLock	   *lock;			/* rarely taken: a grant, renewal or claim */
 	IdgenLeaseFence db[IDGEN_LEASE_FENCE_DATABASES];
 } IdgenLeaseFences;
 
@@ -350,6 +350,8 @@ extern uint64 idgen_postmaster_nonce;
  * advisory lock functions use 1 and 2), "id" in ASCII.
  */
 #define IDGEN_LEASE_LOCK_CLASS		0x6964
+/* ... and their first key, "idge" in ASCII: the same for every lease table */
+#define IDGEN_LEASE_LOCK_KEY		0x69646765
 
 /* layout.c */
 extern IdgenLayout idgen_layout;

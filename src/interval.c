@@ -44,7 +44,8 @@
 
 /*
  * ts + span into *result, as timestamptz + interval computes it; false, and
- * no error, when the sum could leave the timestamp range.
+ * no error, when the sum could leave the timestamp range or 'ts' is
+ * infinite.
  */
 bool
 idgen_timestamptz_add(TimestampTz ts, const Interval *span, TimestampTz *result)
@@ -52,11 +53,9 @@ idgen_timestamptz_add(TimestampTz ts, const Interval *span, TimestampTz *result)
 	double		bound;
 	double		margin = 2.0 * USECS_PER_DAY;
 
+	/* An infinite time has no later time: "never" to every caller. */
 	if (TIMESTAMP_NOT_FINITE(ts))
-	{
-		*result = ts;
-		return true;
-	}
+		return false;
 	bound = fabs((double) span->month) * 31.0 * USECS_PER_DAY +
 		fabs((double) span->day) * (double) (USECS_PER_DAY + USECS_PER_HOUR) +
 		fabs((double) span->time);

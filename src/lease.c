@@ -51,6 +51,7 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #if PG_VERSION_NUM >= 150000
 #include "common/pg_prng.h"
 #endif
@@ -182,9 +183,13 @@ static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, Invalid
 /* ----------
  * Locks on worker ids
  *
- * Advisory locks (database, lease table, id, IDGEN_LEASE_LOCK_CLASS): the
- * SQL advisory lock functions use 1 and 2 in the last field, so they never
- * collide with these.  A session-level lock of the default lock method
+ * Advisory locks (database, IDGEN_LEASE_LOCK_KEY, id, IDGEN_LEASE_LOCK_CLASS):
+ * the SQL advisory lock functions use 1 and 2 in the last field, so they
+ * never collide with these.  The key is a constant, not the lease table's
+ * oid, so that a session that holds a session-bound lease of a table since
+ * dropped (DROP EXTENSION does not wait for advisory locks) still holds the
+ * id in the table created after it: nobody can claim the id there while
+ * that session lives.  A session-level lock of the default lock method
  * would be given up by any aborted transaction of the session; an advisory
  * one survives aborts, but DISCARD ALL and pg_advisory_unlock_all() give it
  * up (see the README on session-bound leases behind a pooler).
@@ -193,7 +198,7 @@ static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, Invalid
 static void
 lease_locktag(LOCKTAG *tag, Oid relid, int32 id)
 {
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, relid, (uint32) id, IDGEN_LEASE_LOCK_CLASS);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, IDGEN_LEASE_LOCK_KEY, (uint32) id, IDGEN_LEASE_LOCK_CLASS);
 }
 
 static bool
@@ -490,17 +495,19 @@ free_before(TimestampTz now)
  * DROP EXTENSION takes the lease table, and with it every record of the
  * leases still held: a new table would hand their ids out again at once,
  * while the old holders generate until their leases end.  So this server
- * remembers in shared memory, per database and id, the end of the latest
- * lease it granted, renewed or released in each table (IdgenLeaseFence):
- * in a table created since, an id with no row rests until the old table's
- * lease of it has ended, plus idgen.worker_quarantine.  An id with a row
- * follows the row.  This covers leases granted since the server started,
- * with a ttl: a lease bound to a session ends with its session, which a
- * new table cannot see, and is not counted.
+ * remembers in shared memory, per database and id, the latest end of the
+ * leases it granted or renewed in each table (IdgenLeaseFence), or of the
+ * horizons their holders reported: in a table created since, an id with no
+ * row rests until then, plus idgen.worker_quarantine.  An id with a row
+ * follows the row.  This covers leases granted since the server started
+ * (not across a restart or a crash restart), in the first
+ * IDGEN_LEASE_FENCE_DATABASES databases that lease.  A lease bound to a
+ * session needs no record: its session keeps holding the id's advisory
+ * lock, whose key does not depend on the table (see above).
  * ----------
  */
 
-/* This database's slot (claimed if 'create'), or NULL; under the mutex. */
+/* This database's slot (claimed if 'create'), or NULL; under the lock. */
 static IdgenLeaseFence *
 fence_slot(bool create)
 {
@@ -526,18 +533,21 @@ fence_slot(bool create)
 }
 
 /*
- * The lease of 'id' in table 'relid' ends at 'end' (granted or renewed:
- * raise; released: 'released', set).  The caller holds the id's lock.
+ * A lease of 'id' in table 'relid' was granted or renewed until 'end' (or
+ * its holder reported a horizon up to 'end'): raise the id's fence to it.
+ * Never lowered, not even by a release (which may yet roll back).  The
+ * caller holds the id's lock.
  */
 static void
-fence_note(Oid relid, int32 id, TimestampTz end, bool released)
+fence_note(Oid relid, int32 id, TimestampTz end)
 {
+	static bool told = false;
 	IdgenLeaseFence *f;
 	int			i = Min(id, IDGEN_LEASE_FENCE_IDS);
 
 	if (idgen_shared == NULL)
 		return;
-	SpinLockAcquire(&idgen_shared->lease_fences.mutex);
+	LWLockAcquire(idgen_shared->lease_fences.lock, LW_EXCLUSIVE);
 	f = fence_slot(true);
 	if (f != NULL)
 	{
@@ -551,13 +561,19 @@ fence_note(Oid relid, int32 id, TimestampTz end, bool released)
 			}
 			f->relid = relid;
 		}
-		/* The shared last entry only ever rises. */
-		if (released && i < IDGEN_LEASE_FENCE_IDS)
-			f->current[i] = end;
-		else
-			f->current[i] = Max(f->current[i], end);
+		f->current[i] = Max(f->current[i], end);
 	}
-	SpinLockRelease(&idgen_shared->lease_fences.mutex);
+	LWLockRelease(idgen_shared->lease_fences.lock);
+	if (f == NULL && !told)
+	{
+		told = true;
+		ereport(LOG,
+				(errmsg("idgen keeps no record of the worker-id leases of database \"%s\"",
+						get_database_name(MyDatabaseId)),
+				 errdetail("It keeps those of the first %d databases that leased worker ids since the server started.",
+						   IDGEN_LEASE_FENCE_DATABASES),
+				 errhint("Do not drop and create the extension in this database while leases are held.")));
+	}
 }
 
 /*
@@ -573,11 +589,11 @@ fence_new_id(Oid relid, int32 id)
 
 	if (idgen_shared == NULL)
 		return 0;
-	SpinLockAcquire(&idgen_shared->lease_fences.mutex);
+	LWLockAcquire(idgen_shared->lease_fences.lock, LW_EXCLUSIVE);
 	f = fence_slot(false);
 	if (f != NULL)
 		end = (f->relid == relid) ? f->dropped[i] : Max(f->dropped[i], f->current[i]);
-	SpinLockRelease(&idgen_shared->lease_fences.mutex);
+	LWLockRelease(idgen_shared->lease_fences.lock);
 	return end == 0 ? 0 : end + (TimestampTz) idgen_worker_quarantine_ms * 1000;
 }
 
@@ -847,7 +863,8 @@ lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_wo
 			if (ttl != NULL)
 				values[3] = args[7];
 			if (ttl != NULL)
-				fence_note(relid, id, DatumGetTimestampTz(args[7]), false);
+				fence_note(relid, id, horizon.isnull ? DatumGetTimestampTz(args[7]) :
+						   Max(DatumGetTimestampTz(args[7]), DatumGetTimestampTz(horizon.value)));
 		}
 		else if (want >= 0)
 			report_taken(&cx, id, sysid, fresh_from);
@@ -1138,7 +1155,8 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 	idgen_sql_end(&cx);
 	if (n)
 		PG_RETURN_NULL();
-	fence_note(l.relid, l.id, DatumGetTimestampTz(expires), false);
+	fence_note(l.relid, l.id, horizon.isnull ? DatumGetTimestampTz(expires) :
+			   Max(DatumGetTimestampTz(expires), DatumGetTimestampTz(horizon.value)));
 	PG_RETURN_DATUM(expires);
 }
 
@@ -1177,7 +1195,6 @@ idgen_worker_release(PG_FUNCTION_ARGS)
 		if (horizon.isnull)
 			nulls[2] = 'n';
 		(void) idgen_sql_run_latest(&cx, Q_RELEASE, args, nulls);
-		fence_note(l.relid, l.id, DatumGetTimestampTz(args[1]), true);
 	}
 	idgen_sql_end(&cx);
 

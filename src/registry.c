@@ -446,12 +446,28 @@ floor_ms(int64 us)
 	return us >= 0 ? us / 1000 : -((-us + 999) / 1000);
 }
 
+/* Whether the 'len' bytes at 'w' are one of libpq's connection keywords. */
+static bool
+is_conninfo_keyword(const char *w, size_t len)
+{
+	PQconninfoOption *defaults = PQconndefaults();
+	bool		found = false;
+
+	for (PQconninfoOption *o = defaults; o != NULL && o->keyword != NULL; o++)
+		if (strlen(o->keyword) == len && strncmp(o->keyword, w, len) == 0)
+			found = true;
+	if (defaults != NULL)
+		PQconninfoFree(defaults);
+	return found;
+}
+
 /*
  * Whether idgen.registry is a connection string libpq can parse; if not,
  * 'why' describes it without libpq's own message, which quotes the part it
  * could not parse and so may repeat the password: it names only the
- * keywords read before the fault (the words before an "="), or says that
- * it is a URI.
+ * keywords read before the fault (the words before an "=" that libpq
+ * knows; any other word may be part of a password), or says that it is a
+ * URI.
  */
 static bool
 registry_conninfo_valid(char *why, size_t len)
@@ -460,6 +476,7 @@ registry_conninfo_valid(char *why, size_t len)
 	PQconninfoOption *opts = PQconninfoParse(idgen_registry, &errmsg);
 	StringInfoData keys;
 	const char *p;
+	int			unknown = 0;	/* words before "=" that are no keyword */
 
 	if (opts != NULL)
 	{
@@ -468,6 +485,15 @@ registry_conninfo_valid(char *why, size_t len)
 	}
 	if (errmsg != NULL)
 		PQfreemem(errmsg);		/* never shown: see above */
+
+	/*
+	 * A string with neither "=" nor a URI prefix is a database name to
+	 * PQconnectStartParams (expand_dbname), though not to PQconninfoParse.
+	 */
+	if (strchr(idgen_registry, '=') == NULL &&
+		strncmp(idgen_registry, "postgresql://", 13) != 0 &&
+		strncmp(idgen_registry, "postgres://", 11) != 0)
+		return true;
 
 	initStringInfo(&keys);
 	if (strncmp(idgen_registry, "postgresql://", 13) == 0 ||
@@ -492,8 +518,12 @@ registry_conninfo_valid(char *why, size_t len)
 				p++;
 			if (*p != '=')
 				break;
-			appendStringInfo(&keys, "%s\"%.*s\"", keys.len ? ", " : "its keywords are ",
-							 (int) strcspn(w, "= \t\n\r\f\v"), w);
+			/* A word libpq does not know may be part of a password: not named. */
+			if (is_conninfo_keyword(w, strcspn(w, "= \t\n\r\f\v")))
+				appendStringInfo(&keys, "%s\"%.*s\"", keys.len ? ", " : "its keywords are ",
+								 (int) strcspn(w, "= \t\n\r\f\v"), w);
+			else
+				unknown++;
 			p++;
 			while (isspace((unsigned char) *p))
 				p++;
@@ -512,7 +542,10 @@ registry_conninfo_valid(char *why, size_t len)
 					if (*p == '\\' && p[1])
 						p++;
 		}
-		if (keys.len == 0)
+		if (unknown > 0)
+			appendStringInfo(&keys, "%s%d word%s before \"=\" that libpq does not know as a keyword",
+							 keys.len ? ", and " : "it has ", unknown, unknown == 1 ? "" : "s");
+		else if (keys.len == 0)
 			appendStringInfoString(&keys, "it has no keyword");
 	}
 	strlcpy(why, keys.data, len);

@@ -642,6 +642,7 @@ typedef struct NextArgs
 	text	   *key;
 	int			count;
 	int64	   *out;
+	int64		after;			/* > 0: the rest of a batch served up to here */
 } NextArgs;
 
 static bool
@@ -654,6 +655,20 @@ op_next(SeqRow *row, bool existed, TimestampTz now, void *arg)
 	if (row->has_ttl)
 		row->last_used = now;
 
+	/*
+	 * The rest of a batch of a cached key, after its entry was retired: the
+	 * row is above every segment reserved, unless the key was dropped or set
+	 * lower meanwhile, and then this batch would repeat its own values.
+	 * (With max_value the values wrap anyway.)
+	 */
+	if (a->after > 0 && row->max_value == 0 && row->value < a->after)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("per-key sequence key \"%s\" was set back while a batch of it was served",
+						text_to_cstring(a->key)),
+				 errdetail("The key was dropped, or set below " INT64_FORMAT ", by another session; the rest of the batch would repeat values it already holds.",
+						   a->after),
+				 errhint("Call again: the whole batch is discarded.")));
 	for (int i = 0; i < a->count; i++)
 	{
 		v = advance(row, v, a->key);
@@ -724,6 +739,7 @@ seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 		rest.key = key;
 		rest.count = count - done;
 		rest.out = out + done;
+		rest.after = done > 0 ? out[done - 1] : 0;
 		if (apply(fcinfo, key, op_next, &rest, true, attempt < 3) != APPLIED_CACHED)
 			break;
 	}

@@ -547,7 +547,8 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
  * reconfigured, set, dropped or evicted meanwhile): the caller takes the
  * table path for the rest, which installs the entry of a cached key.  The
  * table's value is above every segment ever reserved, so the rest is above
- * what was served here.
+ * what was served here, unless the key was dropped or set lower meanwhile:
+ * seq.c's op_next refuses the rest then (40001).
  */
 int
 idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, Oid relid)

@@ -68,7 +68,7 @@
  *	  The end of recovery raises the generator words with compare-and-swap
  *	  (never down), so the protocol above holds.
  *
- * lease_fences: under lease_fences.mutex, by lease functions (lease.c).
+ * lease_fences: under lease_fences.lock, by lease functions (lease.c).
  *
  * Crash and restart: the segment is created anew.  Generator words start
  *	  just above the horizon read from disk (horizon.c); statistics start from
@@ -152,7 +152,7 @@ idgen_shmem_request(void)
 		prev_shmem_request_hook();
 #endif
 	RequestAddinShmemSpace(idgen_shmem_size());
-	RequestNamedLWLockTranche("idgen", 2);
+	RequestNamedLWLockTranche("idgen", 3);
 	RequestAddinShmemSpace(idgen_seq_cache_shmem_size());
 	RequestNamedLWLockTranche("idgen seq cache", idgen_seq_cache_keys + 1);
 }
@@ -192,7 +192,7 @@ idgen_shmem_startup(void)
 		s->keeper.persists = s->keeper.failures = 0;
 		s->keeper.last_persist = s->keeper.last_failure = 0;
 
-		SpinLockInit(&s->lease_fences.mutex);
+		s->lease_fences.lock = &(GetNamedLWLockTranche("idgen"))[2].lock;
 		memset(s->lease_fences.db, 0, sizeof(s->lease_fences.db));
 
 		SpinLockInit(&s->replay.mutex);

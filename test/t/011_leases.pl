@@ -164,7 +164,21 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 	  or die 'id 0 was not leased';
 	my ($old_token, $old_expiry) = split /\|/, $node->safe_psql('postgres',
 		"SELECT token, extract(epoch FROM expires_at) FROM idgen_worker_lease WHERE holder = 'before-drop'");
+	# A release that rolls back leaves the lease held: it counts as held.
+	$node->safe_psql('postgres', "BEGIN; SELECT idgen_worker_release(0, $old_token); ROLLBACK");
+	# A session-bound lease of id 1 whose session outlives the table.
+	my $holder = $node->background_psql('postgres');
+	$holder->query_safe(
+		"SELECT worker_id FROM idgen_worker_acquire('session-before-drop', session_bound => true, max_workers => 2)");
 	$node->safe_psql('postgres', 'DROP TABLE got; DROP EXTENSION idgen; CREATE EXTENSION idgen');
+	like(sql_error($node, "SELECT * FROM idgen_worker_acquire('after-drop', max_workers => 2)"),
+		qr/54000: all 2 worker ids are taken/,
+		'after DROP and CREATE EXTENSION, neither the ttl lease nor the session-bound one is handed out');
+	$holder->quit;
+	$node->poll_query_until('postgres', q{
+			SELECT worker_id = 1 FROM idgen_worker_acquire('after-session', max_workers => 2)})
+	  or die 'the id of the session-bound lease was not leased once its session ended';
+	pass('the session-bound lease\'s id is leased once its session has ended');
 	my $err = sql_error($node, "SELECT * FROM idgen_worker_acquire('after-drop', max_workers => 1)");
 	like($err, qr/54000: all 1 worker ids are taken/,
 		'after DROP and CREATE EXTENSION, the id leased in the old table is not handed out');

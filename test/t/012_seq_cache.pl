@@ -169,6 +169,34 @@ wait_for_worker();
 	}
 }
 
+# --- a batch while its key is dropped ------------------------------------
+# The same, but the other session drops the key: the rest of the batch,
+# from the table, would restart below what the batch already holds.  The
+# batch then fails as a serialization failure (40001, call again), never
+# returns a value twice.
+{
+	$node->safe_psql('postgres', "SELECT idgen_seq_configure('dropped', cache => 1)");
+	my $batch = $node->background_psql('postgres', on_error_stop => 0);
+	$batch->query_until(qr/started/, q{
+		\set VERBOSITY verbose
+		\echo started
+		SELECT count(DISTINCT v) || ' ' || count(*) AS result FROM idgen_seq_next('dropped', 1000000) v;
+	});
+	for my $i (1 .. 20)
+	{
+		$node->safe_psql('postgres',
+			"SELECT idgen_seq_drop('dropped'); SELECT idgen_seq_configure('dropped', cache => 1)");
+		select(undef, undef, undef, 0.1);
+	}
+	my ($out) = $batch->query('SELECT 1');
+	my $err = $batch->{stderr};
+	$batch->quit;
+	ok($out =~ /^1000000 1000000$/m
+		  || $err =~ /40001: per-key sequence key "dropped" was set back while a batch of it was served/,
+		'a batch while its key is dropped: all values distinct, or 40001 and no value at all')
+	  or diag("output: $out\nerror: $err");
+}
+
 $node->stop('fast');
 ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
 done_testing();

@@ -6,8 +6,12 @@
 #     "S3cret%PW"),
 #   - a keyword/value string with a space in the password (libpq's error
 #     quotes "s3cr3t"),
+#   - the same URI behind a space (libpq then reads it as keyword = value,
+#     and the whole URI as a keyword), and a password with an "=" in it:
+#     words libpq does not know as keywords are never named;
 #   - a valid string to a port nobody listens on (libpq's error names the
 #     host and port).
+# A bare database name stays a valid registry string.
 # For each: idgen_identity().message and the DETAIL of idgen_snowflake()'s
 # error, as a role with no grants, show neither the password nor the host;
 # a member of pg_read_all_settings sees what is wrong (which keywords, or the
@@ -43,6 +47,12 @@ my @cases = (
 	[ 'a keyword/value string with a space in its password',
 	  'host=127.0.0.1 dbname=reg password=my s3cr3t', qr/s3cr3t/,
 	  qr/not a valid connection string \(its keywords are "host", "dbname", "password"\)/ ],
+	[ 'a URI behind a space (libpq then reads it as keyword = value)',
+	  ' postgresql://reguser:S3cretPW@127.0.0.1/reg?sslmode=require', qr/S3cretPW/,
+	  qr/not a valid connection string \(it has 1 word before "=" that libpq does not know as a keyword\)/ ],
+	[ 'a password with an "=" in it',
+	  'host=127.0.0.1 dbname=reg password=ab cd=ef', qr/"cd"|\bcd\b/,
+	  qr/not a valid connection string \(its keywords are "host", "dbname", "password", and 1 word before "=" that libpq does not know as a keyword\)/ ],
 	[ 'a valid string to a port nobody listens on',
 	  'host=127.0.0.1 port=1 dbname=reg user=reguser password=S3cretPW connect_timeout=2', qr/S3cretPW/,
 	  qr/could not connect to the registry: connection to server at "127\.0\.0\.1", port 1 failed/ ]);
@@ -70,12 +80,22 @@ for my $case (@cases)
 
 	my $log = slurp_file($node->logfile, $offset);
 	unlike($log, $secret, "$what: the server log never shows the password");
-	if ($what =~ /^a (URI|keyword)/)
+	if ($what !~ /valid string/)
 	{
 		like($log, qr/WARNING:  "idgen\.registry" is not a valid connection string/,
 			"$what: the server log says at start that the string is invalid");
 	}
 }
+
+# A bare database name is a connection string to libpq (expand_dbname),
+# not an invalid one.
+$node->stop;
+$node->append_conf('postgresql.conf', "idgen.registry = 'regdb'");
+$node->start;
+$node->poll_query_until('postgres', q{SELECT state = 'unreachable' FROM idgen_identity()})
+  or die 'bare dbname: the registry worker did not give up';
+unlike($node->safe_psql('postgres', 'SELECT message FROM idgen_identity()'),
+	qr/not a valid connection string/, 'a bare database name is accepted as a connection string');
 
 $node->stop('fast');
 ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
