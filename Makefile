@@ -13,6 +13,7 @@ EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).
 
 MODULE_big = idgen
 OBJS = \
+	src/bgworker.o \
 	src/clock.o \
 	src/horizon.o \
 	src/horizon_wal.o \
@@ -75,7 +76,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS tracks no header dependencies.
-$(OBJS): src/idgen.h
+$(OBJS): $(wildcard src/*.h)
 
 # Makefile.global resets PROVE_FLAGS, so set it after the include.
 PROVE_FLAGS = -I test

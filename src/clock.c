@@ -66,6 +66,8 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_shmem.h"
+#include "idgen_horizon.h"
 
 /* Longest single sleep while waiting for the clock; interrupts between. */
 #define IDGEN_WAIT_SLICE_US		10000

@@ -63,6 +63,9 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_shmem.h"
+#include "idgen_horizon.h"
+#include "idgen_bgworker.h"
 
 #define HORIZON_FILE		"idgen.horizon"
 #define HORIZON_TMP_FILE	"idgen.horizon.tmp"
@@ -478,27 +481,6 @@ idgen_keeper_wake(void)
 	SpinLockRelease(&k->mutex);
 	if (latch != NULL)
 		SetLatch(latch);
-}
-
-/*
- * Register one of idgen's background workers; called from _PG_init in the
- * postmaster.
- */
-void
-idgen_register_worker(const char *name, const char *function, int flags,
-					  BgWorkerStartTime start_time, int restart_seconds)
-{
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = flags;
-	worker.bgw_start_time = start_time;
-	worker.bgw_restart_time = restart_seconds;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "idgen");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
-	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", name);
-	RegisterBackgroundWorker(&worker);
 }
 
 /* The keeper starts with the postmaster, needs no database, restarts in 1 s. */

@@ -84,6 +84,8 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_shmem.h"
+#include "idgen_horizon.h"
 
 /* The one record type: a new durable horizon. */
 #define XLOG_IDGEN_HORIZON		0x00

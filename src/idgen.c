@@ -23,6 +23,9 @@
 #include "utils/guc.h"
 
 #include "idgen.h"
+#include "idgen_horizon.h"
+#include "idgen_registry.h"
+#include "idgen_seq.h"
 
 PG_MODULE_MAGIC;
 

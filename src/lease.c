@@ -65,6 +65,8 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_shmem.h"
+#include "idgen_sql.h"
 
 PG_FUNCTION_INFO_V1(idgen_worker_acquire);
 PG_FUNCTION_INFO_V1(idgen_worker_renew);
@@ -195,6 +197,15 @@ static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, Invalid
  * up (see the README on session-bound leases behind a pooler).
  * ----------
  */
+/*
+ * The last field of the advisory lock tags on worker ids (the SQL advisory
+ * lock functions use 1 and 2), "id" in ASCII; and their first key, "idge"
+ * in ASCII, the same for every lease table.  The idgen_worker_leases view
+ * (sql/idgen--*.sql) finds the locks by both.
+ */
+#define IDGEN_LEASE_LOCK_CLASS		0x6964
+#define IDGEN_LEASE_LOCK_KEY		0x69646765
+
 static void
 lease_locktag(LOCKTAG *tag, Oid relid, int32 id)
 {

@@ -33,6 +33,7 @@
 #include "utils/syscache.h"
 
 #include "idgen.h"
+#include "idgen_sql.h"
 
 /*
  * The owner and schema of the function being called.

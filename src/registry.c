@@ -90,6 +90,9 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_shmem.h"
+#include "idgen_registry.h"
+#include "idgen_bgworker.h"
 
 PGDLLEXPORT void idgen_registry_main(Datum main_arg);
 

@@ -70,6 +70,8 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_seq.h"
+#include "idgen_sql.h"
 
 PG_FUNCTION_INFO_V1(idgen_seq_next);
 PG_FUNCTION_INFO_V1(idgen_seq_next_n);

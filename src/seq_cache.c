@@ -74,6 +74,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_seq.h"
 
 /* A segment of a key's values: the count values after 'base'. */
 typedef struct SeqSegment

@@ -42,6 +42,8 @@
 #include "utils/resowner.h"
 
 #include "idgen.h"
+#include "idgen_seq.h"
+#include "idgen_bgworker.h"
 
 PGDLLEXPORT void idgen_purge_main(Datum main_arg);
 

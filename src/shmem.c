@@ -86,6 +86,10 @@
 #include "storage/shmem.h"
 
 #include "idgen.h"
+#include "idgen_shmem.h"
+#include "idgen_horizon.h"
+#include "idgen_registry.h"
+#include "idgen_seq.h"
 
 IdgenShared *idgen_shared = NULL;
 bool		idgen_preloaded = false;

@@ -38,6 +38,9 @@
 #endif
 
 #include "idgen.h"
+#include "idgen_shmem.h"
+#include "idgen_horizon.h"
+#include "idgen_registry.h"
 
 PG_FUNCTION_INFO_V1(idgen_snowflake);
 PG_FUNCTION_INFO_V1(idgen_snowflake_gene);

@@ -27,6 +27,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_shmem.h"
 
 PG_FUNCTION_INFO_V1(idgen_stats);
 PG_FUNCTION_INFO_V1(idgen_stats_reset);

@@ -32,6 +32,8 @@
 #include "utils/uuid.h"
 
 #include "idgen.h"
+#include "idgen_shmem.h"
+#include "idgen_horizon.h"
 
 PG_FUNCTION_INFO_V1(idgen_uuid7);
 PG_FUNCTION_INFO_V1(idgen_uuid7_at);

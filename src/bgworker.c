@@ -1,0 +1,34 @@
+/*-------------------------------------------------------------------------
+ *
+ * bgworker.c
+ *	  Registering idgen's background processes: the keeper (horizon.c), the
+ *	  registry worker (registry.c) and "idgen purge" (seq_worker.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "postmaster/bgworker.h"
+
+#include "idgen_bgworker.h"
+
+/*
+ * Register one of idgen's background workers; called from _PG_init in the
+ * postmaster.
+ */
+void
+idgen_register_worker(const char *name, const char *function, int flags,
+					  BgWorkerStartTime start_time, int restart_seconds)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = flags;
+	worker.bgw_start_time = start_time;
+	worker.bgw_restart_time = restart_seconds;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "idgen");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", name);
+	RegisterBackgroundWorker(&worker);
+}

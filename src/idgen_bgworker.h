@@ -1,0 +1,17 @@
+/*-------------------------------------------------------------------------
+ *
+ * idgen_bgworker.h
+ *	  Registering idgen's background processes (bgworker.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDGEN_BGWORKER_H
+#define IDGEN_BGWORKER_H
+
+#include "idgen.h"
+#include "postmaster/bgworker.h"
+
+extern void idgen_register_worker(const char *name, const char *function, int flags,
+								  BgWorkerStartTime start_time, int restart_seconds);
+
+#endif							/* IDGEN_BGWORKER_H */

@@ -1,0 +1,87 @@
+/*-------------------------------------------------------------------------
+ *
+ * idgen_seq.h
+ *	  Per-key sequences: their SQL functions (seq.c), the cached segments
+ *	  in shared memory (seq_cache.c) and the process that reserves them
+ *	  (seq_worker.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDGEN_SEQ_H
+#define IDGEN_SEQ_H
+
+#include "idgen.h"
+#include "storage/latch.h"
+
+/* settings (defined in idgen.c) */
+extern char *idgen_purge_database;
+extern int	idgen_purge_interval_s;
+extern int	idgen_seq_default_ttl_s;
+extern int	idgen_seq_cache_keys;
+extern int	idgen_seq_cache_wait_ms;
+extern double idgen_seq_cache_prefetch;
+
+/* seq.c */
+#define IDGEN_SEQ_MAX_KEY			256 /* longest key, in bytes */
+#define IDGEN_SEQ_MAX_CACHE			1000000 /* largest cache setting */
+struct IdgenSeqRequest;
+extern void idgen_seq_reserve_segments(const char *schema, struct IdgenSeqRequest *req, int n);
+extern void idgen_seq_record_use(const char *schema, struct IdgenSeqRequest *req, int n);
+
+/* seq_cache.c: a segment request, as the worker handles it */
+typedef enum IdgenSeqOutcome
+{
+	IDGEN_SEQ_RETRY,			/* the row was busy: ask again */
+	IDGEN_SEQ_RESERVED,			/* count values reserved (0: end of range) */
+	IDGEN_SEQ_FORGET			/* the key is gone, expired or not cached */
+} IdgenSeqOutcome;
+
+typedef struct IdgenSeqRequest
+{
+	int			index;			/* the entry */
+	uint32		keygen;
+	int64		size;			/* values wanted */
+	char		key[IDGEN_SEQ_MAX_KEY + 1];
+	IdgenSeqOutcome outcome;
+	int64		base;			/* the reserved segment */
+	int64		step;
+	int64		max_value;
+	int64		count;
+} IdgenSeqRequest;
+
+typedef struct IdgenSeqCacheRow
+{
+	char		key[IDGEN_SEQ_MAX_KEY + 1];
+	int32		cache;
+	int64		segment_size;
+	int64		served;
+	int64		fetches;
+	int64		waits;
+	bool		has_segment;
+	int64		segment_first;
+	int64		segment_last;
+	int64		segment_left;
+	bool		next_ready;
+} IdgenSeqCacheRow;
+
+extern Size idgen_seq_cache_shmem_size(void);
+extern void idgen_seq_cache_shmem_startup(void);
+extern bool idgen_seq_cache_available(void);
+extern int	idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, Oid relid);
+extern void idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_ttl,
+								   Oid relid);
+extern void idgen_seq_cache_invalidate(const char *key, int keylen);
+extern void idgen_seq_cache_worker_attach(Latch *latch);
+extern void idgen_seq_cache_worker_detach(int code, Datum arg);
+extern int	idgen_seq_cache_collect(IdgenSeqRequest *req, int max);
+extern bool idgen_seq_cache_pending(bool *urgent);
+extern int64 idgen_seq_cache_reserve(IdgenSeqRequest *r, int64 value, int64 step, int64 max_value);
+extern void idgen_seq_cache_publish(IdgenSeqRequest *req, int n);
+extern int	idgen_seq_cache_collect_used(IdgenSeqRequest *req, int max);
+extern void idgen_seq_cache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), void *arg,
+								  Oid relid);
+
+/* seq_worker.c */
+extern void idgen_purge_register(void);
+
+#endif							/* IDGEN_SEQ_H */

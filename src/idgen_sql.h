@@ -1,0 +1,52 @@
+/*-------------------------------------------------------------------------
+ *
+ * idgen_sql.h
+ *	  SQL on the extension's tables, as the extension's owner (owner_sql.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDGEN_SQL_H
+#define IDGEN_SQL_H
+
+#include "idgen.h"
+#include "executor/spi.h"
+
+/* owner_sql.c: see there */
+#define IDGEN_MAX_SQL_ARGS			12
+
+typedef struct IdgenFunction
+{
+	Oid			owner;
+	Oid			nspid;
+} IdgenFunction;
+
+typedef struct IdgenStatement
+{
+	const char *sql;			/* %1$s stands for the quoted schema */
+	int			nargs;
+	Oid			argtypes[IDGEN_MAX_SQL_ARGS];
+} IdgenStatement;
+
+typedef struct IdgenStatements
+{
+	const IdgenStatement *statements;
+	int			count;
+	SPIPlanPtr *plans;			/* count entries, kept for the backend's life */
+	Oid			nspid;			/* the schema they were prepared for */
+	char		nspname[NAMEDATALEN];	/* and its name then */
+} IdgenStatements;
+
+typedef struct IdgenSqlContext
+{
+	IdgenStatements *statements;
+	Oid			save_userid;
+	int			save_sec_context;
+} IdgenSqlContext;
+
+extern void idgen_lookup_function(FunctionCallInfo fcinfo, IdgenFunction *fn);
+extern void idgen_sql_begin(const IdgenFunction *fn, IdgenStatements *st, IdgenSqlContext *cx);
+extern void idgen_sql_end(IdgenSqlContext *cx);
+extern uint64 idgen_sql_run(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
+extern uint64 idgen_sql_run_latest(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
+
+#endif							/* IDGEN_SQL_H */
