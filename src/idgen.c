@@ -23,6 +23,7 @@
 #include "utils/guc.h"
 
 #include "idgen.h"
+#include "compat.h"
 #include "idgen_horizon.h"
 #include "idgen_registry.h"
 #include "idgen_seq.h"
@@ -207,11 +208,7 @@ _PG_init(void)
 							 &idgen_seq_cache_prefetch, 0.1, 0.0, 1.0,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 
-#if PG_VERSION_NUM >= 150000
-	MarkGUCPrefixReserved("idgen");
-#else
-	EmitWarningsOnPlaceholders("idgen");
-#endif
+	idgen_mark_guc_prefix_reserved("idgen");
 
 	idgen_layout_compute(&idgen_layout, GetCurrentTimestamp());
 

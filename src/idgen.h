@@ -4,7 +4,8 @@
  *	  Module-wide declarations of idgen: limits, the Snowflake layout, the
  *	  kinds of identifier, the settings.  Each area has a header of its own
  *	  (idgen_shmem.h, idgen_horizon.h, idgen_registry.h, idgen_sql.h,
- *	  idgen_seq.h, idgen_bgworker.h); a file includes what it uses.
+ *	  idgen_seq.h, idgen_bgworker.h), and version differences are in
+ *	  compat.h; a file includes what it uses.
  *
  * The module is split by concern, files of one area sharing a prefix:
  *	  idgen.c        module magic, _PG_init, settings (GUCs)

@@ -39,6 +39,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "compat.h"
 
 PG_FUNCTION_INFO_V1(idgen_gene);
 PG_FUNCTION_INFO_V1(idgen_snowflake_decode);
@@ -69,22 +70,14 @@ parse_epoch(const char *str, TimestampTz *result)
 	int			tz;
 	fsec_t		fsec;
 	struct pg_tm tt;
-#if PG_VERSION_NUM >= 160000
-	DateTimeErrorExtra extra;
-#endif
 
 	if (str == NULL || strlen(str) >= MAXDATELEN)
 		return false;
 	if (ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype,
 					  MAXDATEFIELDS, &nf) != 0)
 		return false;
-#if PG_VERSION_NUM >= 160000
-	if (DecodeDateTime(field, ftype, nf, &dtype, &tt, &fsec, &tz, &extra) != 0)
+	if (idgen_decode_datetime(field, ftype, nf, &dtype, &tt, &fsec, &tz) != 0)
 		return false;
-#else
-	if (DecodeDateTime(field, ftype, nf, &dtype, &tt, &fsec, &tz) != 0)
-		return false;
-#endif
 	if (dtype != DTK_DATE)
 		return false;			/* 'infinity', 'epoch' and the like */
 	return tm2timestamp(&tt, fsec, &tz, result) == 0;

@@ -52,9 +52,6 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
-#if PG_VERSION_NUM >= 150000
-#include "common/pg_prng.h"
-#endif
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
@@ -65,6 +62,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "compat.h"
 #include "idgen_shmem.h"
 #include "idgen_sql.h"
 
@@ -312,11 +310,7 @@ session_leases_end(int level, bool commit)
 
 			/* Unless pg_advisory_unlock_all() or DISCARD ALL took it already. */
 			lease_locktag(&tag, sl->relid, sl->id);
-#if PG_VERSION_NUM >= 170000
-			if (LockHeldByMe(&tag, ExclusiveLock, false))
-#else
-			if (LockHeldByMe(&tag, ExclusiveLock))
-#endif
+			if (idgen_lock_held_by_me(&tag, ExclusiveLock))
 				unlock_id(sl->relid, sl->id, true);
 			session_leases = foreach_delete_current(session_leases, lc);
 			pfree(sl);
@@ -803,11 +797,7 @@ lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_wo
 		qsort(busy, nbusy, sizeof(int32), compare_int32);
 
 		/* Try the ids in turn, from a random one. */
-#if PG_VERSION_NUM >= 150000
-		start = (uint32) pg_prng_uint64_range(&pg_global_prng_state, 0, (uint64) max_workers - 1);
-#else
-		start = (uint32) (random() % max_workers);
-#endif
+		start = idgen_random_below(max_workers);
 	}
 	else
 	{

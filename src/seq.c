@@ -70,6 +70,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "compat.h"
 #include "idgen_seq.h"
 #include "idgen_sql.h"
 
@@ -423,11 +424,7 @@ lock_row(SeqTable *t, text *key, SeqRow *row, bool stop_if_cached)
 		ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
 							   t->idx->rd_indcollation[0], F_TEXTEQ,
 							   PointerGetDatum(key));
-#if PG_VERSION_NUM >= 180000
-		scan = index_beginscan(t->rel, t->idx, &dirty, NULL, 1, 0);
-#else
-		scan = index_beginscan(t->rel, t->idx, &dirty, 1, 0);
-#endif
+		scan = idgen_index_beginscan(t->rel, t->idx, &dirty, 1, 0);
 		index_rescan(scan, &skey, 1, NULL, 0);
 		found = index_getnext_slot(scan, ForwardScanDirection, t->slot);
 		index_endscan(scan);
@@ -494,14 +491,7 @@ insert_index_entries(Relation rel, HeapTuple tup, bool only_summarizing)
 	ExecOpenIndices(rri, false);
 	slot = ExecInitExtraTupleSlot(estate, RelationGetDescr(rel), &TTSOpsHeapTuple);
 	ExecStoreHeapTuple(tup, slot, false);
-#if PG_VERSION_NUM >= 160000
-	(void) ExecInsertIndexTuples(rri, slot, estate, false, false, NULL, NIL, only_summarizing);
-#elif PG_VERSION_NUM >= 140000
-	(void) ExecInsertIndexTuples(rri, slot, estate, false, false, NULL, NIL);
-#else
-	estate->es_result_relation_info = rri;
-	(void) ExecInsertIndexTuples(slot, estate, false, NULL, NIL);
-#endif
+	(void) idgen_exec_insert_index_tuples(rri, slot, estate, only_summarizing);
 	ExecCloseIndices(rri);
 	ExecResetTupleTable(estate->es_tupleTable, true);
 	FreeExecutorState(estate);
@@ -514,24 +504,14 @@ write_row(SeqTable *t, SeqRow *row)
 	Datum		values[NUM_COLS];
 	bool		isnull[NUM_COLS];
 	HeapTuple	tup;
+	bool		only_summarizing;
 
 	values[COL_KEY - 1] = slot_getattr(t->slot, COL_KEY, &isnull[COL_KEY - 1]);
 	row_to_values(row, values, isnull);
 	tup = heap_form_tuple(RelationGetDescr(t->rel), values, isnull);
-#if PG_VERSION_NUM >= 160000
-	{
-		TU_UpdateIndexes update_indexes;
-
-		simple_heap_update(t->rel, &t->slot->tts_tid, tup, &update_indexes);
-		/* A HOT update may still need entries in summarizing (BRIN) indexes. */
-		if (update_indexes != TU_None)
-			insert_index_entries(t->rel, tup, update_indexes == TU_Summarizing);
-	}
-#else
-	simple_heap_update(t->rel, &t->slot->tts_tid, tup);
-	if (!HeapTupleIsHeapOnly(tup))
-		insert_index_entries(t->rel, tup, false);
-#endif
+	/* A HOT update may still need entries in summarizing (BRIN) indexes. */
+	if (idgen_simple_heap_update(t->rel, &t->slot->tts_tid, tup, &only_summarizing))
+		insert_index_entries(t->rel, tup, only_summarizing);
 	heap_freetuple(tup);
 }
 
@@ -1262,27 +1242,7 @@ idgen_seq_cache(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
-#if PG_VERSION_NUM >= 150000
-	InitMaterializedSRF(fcinfo, 0);
-#else
-	{
-		TupleDesc	tupdesc;
-		MemoryContext old;
-
-		if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
-			!(rsinfo->allowedModes & SFRM_Materialize))
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("set-valued function called in context that cannot accept a set")));
-		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-			elog(ERROR, "return type must be a row type");
-		old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-		rsinfo->setDesc = CreateTupleDescCopy(tupdesc);
-		rsinfo->setResult = tuplestore_begin_heap(true, false, work_mem);
-		rsinfo->returnMode = SFRM_Materialize;
-		MemoryContextSwitchTo(old);
-	}
-#endif
+	idgen_init_materialized_srf(fcinfo);
 	idgen_seq_cache_report(emit_cache_row, rsinfo, seq_relid(fcinfo));
 	return (Datum) 0;
 }

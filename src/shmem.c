@@ -86,6 +86,7 @@
 #include "storage/shmem.h"
 
 #include "idgen.h"
+#include "compat.h"
 #include "idgen_shmem.h"
 #include "idgen_horizon.h"
 #include "idgen_registry.h"
@@ -94,7 +95,7 @@
 IdgenShared *idgen_shared = NULL;
 bool		idgen_preloaded = false;
 
-#if PG_VERSION_NUM >= 150000
+#ifdef IDGEN_HAVE_SHMEM_REQUEST_HOOK
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 #endif
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -111,13 +112,7 @@ idgen_ngenes(void)
 static int
 idgen_nslots(void)
 {
-#if PG_VERSION_NUM >= 150000
-	return MaxBackends + 1;
-#else
-	/* MaxBackends is not computed yet when _PG_init runs before 15. */
-	return MaxConnections + autovacuum_max_workers + 1 +
-		max_worker_processes + max_wal_senders + 1;
-#endif
+	return idgen_max_backends() + 1;
 }
 
 static Size
@@ -151,7 +146,7 @@ idgen_shmem_size(void)
 static void
 idgen_shmem_request(void)
 {
-#if PG_VERSION_NUM >= 150000
+#ifdef IDGEN_HAVE_SHMEM_REQUEST_HOOK
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 #endif
@@ -262,7 +257,7 @@ idgen_shmem_init(void)
 {
 	idgen_preloaded = true;
 
-#if PG_VERSION_NUM >= 150000
+#ifdef IDGEN_HAVE_SHMEM_REQUEST_HOOK
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = idgen_shmem_request;
 #else

@@ -33,11 +33,9 @@
 #include "utils/builtins.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
-#if PG_VERSION_NUM >= 150000
-#include "common/pg_prng.h"
-#endif
 
 #include "idgen.h"
+#include "compat.h"
 #include "idgen_shmem.h"
 #include "idgen_horizon.h"
 #include "idgen_registry.h"
@@ -94,11 +92,7 @@ next_spread_gene(void)
 {
 	if (unlikely(!spread_started))
 	{
-#if PG_VERSION_NUM >= 150000
-		spread_next = pg_prng_uint32(&pg_global_prng_state);
-#else
-		spread_next = (uint32) random();
-#endif
+		spread_next = idgen_random_u32();
 		spread_started = true;
 	}
 	return (uint32) (spread_next++ & idgen_layout.gene_mask);

@@ -16,17 +16,13 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#if PG_VERSION_NUM >= 170000
-#include "storage/procnumber.h"
-#else
-#include "storage/backendid.h"
-#endif
 #include "storage/lwlock.h"
 #include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "compat.h"
 #include "idgen_shmem.h"
 
 PG_FUNCTION_INFO_V1(idgen_stats);
@@ -42,11 +38,7 @@ static const char *const kind_names[IDGEN_NUM_KINDS] = {
 static inline int
 my_slot_index(void)
 {
-#if PG_VERSION_NUM >= 170000
-	int			n = MyProcNumber + 1;
-#else
-	int			n = MyBackendId;
-#endif
+	int			n = idgen_my_backend_number();
 
 	return (n > 0 && n < idgen_shared->nslots) ? n : 0;
 }
