@@ -205,26 +205,26 @@ static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, Invalid
 #define IDGEN_LEASE_LOCK_KEY		0x69646765
 
 static void
-lease_locktag(LOCKTAG *tag, Oid relid, int32 id)
+lease_locktag(LOCKTAG *tag, int32 id)
 {
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, IDGEN_LEASE_LOCK_KEY, (uint32) id, IDGEN_LEASE_LOCK_CLASS);
 }
 
 static bool
-lock_id(Oid relid, int32 id, bool session, bool wait)
+lock_id(int32 id, bool session, bool wait)
 {
 	LOCKTAG		tag;
 
-	lease_locktag(&tag, relid, id);
+	lease_locktag(&tag, id);
 	return LockAcquire(&tag, ExclusiveLock, session, !wait) != LOCKACQUIRE_NOT_AVAIL;
 }
 
 static void
-unlock_id(Oid relid, int32 id, bool session)
+unlock_id(int32 id, bool session)
 {
 	LOCKTAG		tag;
 
-	lease_locktag(&tag, relid, id);
+	lease_locktag(&tag, id);
 	LockRelease(&tag, ExclusiveLock, session);
 }
 
@@ -309,9 +309,9 @@ session_leases_end(int level, bool commit)
 			LOCKTAG		tag;
 
 			/* Unless pg_advisory_unlock_all() or DISCARD ALL took it already. */
-			lease_locktag(&tag, sl->relid, sl->id);
+			lease_locktag(&tag, sl->id);
 			if (idgen_lock_held_by_me(&tag, ExclusiveLock))
-				unlock_id(sl->relid, sl->id, true);
+				unlock_id(sl->id, true);
 			session_leases = foreach_delete_current(session_leases, lc);
 			pfree(sl);
 		}
@@ -375,7 +375,7 @@ hold_for_session(Oid relid, int32 id)
 	sl->released_level = 0;
 	session_leases = lappend(session_leases, sl);
 	MemoryContextSwitchTo(old);
-	(void) lock_id(relid, id, true, true);	/* we hold it already: no wait */
+	(void) lock_id(id, true, true);	/* we hold it already: no wait */
 }
 
 /* Give up the session's lease of id when this transaction commits. */
@@ -538,13 +538,13 @@ fence_slot(bool create)
 }
 
 /*
- * A lease of 'id' in table 'relid' was granted or renewed until 'end' (or
- * its holder reported a horizon up to 'end'): raise the id's fence to it.
- * Never lowered, not even by a release (which may yet roll back).  The
- * caller holds the id's lock.
+ * A lease of 'id' in table 'relid' was granted or renewed until 'end', its
+ * holder reporting 'horizon' (may be null): raise the id's fence to the
+ * later of the two.  Never lowered, not even by a release (which may yet
+ * roll back).  The caller holds the id's lock.
  */
 static void
-fence_note(Oid relid, int32 id, TimestampTz end)
+fence_note(Oid relid, int32 id, TimestampTz end, NullableDatum horizon)
 {
 	static bool told = false;
 	IdgenLeaseFence *f;
@@ -552,6 +552,8 @@ fence_note(Oid relid, int32 id, TimestampTz end)
 
 	if (idgen_shared == NULL)
 		return;
+	if (!horizon.isnull)
+		end = Max(end, DatumGetTimestampTz(horizon.value));
 	LWLockAcquire(idgen_shared->lease_fences.lock, LW_EXCLUSIVE);
 	f = fence_slot(true);
 	if (f != NULL)
@@ -616,7 +618,7 @@ end_session_lease(IdgenSqlContext *cx, Oid relid, int32 id, int64 token, Timesta
 
 	if (held_by_me(relid, id))
 		return false;			/* bound to this very session */
-	if (!lock_id(relid, id, false, false))
+	if (!lock_id(id, false, false))
 		return false;			/* its session still holds it */
 	args[0] = Int32GetDatum(id);
 	args[1] = Int64GetDatum(token);
@@ -824,7 +826,7 @@ lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_wo
 			(void) end_session_lease(&cx, relid, id, session_tokens[s], now);
 			continue;			/* held, or resting from now on */
 		}
-		if (!lock_id(relid, id, false, want >= 0))
+		if (!lock_id(id, false, want >= 0))
 		{
 			nlocked++;			/* another acquirer is claiming it */
 			continue;
@@ -864,8 +866,7 @@ lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_wo
 			if (ttl != NULL)
 				values[3] = args[7];
 			if (ttl != NULL)
-				fence_note(relid, id, horizon.isnull ? DatumGetTimestampTz(args[7]) :
-						   Max(DatumGetTimestampTz(args[7]), DatumGetTimestampTz(horizon.value)));
+				fence_note(relid, id, DatumGetTimestampTz(args[7]), horizon);
 		}
 		else if (want >= 0)
 			report_taken(&cx, id, sysid, fresh_from);
@@ -1089,7 +1090,7 @@ lock_lease(FunctionCallInfo fcinfo, IdgenSqlContext *cx, const IdgenFunction *fn
 					 errhint("Renew or release it in the session that acquired it; it ends when that session ends.")));
 		return;
 	}
-	(void) lock_id(relid, l->id, false, true);
+	(void) lock_id(l->id, false, true);
 	/* Read it again: an acquirer may have taken the id before we locked. */
 	if (!lease_by_token(cx, token, l, true))
 		lease_lost(worker_id);
@@ -1156,8 +1157,7 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 	idgen_sql_end(&cx);
 	if (n)
 		PG_RETURN_NULL();
-	fence_note(l.relid, l.id, horizon.isnull ? DatumGetTimestampTz(expires) :
-			   Max(DatumGetTimestampTz(expires), DatumGetTimestampTz(horizon.value)));
+	fence_note(l.relid, l.id, DatumGetTimestampTz(expires), horizon);
 	PG_RETURN_DATUM(expires);
 }
 
@@ -1260,7 +1260,7 @@ idgen_worker_purge(PG_FUNCTION_ARGS)
 		Datum		args[3];
 
 		CHECK_FOR_INTERRUPTS();
-		if (!lock_id(relid, ids[i], false, false))
+		if (!lock_id(ids[i], false, false))
 			continue;
 		args[0] = Int32GetDatum(ids[i]);
 		args[1] = Int64GetDatum(tokens[i]);
