@@ -23,6 +23,8 @@ OBJS = \
 	src/lease.o \
 	src/owner_sql.o \
 	src/registry.o \
+	src/registry_worker.o \
+	src/remote.o \
 	src/seq.o \
 	src/seq_cache.o \
 	src/seq_worker.o \
@@ -33,7 +35,8 @@ OBJS = \
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
-# The registry worker (src/registry.c) talks to the registry server with libpq.
+# The registry process (src/registry_worker.c) talks to the registry server
+# with libpq (src/remote.c).
 PG_CPPFLAGS = -I$(libpq_srcdir)
 
 # make IDGEN_ASSERTS=1: compile idgen's own Assert()s in, against a server

@@ -46,7 +46,7 @@ INSERT INTO orders (id, user_id, amount)
 SELECT count(*) AS explicit_kept FROM orders WHERE id = 42;
 DELETE FROM orders WHERE id = 42;
 
--- "Actual gene length" (seed 001): with 8 shards today, route by the low 3
+-- "Actual gene length": with 8 shards today, route by the low 3
 -- bits; growing to 16 later splits each shard in two without moving a
 -- child away from its parent.
 SELECT count(*) FILTER (WHERE idgen_gene(o.id, 3) <> idgen_gene(o.user_id, 3)) AS mismatch_3bits,

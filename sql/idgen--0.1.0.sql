@@ -412,7 +412,7 @@ CREATE FUNCTION @extschema@.idgen_identity(
     OUT clock_skew_ms bigint,
     OUT system_identifier bigint,
     OUT message text,
-    OUT worker_pid int,
+    OUT process_pid int,
     OUT failures bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'idgen_identity'

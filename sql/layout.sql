@@ -50,7 +50,7 @@ SELECT bool_and(idgen_snowflake_time(idgen_snowflake_min(t)) = date_trunc('milli
 FROM (SELECT '2024-01-01 00:00:00+00'::timestamptz + random() * interval '60 years' AS t
       FROM generate_series(1, 10000)) x;
 
--- idgen_gene reads low bits of any value (seed 001's examples).
+-- idgen_gene reads low bits of any value.
 SELECT idgen_gene(191, 4) AS g191, idgen_gene(189, 4) AS g189,
        idgen_gene(191, 3) AS g191_3bits, idgen_gene(-1, 4) AS minus_one,
        idgen_gene(191, 0) AS zero_bits, idgen_gene(191) AS default_bits,

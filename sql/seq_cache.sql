@@ -94,6 +94,13 @@ ROLLBACK;
 -- hand) never expires: it is not taken for absent, and keeps its value.
 SELECT idgen_seq_configure('cache:inf', ttl => '1 day', cache => 5);
 SELECT idgen_seq_next('cache:inf') AS first;
+-- (Once the next segment is reserved: reserving records a use.)
+DO $$BEGIN
+  FOR i IN 1 .. 1000 LOOP
+    EXIT WHEN (SELECT next_ready FROM idgen_seq_cache() WHERE key = 'cache:inf');
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+END$$;
 UPDATE idgen_seq SET last_used = 'infinity' WHERE key = 'cache:inf';
 SELECT idgen_seq_set_if_absent('cache:inf', 99) AS taken_for_absent;
 SELECT expires_at IS NULL AS never FROM idgen_seq_keys WHERE key = 'cache:inf';

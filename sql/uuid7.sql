@@ -20,7 +20,7 @@ SELECT idgen_stats_reset();
 
 -- One million UUIDs from one backend: all version 7, variant 10, distinct,
 -- strictly increasing in generation order, and never ahead of the clock
--- (read just after each) by more than idgen.max_drift_ms.
+-- (read just after each) by more than idgen.max_drift.
 CREATE TEMP TABLE u AS
     SELECT g, idgen_uuid7() AS id, clock_timestamp() AS after
     FROM generate_series(1, 1000000) g;

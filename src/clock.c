@@ -23,7 +23,7 @@
  * increase, whatever the clock does (see shmem.c for the memory-ordering
  * argument).
  *
- * Clock policy (idgen.max_drift_ms, idgen.clock_wait_ms)
+ * Clock policy (idgen.max_drift, idgen.clock_wait)
  *	  lead = millisecond(next) - now_ms is how far ahead of the wall clock
  *	  the identifier would be.  It is positive after borrowing, or when the
  *	  clock is behind the last identifier (it stepped back).
@@ -62,12 +62,18 @@
 
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "utils/guc.h"
 #include "portability/instr_time.h"
 #include "utils/timestamp.h"
 
 #include "idgen.h"
 #include "idgen_shmem.h"
 #include "idgen_horizon.h"
+
+/* Settings (the clock policy above). */
+int			idgen_max_drift_ms = 100;
+int			idgen_clock_wait_ms = 1000;
+int			idgen_takeover_max_lead_ms = 60 * 1000;
 
 /* Longest single sleep while waiting for the clock; interrupts between. */
 #define IDGEN_WAIT_SLICE_US		10000
@@ -139,15 +145,15 @@ clock_behind_error(const IdgenTickClock *c, uint64 last_tick, int64 now_ms)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("could not generate %s: the system clock is " INT64_FORMAT " ms behind the IDs of this identity's last holder",
 						c->item, last_ms - now_ms),
-				 errdetail("This server took its identity over (a promotion, or a lease from the registry) and starts above every ID the last holder may have issued, up to %s. That is more than idgen.takeover_max_lead (%d ms) ahead of this server's clock.",
+				 errdetail("This server took its identity over (a promotion, or a lease from the registry) and starts above every ID the last holder may have issued, up to %s. That is more than \"idgen.takeover_max_lead\" (%d ms) ahead of this server's clock.",
 						   timestamptz_to_str(c->epoch + (TimestampTz) last_ms * 1000),
 						   idgen_takeover_max_lead_ms),
-				 errhint("Synchronize this server's clock with the last holder's; generation resumes once it is within idgen.takeover_max_lead of that clock, or once this clock reaches the time above.")));
+				 errhint("Synchronize this server's clock with the last holder's; generation resumes once it is within \"idgen.takeover_max_lead\" of that clock, or once this clock reaches the time above.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not generate %s: the system clock moved backwards by " INT64_FORMAT " ms",
 					c->item, last_ms - now_ms),
-			 errdetail("The generator is at %s (its last ID, or the durable horizon after a restart). Waiting for the clock to come within idgen.max_drift_ms (%d ms) of it would take longer than idgen.clock_wait_ms (%d ms).",
+			 errdetail("The generator is at %s (its last ID, or the durable horizon after a restart). Waiting for the clock to come within \"idgen.max_drift\" (%d ms) of it would take longer than \"idgen.clock_wait\" (%d ms).",
 					   timestamptz_to_str(c->epoch + (TimestampTz) last_ms * 1000),
 					   idgen_max_drift_ms, idgen_clock_wait_ms),
 			 errhint("Check the server's time source. No ID lower than one already issued is ever generated.")));
@@ -160,11 +166,11 @@ horizon_error(const IdgenTickClock *c, int64 next_ms)
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not generate %s: the durable horizon has not advanced", c->item),
-			 errdetail("The next ID would be at %s, beyond the horizon made durable by the idgen keeper (%s), which did not advance within idgen.clock_wait_ms (%d ms).",
+			 errdetail("The next ID would be at %s, beyond the horizon made durable by the idgen keeper (%s), which did not advance within \"idgen.clock_wait\" (%d ms).",
 					   timestamptz_to_str(c->epoch + next_ms * 1000),
 					   timestamptz_to_str((TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value)),
 					   idgen_clock_wait_ms),
-			 errhint("Check that the \"idgen keeper\" background worker is running and can write the file \"idgen.horizon\" in the data directory; see the server log and idgen_info().")));
+			 errhint("Check that the \"idgen keeper\" background process is running and can write the file \"idgen.horizon\" in the data directory; see the server log and idgen_info().")));
 }
 
 /*
@@ -313,4 +319,29 @@ idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *c)
 			return next;
 		}
 	}
+}
+
+/* Define the clock policy's settings. */
+void
+idgen_clock_init(void)
+{
+	DefineCustomIntVariable("idgen.max_drift",
+							"Sets how far ahead of the system clock the generator may run.",
+							"Borrowed milliseconds (sequence used up) and small backward clock steps "
+							"are absorbed within this bound; beyond it the generator waits.",
+							&idgen_max_drift_ms, 100, 0, 60 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("idgen.clock_wait",
+							"Sets how long a call may wait for the system clock before it fails.",
+							NULL,
+							&idgen_clock_wait_ms, 1000, 0, 60 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("idgen.takeover_max_lead",
+							"Sets how far ahead of the system clock a server that took over an identity may continue from its last holder's IDs.",
+							"After a promotion, or a registry lease taken over from another server, generators "
+							"start above every ID the last holder may have issued. If that is ahead of this "
+							"server's clock by at most this much, they continue from there; otherwise they "
+							"wait for the clock, and fail after idgen.clock_wait.",
+							&idgen_takeover_max_lead_ms, 60 * 1000, 0, 24 * 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 }

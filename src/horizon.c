@@ -24,8 +24,8 @@
  * horizon then makes generation wait or fail with the clock-back error, as
  * at run time.
  *
- * The keeper wakes every idgen.horizon_interval_ms.  Generators may run up
- * to idgen.max_drift_ms ahead of the clock, so when the horizon is less than
+ * The keeper wakes every idgen.horizon_interval.  Generators may run up
+ * to idgen.max_drift ahead of the clock, so when the horizon is less than
  * max_drift_ms + horizon_lead_ms / 2 ahead of the clock, the keeper persists
  * now + max_drift_ms + horizon_lead_ms: about two writes a second with the
  * defaults, while the horizon stays at least lead/2 - interval = 400 ms
@@ -33,7 +33,7 @@
  * wait at most horizon_lead_ms for the clock to pass the stored horizon
  * (less max_drift_ms).
  * A generator that reaches the horizon because the keeper is late nudges
- * the keeper's latch and waits, within idgen.clock_wait_ms, then fails.
+ * the keeper's latch and waits, within idgen.clock_wait, then fails.
  *
  * A missing or corrupt file is not fatal: the server starts, logs a
  * WARNING that the durable horizon was lost, and generators start from the
@@ -72,6 +72,10 @@
 #define HORIZON_MAGIC		"idgen horizon 1"
 
 PGDLLEXPORT void idgen_keeper_main(Datum main_arg);
+
+/* Settings */
+int			idgen_horizon_lead_ms = 1000;
+int			idgen_horizon_interval_ms = 100;
 
 /* ----------
  * The file: "idgen horizon 1 <horizon, microseconds since 2000> <crc>\n",
@@ -431,7 +435,7 @@ idgen_keeper_main(Datum main_arg)
 		ereport(LOG,
 				(errmsg("the system clock is " INT64_FORMAT " ms behind the idgen durable horizon",
 						(horizon - GetCurrentTimestamp()) / 1000),
-				 errdetail("No identifier issued before the restart is beyond %s; generators wait or fail until the clock is within idgen.max_drift_ms of it.",
+				 errdetail("No identifier issued before the restart is beyond %s; generators wait or fail until the clock is within \"idgen.max_drift\" of it.",
 						   timestamptz_to_str(horizon))));
 
 	round_context = AllocSetContextCreate(TopMemoryContext, "idgen keeper",
@@ -483,10 +487,29 @@ idgen_keeper_wake(void)
 		SetLatch(latch);
 }
 
-/* The keeper starts with the postmaster, needs no database, restarts in 1 s. */
+/*
+ * Define the horizon's settings; when preloading, register the WAL resource
+ * manager and the keeper.
+ */
 void
-idgen_keeper_register(void)
+idgen_horizon_init(void)
 {
+	DefineCustomIntVariable("idgen.horizon_lead",
+							"Sets how far beyond what generators may issue the keeper makes the durable horizon.",
+							"Generators may issue up to \"idgen.max_drift\" ahead of the clock; the keeper "
+							"renews the horizon when less than half of this lead is left beyond that. "
+							"This is also the longest wait for the clock after a fast restart.",
+							&idgen_horizon_lead_ms, 1000, 100, 60 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("idgen.horizon_interval",
+							"Sets how often the keeper checks the durable horizon.",
+							NULL,
+							&idgen_horizon_interval_ms, 100, 10, 10 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	idgen_wal_register();
 	idgen_register_worker("idgen keeper", "idgen_keeper_main", BGWORKER_SHMEM_ACCESS,
 						  BgWorkerStart_PostmasterStart, 1);
 }

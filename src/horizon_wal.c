@@ -23,9 +23,9 @@
  *	  synchronous standby has it" holds as long as synchronous_standby_names
  *	  names the standby that is promoted.  With asynchronous replication a
  *	  standby lags: it has every horizon written at least its replay lag
- *	  ago, and horizons run idgen.horizon_lead_ms / 2 or more ahead of what
+ *	  ago, and horizons run idgen.horizon_lead / 2 or more ahead of what
  *	  generators may issue, so a lag up to that (less
- *	  idgen.horizon_interval_ms) is covered whatever the clocks say.
+ *	  idgen.horizon_interval) is covered whatever the clocks say.
  *
  *	  A table row committed by the keeper was the other design.  It needs a
  *	  database connection and a transaction per renewal, it can be read on a
@@ -264,14 +264,14 @@ idgen_rmgr_cleanup(void)
 		ereport(LOG,
 				(errmsg("idgen generators start above the horizon replayed from WAL, " INT64_FORMAT " ms ahead of this server's clock",
 						lead_ms),
-				 errdetail("The last primary may have issued IDs up to %s. That is more than idgen.takeover_max_lead (%d ms) ahead: generation fails until this server's clock is within it.",
+				 errdetail("The last primary may have issued IDs up to %s. That is more than \"idgen.takeover_max_lead\" (%d ms) ahead: generation fails until this server's clock is within it.",
 						   timestamptz_to_str(horizon), idgen_takeover_max_lead_ms),
 				 errhint("Synchronize this server's clock with the old primary's.")));
 	else if (lead_ms > idgen_max_drift_ms)
 		ereport(LOG,
 				(errmsg("idgen generators start above the horizon replayed from WAL, " INT64_FORMAT " ms ahead of this server's clock",
 						lead_ms),
-				 errdetail("The last primary may have issued IDs up to %s; generation continues from there, ahead of this clock (idgen.takeover_max_lead is %d ms).",
+				 errdetail("The last primary may have issued IDs up to %s; generation continues from there, ahead of this clock (\"idgen.takeover_max_lead\" is %d ms).",
 						   timestamptz_to_str(horizon), idgen_takeover_max_lead_ms)));
 	else
 		ereport(LOG,
@@ -302,7 +302,7 @@ idgen_recovery_check(IdgenKind kind, const char *item)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("could not generate %s: this standby holds no Snowflake identity", item),
-				 errdetail("Its identity comes from the registry (idgen.registry), which has not given it one; see idgen_identity()."),
+				 errdetail("Its identity comes from the registry (\"idgen.registry\"), which has not given it one; see idgen_identity()."),
 				 errhint("Generate on the primary, or wait until the registry gives this server an identity.")));
 	}
 
@@ -327,6 +327,6 @@ idgen_recovery_check(IdgenKind kind, const char *item)
 				 errmsg("could not generate %s: this standby has the Snowflake identity of its primary (datacenter %d, worker %d)",
 						item, dc, w),
 				 errdetail("It would issue the primary's IDs. Once promoted it generates with this identity, above every ID the primary may have issued."),
-				 errhint("Generate on the primary, or give the standby an identity of its own with idgen.identity = 'registry'.")));
+				 errhint("Generate on the primary, or give the standby an identity of its own with \"idgen.identity\" = 'registry'.")));
 	}
 }

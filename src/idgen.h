@@ -36,6 +36,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 /*
@@ -114,28 +115,41 @@ typedef enum IdgenCounter
 	IDGEN_NUM_COUNTERS
 } IdgenCounter;
 
-/* idgen.c: settings used across areas (each area header has its own) */
-extern char *idgen_epoch_string;
-extern int	idgen_timestamp_bits;
-extern int	idgen_datacenter_bits;
-extern int	idgen_worker_bits;
-extern int	idgen_sequence_bits;
-extern int	idgen_gene_bits;
-extern int	idgen_datacenter_id;
-extern int	idgen_worker_id;
+/* idgen.c */
+extern GucContext idgen_startup_context(void);
+
+/* clock.c: the clock policy's settings, read by several areas */
 extern int	idgen_max_drift_ms;
 extern int	idgen_clock_wait_ms;
 extern int	idgen_takeover_max_lead_ms;
+extern void idgen_clock_init(void);
+
+/* lease.c */
 extern int	idgen_worker_quarantine_ms;
+extern void idgen_lease_init(void);
 
 /* layout.c */
 extern IdgenLayout idgen_layout;
+extern void idgen_layout_init(void);
 extern void idgen_layout_compute(IdgenLayout *layout, TimestampTz now);
 extern void idgen_layout_report(int elevel);
 extern void idgen_layout_check(void);
 extern int64 idgen_compose(const IdgenLayout *layout, uint64 tick, uint32 gene);
 extern int64 idgen_compose_identity(const IdgenLayout *layout, uint64 tick, uint32 gene,
 									uint64 identity);
+
+/*
+ * A SQL function's argument 'n', named 'name' in the message, must not be
+ * NULL (for functions that are not STRICT because some argument may be).
+ */
+static inline void
+idgen_arg_not_null(FunctionCallInfo fcinfo, int n, const char *name)
+{
+	if (PG_ARGISNULL(n))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", name)));
+}
 
 /* uuid7.c */
 extern int64 idgen_uuid7_next_tick(const char *funcname);

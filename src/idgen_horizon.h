@@ -11,7 +11,7 @@
 
 #include "idgen.h"
 
-/* settings (defined in idgen.c) */
+/* settings */
 extern int	idgen_horizon_lead_ms;
 extern int	idgen_horizon_interval_ms;
 
@@ -20,7 +20,7 @@ extern bool idgen_horizon_read(TimestampTz *horizon, char *why, size_t whylen);
 extern bool idgen_horizon_persist(TimestampTz horizon, int elevel);
 extern uint64 idgen_horizon_start_tick(TimestampTz horizon, TimestampTz epoch, int tick_bits);
 extern void idgen_keeper_wake(void);
-extern void idgen_keeper_register(void);
+extern void idgen_horizon_init(void);
 
 /*
  * horizon_wal.c: idgen's WAL resource manager id.  Custom ids are 128 to
@@ -29,7 +29,7 @@ extern void idgen_keeper_register(void);
  */
 #define IDGEN_RMGR_ID				147
 
-extern void idgen_wal_register(void);
+extern void idgen_wal_register(void);	/* from idgen_horizon_init */
 extern bool idgen_wal_log_horizon(TimestampTz horizon);
 extern void idgen_recovery_check(IdgenKind kind, const char *item);
 

@@ -10,11 +10,10 @@
 
 #include "idgen_shmem.h"
 
-/* settings (defined in idgen.c) */
+/* settings */
 extern int	idgen_identity_source;
 extern char *idgen_registry;
 extern int	idgen_registry_ttl_ms;
-extern uint64 idgen_postmaster_nonce;
 
 /* idgen.identity */
 #define IDGEN_IDENTITY_FROM_SETTINGS	0
@@ -23,7 +22,14 @@ extern uint64 idgen_postmaster_nonce;
 
 /* registry.c */
 extern void idgen_registry_shmem_init(IdgenShared *s);
-extern void idgen_registry_register(void);
+extern void idgen_registry_init(void);
 extern int64 idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 gene);
+
+/* registry.c, for registry_worker.c: the shared state */
+extern void idgen_registry_set_state(IdgenIdentityState state, const char *fmt,...) pg_attribute_printf(2, 3);
+extern void idgen_registry_publish(int datacenter_id, int worker_id, TimestampTz until, bool renewal);
+
+/* registry_worker.c */
+extern void idgen_registry_worker_register(void);
 
 #endif							/* IDGEN_REGISTRY_H */

@@ -13,7 +13,7 @@
 #include "idgen.h"
 #include "storage/latch.h"
 
-/* settings (defined in idgen.c) */
+/* settings (seq.c, seq_cache.c, seq_worker.c) */
 extern char *idgen_purge_database;
 extern int	idgen_purge_interval_s;
 extern int	idgen_seq_default_ttl_s;
@@ -22,11 +22,15 @@ extern int	idgen_seq_cache_wait_ms;
 extern double idgen_seq_cache_prefetch;
 
 /* seq.c */
+extern void idgen_seq_init(void);
 #define IDGEN_SEQ_MAX_KEY			256 /* longest key, in bytes */
 #define IDGEN_SEQ_MAX_CACHE			1000000 /* largest cache setting */
 struct IdgenSeqRequest;
-extern void idgen_seq_reserve_segments(const char *schema, struct IdgenSeqRequest *req, int n);
-extern void idgen_seq_record_use(const char *schema, struct IdgenSeqRequest *req, int n);
+struct IdgenFunction;
+extern void idgen_seq_reserve_segments(const struct IdgenFunction *ext,
+									   struct IdgenSeqRequest *req, int n);
+extern void idgen_seq_record_use(const struct IdgenFunction *ext,
+								 struct IdgenSeqRequest *req, int n);
 
 /* seq_cache.c: a segment request, as the worker handles it */
 typedef enum IdgenSeqOutcome
@@ -64,6 +68,7 @@ typedef struct IdgenSeqCacheRow
 	bool		next_ready;
 } IdgenSeqCacheRow;
 
+extern void idgen_seq_cache_init(void);
 extern Size idgen_seq_cache_shmem_size(void);
 extern void idgen_seq_cache_shmem_startup(void);
 extern bool idgen_seq_cache_available(void);
@@ -82,6 +87,6 @@ extern void idgen_seq_cache_report(void (*emit) (void *arg, const IdgenSeqCacheR
 								  Oid relid);
 
 /* seq_worker.c */
-extern void idgen_purge_register(void);
+extern void idgen_seq_worker_init(void);
 
 #endif							/* IDGEN_SEQ_H */

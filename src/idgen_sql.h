@@ -25,6 +25,7 @@ typedef struct IdgenStatement
 	const char *sql;			/* %1$s stands for the quoted schema */
 	int			nargs;
 	Oid			argtypes[IDGEN_MAX_SQL_ARGS];
+	int			cursor_options; /* CURSOR_OPT_GENERIC_PLAN, or 0 */
 } IdgenStatement;
 
 typedef struct IdgenStatements
@@ -44,6 +45,7 @@ typedef struct IdgenSqlContext
 } IdgenSqlContext;
 
 extern void idgen_lookup_function(FunctionCallInfo fcinfo, IdgenFunction *fn);
+extern bool idgen_lookup_extension(IdgenFunction *fn);
 extern void idgen_sql_begin(const IdgenFunction *fn, IdgenStatements *st, IdgenSqlContext *cx);
 extern void idgen_sql_end(IdgenSqlContext *cx);
 extern uint64 idgen_sql_run(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);

@@ -87,7 +87,7 @@ idgen_ttl_check(const Interval *ttl)
 			return;
 		text = DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(ttl)));
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("ttl \"%s\" is too large", text),
 				 errdetail("The largest accepted ttl is %d years.", IDGEN_MAX_TTL_MONTHS / MONTHS_PER_YEAR)));
 	}

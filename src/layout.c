@@ -31,11 +31,15 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/htup_details.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 #include "idgen.h"
@@ -48,6 +52,25 @@ PG_FUNCTION_INFO_V1(idgen_snowflake_min);
 PG_FUNCTION_INFO_V1(idgen_snowflake_debug);
 
 IdgenLayout idgen_layout;
+
+/*
+ * Settings, all fixed at server start (idgen_startup_context): the
+ * generator's ordering guarantees hold only while the layout stays the
+ * same.  Their accepted ranges are deliberately wide (any int): a value
+ * outside a setting's own range would be replaced by the default with no
+ * more than a WARNING, and a server silently generating with a layout or
+ * worker id other than the configured one is exactly the failure an ID
+ * generator must not have.  idgen_layout_compute rejects such a value
+ * instead; it is reported at start, and nothing is generated.
+ */
+static char *idgen_epoch_string = NULL;
+static int	idgen_timestamp_bits = 41;
+static int	idgen_datacenter_bits = 5;
+static int	idgen_worker_bits = 5;
+static int	idgen_sequence_bits = 12;
+static int	idgen_gene_bits = 0;
+static int	idgen_datacenter_id = 0;
+static int	idgen_worker_id = 0;
 
 static inline uint64
 low_mask(int bits)
@@ -83,6 +106,53 @@ parse_epoch(const char *str, TimestampTz *result)
 	return tm2timestamp(&tt, fsec, &tz, result) == 0;
 }
 
+static void
+define_layout_int(const char *name, const char *desc, int *var, int boot)
+{
+	DefineCustomIntVariable(name, desc, NULL, var, boot, INT_MIN, INT_MAX,
+							idgen_startup_context(), 0, NULL, NULL, NULL);
+}
+
+/*
+ * Define the layout settings and compute the layout; when preloading,
+ * report a layout that is invalid or near its end in the server log.
+ */
+void
+idgen_layout_init(void)
+{
+	DefineCustomStringVariable("idgen.epoch",
+							   "Sets the time zero of the Snowflake timestamp field.",
+							   "Changing it changes the meaning of every existing ID.",
+							   &idgen_epoch_string,
+							   "2024-01-01 00:00:00+00",
+							   idgen_startup_context(), 0, NULL, NULL, NULL);
+	define_layout_int("idgen.timestamp_bits",
+					  "Sets the width of the Snowflake timestamp field (milliseconds since \"idgen.epoch\").",
+					  &idgen_timestamp_bits, 41);
+	define_layout_int("idgen.datacenter_bits",
+					  "Sets the width of the Snowflake datacenter id field.",
+					  &idgen_datacenter_bits, 5);
+	define_layout_int("idgen.worker_bits",
+					  "Sets the width of the Snowflake worker id field.",
+					  &idgen_worker_bits, 5);
+	define_layout_int("idgen.sequence_bits",
+					  "Sets the width of the Snowflake sequence field (IDs per millisecond per gene).",
+					  &idgen_sequence_bits, 12);
+	define_layout_int("idgen.gene_bits",
+					  "Sets the width of the Snowflake gene field (low bits that carry a shard).",
+					  &idgen_gene_bits, 0);
+	define_layout_int("idgen.datacenter_id",
+					  "Sets this server's datacenter id; distinct per server in a cluster.",
+					  &idgen_datacenter_id, 0);
+	define_layout_int("idgen.worker_id",
+					  "Sets this server's worker id; distinct per server in a cluster.",
+					  &idgen_worker_id, 0);
+
+	idgen_layout_compute(&idgen_layout, GetCurrentTimestamp());
+	if (process_shared_preload_libraries_in_progress)
+		idgen_layout_report(WARNING);
+}
+
 /*
  * Compute and validate the layout from the settings.  'now' is the time the
  * epoch and the timestamp field's lifetime are checked against.
@@ -106,19 +176,19 @@ idgen_layout_compute(IdgenLayout *l, TimestampTz now)
 	do { snprintf(l->error, sizeof(l->error), __VA_ARGS__); return; } while (0)
 
 	if (l->timestamp_bits < 1 || l->timestamp_bits > 63)
-		LAYOUT_ERROR("idgen.timestamp_bits is %d, but must be between 1 and 63.",
+		LAYOUT_ERROR("\"idgen.timestamp_bits\" is %d, but must be between 1 and 63.",
 					 l->timestamp_bits);
 	if (l->datacenter_bits < 0 || l->datacenter_bits > 31)
-		LAYOUT_ERROR("idgen.datacenter_bits is %d, but must be between 0 and 31.",
+		LAYOUT_ERROR("\"idgen.datacenter_bits\" is %d, but must be between 0 and 31.",
 					 l->datacenter_bits);
 	if (l->worker_bits < 0 || l->worker_bits > 31)
-		LAYOUT_ERROR("idgen.worker_bits is %d, but must be between 0 and 31.",
+		LAYOUT_ERROR("\"idgen.worker_bits\" is %d, but must be between 0 and 31.",
 					 l->worker_bits);
 	if (l->sequence_bits < 0 || l->sequence_bits > 31)
-		LAYOUT_ERROR("idgen.sequence_bits is %d, but must be between 0 and 31.",
+		LAYOUT_ERROR("\"idgen.sequence_bits\" is %d, but must be between 0 and 31.",
 					 l->sequence_bits);
 	if (l->gene_bits < 0 || l->gene_bits > IDGEN_MAX_GENE_BITS)
-		LAYOUT_ERROR("idgen.gene_bits is %d, but must be between 0 and %d.",
+		LAYOUT_ERROR("\"idgen.gene_bits\" is %d, but must be between 0 and %d.",
 					 l->gene_bits, IDGEN_MAX_GENE_BITS);
 
 	sum = (int64) l->timestamp_bits + l->datacenter_bits + l->worker_bits +
@@ -130,17 +200,17 @@ idgen_layout_compute(IdgenLayout *l, TimestampTz now)
 					 l->sequence_bits, l->gene_bits, sum);
 
 	if (l->datacenter_id < 0 || (uint64) l->datacenter_id > low_mask(l->datacenter_bits))
-		LAYOUT_ERROR("idgen.datacenter_id is %d, but %d datacenter bits hold 0 to " UINT64_FORMAT ".",
+		LAYOUT_ERROR("\"idgen.datacenter_id\" is %d, but %d datacenter bits hold 0 to " UINT64_FORMAT ".",
 					 l->datacenter_id, l->datacenter_bits, low_mask(l->datacenter_bits));
 	if (l->worker_id < 0 || (uint64) l->worker_id > low_mask(l->worker_bits))
-		LAYOUT_ERROR("idgen.worker_id is %d, but %d worker bits hold 0 to " UINT64_FORMAT ".",
+		LAYOUT_ERROR("\"idgen.worker_id\" is %d, but %d worker bits hold 0 to " UINT64_FORMAT ".",
 					 l->worker_id, l->worker_bits, low_mask(l->worker_bits));
 
 	if (!parse_epoch(idgen_epoch_string, &l->epoch))
-		LAYOUT_ERROR("idgen.epoch \"%s\" is not a valid timestamp with time zone.",
+		LAYOUT_ERROR("\"idgen.epoch\" is \"%s\", which is not a valid timestamp with time zone.",
 					 idgen_epoch_string ? idgen_epoch_string : "");
 	if (l->epoch > now)
-		LAYOUT_ERROR("idgen.epoch \"%s\" is in the future.", idgen_epoch_string);
+		LAYOUT_ERROR("\"idgen.epoch\" is \"%s\", which is in the future.", idgen_epoch_string);
 
 	l->gene_shift = 0;
 	l->sequence_shift = l->gene_bits;
@@ -163,7 +233,7 @@ idgen_layout_compute(IdgenLayout *l, TimestampTz now)
 	else
 		l->end_of_time = l->epoch + (TimestampTz) (l->timestamp_max + 1) * 1000;
 	if (l->end_of_time <= now)
-		LAYOUT_ERROR("The %d-bit timestamp field counted from idgen.epoch \"%s\" ran out at %s.",
+		LAYOUT_ERROR("The %d-bit timestamp field counted from \"idgen.epoch\" (%s) ran out at %s.",
 					 l->timestamp_bits, idgen_epoch_string,
 					 timestamptz_to_str(l->end_of_time));
 #undef LAYOUT_ERROR
@@ -194,7 +264,7 @@ idgen_layout_report(int elevel)
 		ereport(elevel,
 				(errmsg("the Snowflake timestamp field runs out at %s, in fewer than %d years",
 						timestamptz_to_str(l->end_of_time), IDGEN_LIFETIME_WARN_YEARS),
-				 errdetail("idgen.timestamp_bits is %d and idgen.epoch is \"%s\".",
+				 errdetail("\"idgen.timestamp_bits\" is %d and \"idgen.epoch\" is \"%s\".",
 						   l->timestamp_bits, idgen_epoch_string),
 				 errhint("Plan a layout with more timestamp bits or a later epoch; IDs cannot be generated after that date.")));
 }
@@ -282,7 +352,7 @@ idgen_gene(PG_FUNCTION_ARGS)
 
 	if (bits < 0 || bits > 31)
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("gene width %d is out of range", bits),
 				 errdetail("A gene is between 0 and 31 bits wide."),
 				 errhint("Pass the number of gene bits the IDs were generated with, for example idgen_gene(id, 4).")));
@@ -348,7 +418,7 @@ idgen_snowflake_min(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("timestamp \"%s\" is past the end of the Snowflake timestamp field",
 						timestamptz_to_str(ts)),
-				 errdetail("The %d-bit field counted from idgen.epoch ends at %s.",
+				 errdetail("The %d-bit field counted from \"idgen.epoch\" ends at %s.",
 						   l->timestamp_bits, timestamptz_to_str(l->end_of_time))));
 
 	ms = (ts - l->epoch) / 1000;

@@ -2,7 +2,8 @@
  *
  * lease.c
  *	  Worker-id leases for Snowflake generators that run outside the
- *	  database (the seeds' "Allocator").
+ *	  database: a process leases a worker id when it starts, renews it while
+ *	  it runs and releases it when it stops.
  *
  * One row per worker id ever leased, in the extension's table
  * idgen_worker_lease:
@@ -57,6 +58,7 @@
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -71,6 +73,9 @@ PG_FUNCTION_INFO_V1(idgen_worker_renew);
 PG_FUNCTION_INFO_V1(idgen_worker_release);
 PG_FUNCTION_INFO_V1(idgen_worker_purge);
 PG_FUNCTION_INFO_V1(idgen_server_lease);
+
+/* Setting: how long a worker id rests after its lease ends. */
+int			idgen_worker_quarantine_ms = 10 * 1000;
 
 /* Longest holder name, in bytes. */
 #define IDGEN_LEASE_MAX_HOLDER	256
@@ -459,7 +464,7 @@ horizon_arg(FunctionCallInfo fcinfo, int n)
 	ts = PG_GETARG_TIMESTAMPTZ(n);
 	if (TIMESTAMP_NOT_FINITE(ts) || ts < IDGEN_UNIX_EPOCH || ts > latest)
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("horizon \"%s\" is out of range", timestamptz_to_str(ts)),
 				 errdetail("A horizon is a finite time between 1970-01-01 and 100 years from now: the time before which the holder issues its IDs.")));
 	h.value = TimestampTzGetDatum(ts);
@@ -470,20 +475,14 @@ horizon_arg(FunctionCallInfo fcinfo, int n)
 static int32
 worker_id_arg(FunctionCallInfo fcinfo)
 {
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("worker_id must not be null")));
+	idgen_arg_not_null(fcinfo, 0, "worker_id");
 	return PG_GETARG_INT32(0);
 }
 
 static int64
 token_arg(FunctionCallInfo fcinfo, int n)
 {
-	if (PG_ARGISNULL(n))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("token must not be null")));
+	idgen_arg_not_null(fcinfo, n, "token");
 	return PG_GETARG_INT64(n);
 }
 
@@ -627,12 +626,65 @@ end_session_lease(IdgenSqlContext *cx, Oid relid, int32 id, int64 token, Timesta
 }
 
 /* ----------
- * idgen_worker_acquire(holder text, ttl interval, max_workers int,
- *						session_bound boolean)
- *	  returns (worker_id int, datacenter_id int, token bigint,
- *			   expires_at timestamptz)
+ * Acquiring a lease
+ *
+ * lease_acquire claims one id for a LeaseRequest: the id it names, or a
+ * free one tried in turn from a random start.  An id is claimed under its
+ * advisory lock (lock_id) by one INSERT ... ON CONFLICT DO UPDATE that
+ * succeeds only if the id's last lease ended before the quarantine
+ * (Q_CLAIM); the helpers below each do one step of that.
  * ----------
  */
+
+/* What the SQL function asks for. */
+typedef struct LeaseRequest
+{
+	text	   *holder;
+	Interval   *ttl;			/* NULL: until released or its session ends */
+	bool		session_bound;
+	int32		max_workers;	/* try ids 0 .. max_workers - 1 ... */
+	int64		want;			/* ... or, when >= 0, exactly this one */
+	NullableDatum sysid;		/* the server whose identity it is */
+	NullableDatum horizon;		/* bound of the IDs the holder will issue */
+} LeaseRequest;
+
+/* One acquisition in progress. */
+typedef struct LeaseScan
+{
+	IdgenSqlContext cx;
+	Oid			relid;			/* the lease table */
+	TimestampTz now;
+	TimestampTz ended_before;	/* a lease that ended before this is over */
+	int64		own;			/* this server's own id: never leased */
+	int64		new_token;
+	/* ids not free when the scan began, sorted; those bound to a session */
+	int32	   *busy;
+	int			nbusy;
+	int32	   *session_ids;
+	int64	   *session_tokens;
+	int			nsession;
+	/* why ids were passed over, for the error when none is left */
+	int			nlocked;		/* another acquirer was claiming it */
+	int			nresting;		/* a lease of a dropped table may live */
+} LeaseScan;
+
+/* The lease granted: the SQL result row. */
+typedef struct LeaseGrant
+{
+	int32		id;
+	int64		token;
+	NullableDatum expires_at;
+	NullableDatum handover_horizon; /* the id's horizon before this lease */
+} LeaseGrant;
+
+typedef enum ClaimOutcome
+{
+	CLAIM_GRANTED,
+	CLAIM_LOCKED,				/* another acquirer holds the id's lock */
+	CLAIM_TAKEN,				/* its lease has not ended */
+	CLAIM_RESTING				/* no row, but a dropped table's lease may live */
+} ClaimOutcome;
+
 static int
 compare_int32(const void *a, const void *b)
 {
@@ -648,10 +700,7 @@ holder_arg(FunctionCallInfo fcinfo, int n, const char *name)
 {
 	text	   *holder;
 
-	if (PG_ARGISNULL(n))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", name)));
+	idgen_arg_not_null(fcinfo, n, name);
 	holder = PG_GETARG_TEXT_PP(n);
 	if (VARSIZE_ANY_EXHDR(holder) == 0)
 		ereport(ERROR,
@@ -668,239 +717,325 @@ holder_arg(FunctionCallInfo fcinfo, int n, const char *name)
 }
 
 /*
- * Refuse the claim of 'id' by server 'sysid': say who has it, and until
- * when.  Called with the id's lock held, so what it reads is current.
+ * Why 'id' cannot be leased now, as one sentence, for report_taken: read
+ * with the id's lock held, so it is current.
  */
-static void
-report_taken(IdgenSqlContext *cx, int32 id, int64 sysid, TimestampTz fresh_from)
+static char *
+taken_detail(LeaseScan *scan, int32 id, const LeaseRequest *req, TimestampTz fresh_from,
+			 bool *same_server)
 {
 	Datum		arg = Int32GetDatum(id);
-	char	   *holder = NULL;
-	bool		sysid_null = true;
-	int64		holder_sysid = 0;
-	bool		end_null = true;
-	TimestampTz end = 0;
-	TimestampTz now = GetCurrentTimestamp();
+	HeapTuple	tup;
+	TupleDesc	desc;
+	char	   *holder;
+	bool		n;
+	bool		sysid_null;
+	bool		end_null;
+	int64		holder_sysid;
+	TimestampTz end;
 
-	if (idgen_sql_run_latest(cx, Q_HOLDER, &arg, NULL) == 1)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[0];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		n;
+	*same_server = false;
+	if (idgen_sql_run_latest(&scan->cx, Q_HOLDER, &arg, NULL) != 1)
+		return scan->now < fresh_from ?
+			psprintf(_("Its lease in the lease table this one replaced (the extension was dropped and created again) may still be held; it rests until %s."),
+					 timestamptz_to_str(fresh_from)) :
+			pstrdup(_("It is being claimed right now."));
 
-		holder = TextDatumGetCString(SPI_getbinval(tup, desc, 1, &n));
-		holder_sysid = DatumGetInt64(SPI_getbinval(tup, desc, 2, &sysid_null));
-		end = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &end_null));
-	}
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	holder = TextDatumGetCString(SPI_getbinval(tup, desc, 1, &n));
+	holder_sysid = DatumGetInt64(SPI_getbinval(tup, desc, 2, &sysid_null));
+	end = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &end_null));
+
+	if (end_null)
+		return psprintf(_("It is leased to \"%s\" for as long as its session lasts."), holder);
+	if (end <= scan->now)
+		return psprintf(_("Its lease, held by \"%s\", ended at %s; it rests until %s (\"idgen.worker_quarantine\")."),
+						holder, timestamptz_to_str(end),
+						timestamptz_to_str(end + (TimestampTz) idgen_worker_quarantine_ms * 1000));
+	if (sysid_null)
+		return psprintf(_("It is leased to \"%s\" until %s."), holder, timestamptz_to_str(end));
+	*same_server = !req->sysid.isnull && holder_sysid == DatumGetInt64(req->sysid.value);
+	return psprintf(_("It is leased to \"%s\" (system identifier " INT64_FORMAT ") until %s."),
+					holder, holder_sysid, timestamptz_to_str(end));
+}
+
+/* Refuse the claim of the id the caller named: say who has it, and until when. */
+static void
+report_taken(LeaseScan *scan, int32 id, const LeaseRequest *req, TimestampTz fresh_from)
+{
+	bool		same_server;
+	char	   *detail = taken_detail(scan, id, req, fresh_from, &same_server);
+
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_IN_USE),
 			 errmsg("worker id (datacenter %d, worker %d) is taken",
 					datacenter_of(id), worker_of(id)),
-			 (holder == NULL && now < fresh_from) ?
-			 errdetail("Its lease in the lease table this one replaced (the extension was dropped and created again) may still be held; it rests until %s.",
-					   timestamptz_to_str(fresh_from)) :
-			 holder == NULL ?
-			 errdetail("It is being claimed right now.") :
-			 end_null ?
-			 errdetail("It is leased to \"%s\" for as long as its session lasts.", holder) :
-			 end > now ?
-			 errdetail("It is leased to \"%s\"%s%s%s until %s.", holder,
-					   sysid_null ? "" : " (system identifier ",
-					   sysid_null ? "" : psprintf(INT64_FORMAT, holder_sysid),
-					   sysid_null ? "" : ")",
-					   timestamptz_to_str(end)) :
-			 errdetail("Its lease, held by \"%s\", ended at %s; it rests until %s (idgen.worker_quarantine).",
-					   holder, timestamptz_to_str(end),
-					   timestamptz_to_str(end + (TimestampTz) idgen_worker_quarantine_ms * 1000)),
-			 (!sysid_null && holder_sysid == sysid && end > now) ?
+			 errdetail_internal("%s", detail),
+			 same_server ?
 			 errhint("The holder has the same system identifier as the claimant: one is a standby, "
 					 "a restored backup or a copy of the other's data directory. "
-					 "Give each server its own identity, or set idgen.identity = 'registry'.") :
-			 errhint("Give each server its own idgen.datacenter_id and idgen.worker_id, "
-					 "or set idgen.identity = 'registry' to be given a free one.")));
+					 "Give each server its own identity, or set \"idgen.identity\" = 'registry'.") :
+			 errhint("Give each server its own \"idgen.datacenter_id\" and \"idgen.worker_id\", "
+					 "or set \"idgen.identity\" = 'registry' to be given a free one.")));
 }
 
 /*
- * Lease a worker id to 'holder' and return the SQL result row.  With
- * 'want' >= 0, that id or an error; else a free id below 'max_workers'.
- * 'sysid' (when not null) names the server whose identity the lease is,
- * 'horizon' (when not null) bounds the IDs the holder will issue under it;
- * a fifth column of the result, when the row type has one, is the id's
- * horizon before this lease (registry.c).
+ * Refuse an acquisition that found none of the 'tries' ids free, saying why
+ * in whole sentences.
  */
-static Datum
-lease_acquire(FunctionCallInfo fcinfo, text *holder, Interval *ttl, int32 max_workers,
-			  bool session_bound, bool sysid_null, int64 sysid, int64 want,
-			  NullableDatum horizon)
+static void
+report_all_taken(const LeaseScan *scan, int32 tries)
 {
-	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz ended_before = free_before(now);
-	int64		space = layout_space();
-	int64		own;
-	IdgenFunction fn;
-	IdgenSqlContext cx;
-	Oid			relid;
-	Datum		args[12];
-	char		nulls[12];
-	TimestampTz fresh_from;		/* ids without a row rest until then */
-	int32	   *busy = NULL;	/* ids with a live or resting lease, sorted */
-	int			nbusy = 0;
-	int32	   *session_ids = NULL; /* those bound to a session, with tokens */
-	int64	   *session_tokens = NULL;
-	int			nsession = 0;
-	int			nlocked = 0;	/* ids skipped as another acquirer had them */
-	int			nresting = 0;	/* ids of a dropped table's leases, maybe */
-	uint32		start;
-	int64		claimed_id = -1;
-	int64		token = 0;
-	int64		new_token;
-	TupleDesc	tupdesc;
-	Datum		values[5];
-	bool		isnull[5] = {false, false, false, false, true};
+	StringInfoData detail;
 
-	own = ((int64) idgen_layout.datacenter_id << idgen_layout.worker_bits) | idgen_layout.worker_id;
+	initStringInfo(&detail);
+	appendStringInfo(&detail,
+					 _("Each is leased, or rests in quarantine for \"idgen.worker_quarantine\" (%d ms) after its lease ended."),
+					 idgen_worker_quarantine_ms);
+	if (scan->nlocked > 0)
+		appendStringInfo(&detail, " %s",
+						 _("Some were being acquired by other sessions at the same time."));
+	if (scan->nresting > 0)
+	{
+		appendStringInfoChar(&detail, ' ');
+		appendStringInfo(&detail,
+						 ngettext("%d has no lease in this table but may still be leased in the table it replaced (the extension was dropped and created again).",
+								  "%d have no lease in this table but may still be leased in the table it replaced (the extension was dropped and created again).",
+								  scan->nresting),
+						 scan->nresting);
+	}
+	if (scan->own < tries)
+		appendStringInfo(&detail, " %s",
+						 _("One is this server's own identity (\"idgen.datacenter_id\", \"idgen.worker_id\")."));
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("all %d worker ids are taken", tries),
+			 errdetail_internal("%s", detail.data),
+			 errhint("Release leases that are no longer used, or pass a larger max_workers (up to " INT64_FORMAT ").",
+					 layout_space())));
+}
+
+/* The registry never leases its own identity, even when asked for it. */
+static void
+refuse_own_id(int64 want, int64 own)
+{
 	if (want == own)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("worker id (datacenter %d, worker %d) is taken",
 						datacenter_of((int32) want), worker_of((int32) want)),
-				 errdetail("It is the identity of the registry server itself (its idgen.datacenter_id and idgen.worker_id)."),
-				 errhint("Give each server its own idgen.datacenter_id and idgen.worker_id, "
-						 "or set idgen.identity = 'registry' to be given a free one.")));
+				 errdetail("It is the identity of the registry server itself (its \"idgen.datacenter_id\" and \"idgen.worker_id\")."),
+				 errhint("Give each server its own \"idgen.datacenter_id\" and \"idgen.worker_id\", "
+						 "or set \"idgen.identity\" = 'registry' to be given a free one.")));
+}
 
-	idgen_lookup_function(fcinfo, &fn);
-	relid = lease_relid(&fn, "idgen_worker_lease");
-	/* Drawn before any row is touched: it needs shared memory. */
-	new_token = idgen_uuid7_next_tick(get_func_name(fcinfo->flinfo->fn_oid));
-	idgen_sql_begin(&fn, &statements, &cx);
+/*
+ * Read the ids below 'max_workers' that are not free now (Q_BUSY), sorted,
+ * and which of them are bound to a session, with their tokens.
+ */
+static void
+load_busy(LeaseScan *scan, int32 max_workers)
+{
+	Datum		args[2];
 
-	if (want < 0)
+	args[0] = Int32GetDatum(max_workers);
+	args[1] = TimestampTzGetDatum(scan->ended_before);
+	scan->nbusy = (int) idgen_sql_run_latest(&scan->cx, Q_BUSY, args, NULL);
+	scan->busy = palloc(sizeof(int32) * (scan->nbusy + 1));
+	scan->session_ids = palloc(sizeof(int32) * (scan->nbusy + 1));
+	scan->session_tokens = palloc(sizeof(int64) * (scan->nbusy + 1));
+	scan->nsession = 0;
+	for (int i = 0; i < scan->nbusy; i++)
 	{
-		/* The ids that are not free, as of now. */
-		args[0] = Int32GetDatum(max_workers);
-		args[1] = TimestampTzGetDatum(ended_before);
-		nbusy = (int) idgen_sql_run_latest(&cx, Q_BUSY, args, NULL);
-		busy = palloc(sizeof(int32) * (nbusy + 1));
-		session_ids = palloc(sizeof(int32) * (nbusy + 1));
-		session_tokens = palloc(sizeof(int64) * (nbusy + 1));
-		for (int i = 0; i < nbusy; i++)
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		n;
+
+		scan->busy[i] = DatumGetInt32(SPI_getbinval(tup, desc, 1, &n));
+		if (DatumGetBool(SPI_getbinval(tup, desc, 3, &n)))
 		{
-			HeapTuple	tup = SPI_tuptable->vals[i];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
-			bool		n;
-
-			busy[i] = DatumGetInt32(SPI_getbinval(tup, desc, 1, &n));
-			if (DatumGetBool(SPI_getbinval(tup, desc, 3, &n)))
-			{
-				session_ids[nsession] = busy[i];
-				session_tokens[nsession++] = DatumGetInt64(SPI_getbinval(tup, desc, 2, &n));
-			}
+			scan->session_ids[scan->nsession] = scan->busy[i];
+			scan->session_tokens[scan->nsession++] = DatumGetInt64(SPI_getbinval(tup, desc, 2, &n));
 		}
-		qsort(busy, nbusy, sizeof(int32), compare_int32);
+	}
+	qsort(scan->busy, scan->nbusy, sizeof(int32), compare_int32);
+}
 
-		/* Try the ids in turn, from a random one. */
-		start = idgen_random_below(max_workers);
+/*
+ * Whether 'id' was not free when the scan began.  A session-bound lease
+ * among those whose session has ended is ended now; its id then rests, so
+ * it is passed over all the same.
+ */
+static bool
+was_busy(LeaseScan *scan, int32 id)
+{
+	if (bsearch(&id, scan->busy, scan->nbusy, sizeof(int32), compare_int32) == NULL)
+		return false;
+	for (int s = 0; s < scan->nsession; s++)
+	{
+		if (scan->session_ids[s] == id)
+		{
+			(void) end_session_lease(&scan->cx, scan->relid, id, scan->session_tokens[s],
+									 scan->now);
+			break;
+		}
+	}
+	return true;
+}
+
+/*
+ * Claim 'id' for 'req' (Q_CLAIM), under the id's lock: wait for the lock
+ * if the caller named the id, else pass over an id another acquirer holds.
+ * On CLAIM_RESTING and CLAIM_TAKEN, *fresh_from is when an id with no row
+ * stops resting.
+ */
+static ClaimOutcome
+claim_id(LeaseScan *scan, const LeaseRequest *req, int32 id, LeaseGrant *grant,
+		 TimestampTz *fresh_from)
+{
+	Datum		args[12];
+	char		nulls[12];
+	HeapTuple	tup;
+	bool		n;
+
+	if (!lock_id(id, false, req->want >= 0))
+		return CLAIM_LOCKED;
+
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = Int32GetDatum(id);
+	args[1] = PointerGetDatum(req->holder);
+	args[2] = Int64GetDatum(scan->new_token);
+	if (req->ttl != NULL)
+	{
+		args[3] = IntervalPGetDatum(req->ttl);
+		args[7] = DirectFunctionCall2(timestamptz_pl_interval,
+									  TimestampTzGetDatum(scan->now),
+									  IntervalPGetDatum(req->ttl));
 	}
 	else
-	{
-		/* Just the one; wait for whoever is claiming it. */
-		start = (uint32) want;
-		max_workers = 1;
-	}
+		nulls[3] = nulls[7] = 'n';
+	args[4] = BoolGetDatum(req->session_bound);
+	args[5] = ObjectIdGetDatum(scan->cx.save_userid);	/* the caller */
+	args[6] = TimestampTzGetDatum(scan->now);
+	args[8] = TimestampTzGetDatum(scan->ended_before);
+	args[9] = req->sysid.value;
+	nulls[9] = req->sysid.isnull ? 'n' : ' ';
+	args[10] = req->horizon.value;
+	nulls[10] = req->horizon.isnull ? 'n' : ' ';
+	*fresh_from = fence_new_id(scan->relid, id);
+	args[11] = BoolGetDatum(scan->now >= *fresh_from);
 
-	for (int64 i = 0; i < max_workers && claimed_id < 0; i++)
-	{
-		int32		id = (want >= 0) ? (int32) want : (int32) ((start + i) % max_workers);
-		int			s;
+	if (idgen_sql_run_latest(&scan->cx, Q_CLAIM, args, nulls) != 1)
+		return scan->now < *fresh_from ? CLAIM_RESTING : CLAIM_TAKEN;
 
-		CHECK_FOR_INTERRUPTS();
-		if (id == own)
-			continue;
-		if (want < 0 && bsearch(&id, busy, nbusy, sizeof(int32), compare_int32) != NULL)
-		{
-			/* Live, resting, or bound to a session that may have ended. */
-			for (s = 0; s < nsession && session_ids[s] != id; s++)
-				;
-			if (s == nsession)
-				continue;
-			(void) end_session_lease(&cx, relid, id, session_tokens[s], now);
-			continue;			/* held, or resting from now on */
-		}
-		if (!lock_id(id, false, want >= 0))
-		{
-			nlocked++;			/* another acquirer is claiming it */
-			continue;
-		}
-		memset(nulls, ' ', sizeof(nulls));
-		args[0] = Int32GetDatum(id);
-		args[1] = PointerGetDatum(holder);
-		args[2] = Int64GetDatum(new_token);
-		if (ttl != NULL)
-		{
-			args[3] = IntervalPGetDatum(ttl);
-			args[7] = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-															  TimestampTzGetDatum(now),
-															  IntervalPGetDatum(ttl)));
-		}
-		else
-			nulls[3] = nulls[7] = 'n';
-		args[4] = BoolGetDatum(session_bound);
-		args[5] = ObjectIdGetDatum(cx.save_userid);	/* the caller */
-		args[6] = TimestampTzGetDatum(now);
-		args[8] = TimestampTzGetDatum(ended_before);
-		args[9] = Int64GetDatum(sysid);
-		if (sysid_null)
-			nulls[9] = 'n';
-		args[10] = horizon.value;
-		if (horizon.isnull)
-			nulls[10] = 'n';
-		fresh_from = fence_new_id(relid, id);
-		args[11] = BoolGetDatum(now >= fresh_from);
-		if (idgen_sql_run_latest(&cx, Q_CLAIM, args, nulls) == 1)
-		{
-			bool		n;
+	tup = SPI_tuptable->vals[0];
+	grant->id = id;
+	grant->token = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &n));
+	grant->handover_horizon.value = SPI_getbinval(tup, SPI_tuptable->tupdesc, 2,
+												  &grant->handover_horizon.isnull);
+	grant->expires_at.value = args[7];
+	grant->expires_at.isnull = (req->ttl == NULL);
+	if (req->ttl != NULL)
+		fence_note(scan->relid, id, DatumGetTimestampTz(args[7]), req->horizon);
+	return CLAIM_GRANTED;
+}
 
-			token = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &n));
-			values[4] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull[4]);
-			claimed_id = id;
-			if (ttl != NULL)
-				values[3] = args[7];
-			if (ttl != NULL)
-				fence_note(relid, id, DatumGetTimestampTz(args[7]), horizon);
-		}
-		else if (want >= 0)
-			report_taken(&cx, id, sysid, fresh_from);
-		else if (now < fresh_from)
-			nresting++;			/* no row, and a dropped table's lease may live */
-		else
-			nlocked++;			/* taken after we looked */
-	}
-	idgen_sql_end(&cx);
-
-	if (claimed_id < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("all %d worker ids are taken", max_workers),
-				 errdetail("Each is leased, or rests in quarantine (idgen.worker_quarantine = %d ms after its lease ended)%s%s%s.",
-						   idgen_worker_quarantine_ms,
-						   nlocked > 0 ? "; some are being acquired by other sessions right now" : "",
-						   nresting > 0 ? psprintf("; %d have no lease in this table, but a lease in the table it replaced that may still be held", nresting) : "",
-						   own < max_workers ? "; one is this server's own (idgen.datacenter_id, idgen.worker_id)" : ""),
-				 errhint("Release leases that are no longer used, or pass a larger max_workers (up to " INT64_FORMAT ").",
-						 space)));
-
-	if (session_bound)
-		hold_for_session(relid, (int32) claimed_id);
+/*
+ * The SQL result row: (worker_id, datacenter_id, token, expires_at), and a
+ * fifth column, the id's horizon before this lease, when the function's row
+ * type has one (idgen_server_lease, for registry.c).
+ */
+static Datum
+grant_row(FunctionCallInfo fcinfo, const LeaseGrant *grant)
+{
+	TupleDesc	tupdesc;
+	Datum		values[5];
+	bool		isnull[5] = {false, false, false, false, false};
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE ||
 		tupdesc->natts > (int) lengthof(values))
 		elog(ERROR, "return type must be a row type of at most %d columns", (int) lengthof(values));
-	values[0] = Int32GetDatum(worker_of((int32) claimed_id));
-	values[1] = Int32GetDatum(datacenter_of((int32) claimed_id));
-	values[2] = Int64GetDatum(token);
-	isnull[3] = (ttl == NULL);
+	values[0] = Int32GetDatum(worker_of(grant->id));
+	values[1] = Int32GetDatum(datacenter_of(grant->id));
+	values[2] = Int64GetDatum(grant->token);
+	values[3] = grant->expires_at.value;
+	isnull[3] = grant->expires_at.isnull;
+	values[4] = grant->handover_horizon.value;
+	isnull[4] = grant->handover_horizon.isnull;
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, isnull));
 }
+
+/* Lease an id for 'req' and return the SQL result row, or raise why not. */
+static Datum
+lease_acquire(FunctionCallInfo fcinfo, const LeaseRequest *req)
+{
+	IdgenFunction fn;
+	LeaseScan	scan = {0};
+	LeaseGrant	grant = {.id = -1};
+	int32		tries = req->want >= 0 ? 1 : req->max_workers;
+	uint32		start = 0;
+
+	scan.now = GetCurrentTimestamp();
+	scan.ended_before = free_before(scan.now);
+	scan.own = ((int64) idgen_layout.datacenter_id << idgen_layout.worker_bits) |
+		idgen_layout.worker_id;
+	refuse_own_id(req->want, scan.own);
+
+	idgen_lookup_function(fcinfo, &fn);
+	scan.relid = lease_relid(&fn, "idgen_worker_lease");
+	/* Drawn before any row is touched: it needs shared memory. */
+	scan.new_token = idgen_uuid7_next_tick(get_func_name(fcinfo->flinfo->fn_oid));
+	idgen_sql_begin(&fn, &statements, &scan.cx);
+
+	if (req->want < 0)
+	{
+		load_busy(&scan, req->max_workers);
+		start = idgen_random_below(req->max_workers);	/* try in turn from there */
+	}
+
+	for (int64 i = 0; i < tries && grant.id < 0; i++)
+	{
+		int32		id = req->want >= 0 ? (int32) req->want : (int32) ((start + i) % tries);
+		TimestampTz fresh_from = 0;
+
+		CHECK_FOR_INTERRUPTS();
+		if (id == scan.own || (req->want < 0 && was_busy(&scan, id)))
+			continue;
+		switch (claim_id(&scan, req, id, &grant, &fresh_from))
+		{
+			case CLAIM_GRANTED:
+				break;
+			case CLAIM_LOCKED:
+				scan.nlocked++;
+				break;
+			case CLAIM_TAKEN:
+			case CLAIM_RESTING:
+				if (req->want >= 0)
+					report_taken(&scan, id, req, fresh_from);
+				if (scan.now < fresh_from)
+					scan.nresting++;
+				else
+					scan.nlocked++; /* taken after the scan began */
+				break;
+		}
+	}
+	idgen_sql_end(&scan.cx);
+
+	if (grant.id < 0)
+		report_all_taken(&scan, tries);
+	if (req->session_bound)
+		hold_for_session(scan.relid, grant.id);
+	return grant_row(fcinfo, &grant);
+}
+
+/* ----------
+ * idgen_worker_acquire(holder text, ttl interval, max_workers int,
+ *						session_bound boolean)
+ *	  returns (worker_id int, datacenter_id int, token bigint,
+ *			   expires_at timestamptz)
+ * ----------
+ */
 
 /* max_workers argument n: NULL is the whole space. */
 static int32
@@ -914,10 +1049,10 @@ max_workers_arg(FunctionCallInfo fcinfo, int n)
 	max_workers = PG_GETARG_INT32(n);
 	if (max_workers < 1 || max_workers > space)
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("max_workers %d is out of range", max_workers),
 				 errdetail("This server's layout has " INT64_FORMAT " worker ids "
-						   "(idgen.datacenter_bits %d + idgen.worker_bits %d): max_workers is 1 to " INT64_FORMAT ".",
+						   "(\"idgen.datacenter_bits\" = %d plus \"idgen.worker_bits\" = %d): max_workers is 1 to " INT64_FORMAT ".",
 						   space, idgen_layout.datacenter_bits, idgen_layout.worker_bits, space)));
 	return max_workers;
 }
@@ -929,11 +1064,56 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
 	bool		session_bound = !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
 	Interval   *ttl = session_bound ? NULL : ttl_arg(fcinfo, 1);
 	int32		max_workers = max_workers_arg(fcinfo, 2);
-	NullableDatum no_horizon = {(Datum) 0, true};
+	LeaseRequest req = {
+		.holder = holder,
+		.ttl = ttl,
+		.session_bound = session_bound,
+		.max_workers = max_workers,
+		.want = -1,
+		.sysid = {(Datum) 0, true},
+		.horizon = {(Datum) 0, true},
+	};
 
 	PreventCommandIfReadOnly("idgen_worker_acquire()");
-	PG_RETURN_DATUM(lease_acquire(fcinfo, holder, ttl, max_workers, session_bound,
-								  true, 0, -1, no_horizon));
+	PG_RETURN_DATUM(lease_acquire(fcinfo, &req));
+}
+
+/*
+ * The id named by claim_datacenter_id and claim_worker_id (arguments 3 and
+ * 4), or -1 when neither is given.
+ */
+static int64
+claim_arg(FunctionCallInfo fcinfo)
+{
+	int32		dc;
+	int32		w;
+	int64		id;
+
+	if (PG_ARGISNULL(3) != PG_ARGISNULL(4))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("claim_datacenter_id and claim_worker_id must both be given, or neither")));
+	if (PG_ARGISNULL(3))
+		return -1;
+	dc = PG_GETARG_INT32(3);
+	w = PG_GETARG_INT32(4);
+	(void) layout_space();
+	if (dc < 0 || w < 0 ||
+		(int64) dc >= (INT64CONST(1) << idgen_layout.datacenter_bits) ||
+		(int64) w >= (INT64CONST(1) << idgen_layout.worker_bits))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("worker id (datacenter %d, worker %d) is out of range", dc, w),
+				 errdetail("The registry's layout has \"idgen.datacenter_bits\" = %d and \"idgen.worker_bits\" = %d.",
+						   idgen_layout.datacenter_bits, idgen_layout.worker_bits)));
+	id = ((int64) dc << idgen_layout.worker_bits) | w;
+	if (id > PG_INT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("worker id (datacenter %d, worker %d) cannot be leased", dc, w),
+				 errdetail("A lease's id, datacenter_id << \"idgen.worker_bits\" | worker_id, must fit in 31 bits; the registry's layout has \"idgen.datacenter_bits\" = %d and \"idgen.worker_bits\" = %d.",
+						   idgen_layout.datacenter_bits, idgen_layout.worker_bits)));
+	return id;
 }
 
 /* ----------
@@ -954,50 +1134,18 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
 Datum
 idgen_server_lease(PG_FUNCTION_ARGS)
 {
-	int64		sysid;
-	text	   *instance;
-	Interval   *ttl;
-	int64		want = -1;
-	NullableDatum horizon;
+	LeaseRequest req = {.session_bound = false};
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("system_identifier must not be null")));
-	sysid = PG_GETARG_INT64(0);
-	instance = holder_arg(fcinfo, 1, "instance");
-	ttl = ttl_arg(fcinfo, 2);
-	if (PG_ARGISNULL(3) != PG_ARGISNULL(4))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("claim_datacenter_id and claim_worker_id must both be given, or neither")));
-	if (!PG_ARGISNULL(3))
-	{
-		int32		dc = PG_GETARG_INT32(3);
-		int32		w = PG_GETARG_INT32(4);
-
-		(void) layout_space();
-		if (dc < 0 || w < 0 ||
-			(int64) dc >= (INT64CONST(1) << idgen_layout.datacenter_bits) ||
-			(int64) w >= (INT64CONST(1) << idgen_layout.worker_bits))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("worker id (datacenter %d, worker %d) is out of range", dc, w),
-					 errdetail("The registry's layout has idgen.datacenter_bits %d and idgen.worker_bits %d.",
-							   idgen_layout.datacenter_bits, idgen_layout.worker_bits)));
-		want = ((int64) dc << idgen_layout.worker_bits) | w;
-		if (want > PG_INT32_MAX)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("worker id (datacenter %d, worker %d) cannot be leased", dc, w),
-					 errdetail("A lease's id, datacenter_id << idgen.worker_bits | worker_id, must fit in 31 bits; the registry's layout has idgen.datacenter_bits %d and idgen.worker_bits %d.",
-							   idgen_layout.datacenter_bits, idgen_layout.worker_bits)));
-	}
-	horizon = horizon_arg(fcinfo, 5);
+	idgen_arg_not_null(fcinfo, 0, "system_identifier");
+	req.sysid.value = PG_GETARG_DATUM(0);
+	req.sysid.isnull = false;
+	req.holder = holder_arg(fcinfo, 1, "instance");
+	req.ttl = ttl_arg(fcinfo, 2);
+	req.want = claim_arg(fcinfo);
+	req.max_workers = (int32) Min(layout_space(), (int64) PG_INT32_MAX);
+	req.horizon = horizon_arg(fcinfo, 5);
 	PreventCommandIfReadOnly("idgen_server_lease()");
-	PG_RETURN_DATUM(lease_acquire(fcinfo, instance, ttl,
-								  (int32) Min(layout_space(), (int64) PG_INT32_MAX), false,
-								  false, sysid, want, horizon));
+	PG_RETURN_DATUM(lease_acquire(fcinfo, &req));
 }
 
 /* ----------
@@ -1269,4 +1417,16 @@ idgen_worker_purge(PG_FUNCTION_ARGS)
 	}
 	idgen_sql_end(&cx);
 	PG_RETURN_INT64(deleted);
+}
+
+/* Define the leases' setting. */
+void
+idgen_lease_init(void)
+{
+	DefineCustomIntVariable("idgen.worker_quarantine",
+							"Sets how long a worker id rests after its lease ends before it is leased again.",
+							"Covers a holder that renews late or stops late, and clock differences "
+							"between the hosts of one holder and the next.",
+							&idgen_worker_quarantine_ms, 10 * 1000, 0, 24 * 3600 * 1000,
+							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
 }

@@ -17,17 +17,23 @@
  * A statement set (IdgenStatements) is a table of SQL texts in which %1$s
  * stands for the quoted schema name; it is prepared on first use and again
  * if the extension was re-created in another schema, or its schema renamed,
- * since.
+ * since.  It is the one cache of prepared statements in idgen: the SQL
+ * functions and the idgen purge process (seq_worker.c) use it alike.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/genam.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_proc.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -51,6 +57,35 @@ idgen_lookup_function(FunctionCallInfo fcinfo, IdgenFunction *fn)
 	ReleaseSysCache(tp);
 }
 
+/*
+ * For a background process, which calls no function of the extension: the
+ * extension's schema in this database, and the process's own user (the
+ * bootstrap superuser) as the owner to run as.  False if the extension is
+ * not installed here.  Needs a transaction.
+ */
+bool
+idgen_lookup_extension(IdgenFunction *fn)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		found;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("idgen"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	found = HeapTupleIsValid(tup);
+	if (found)
+		fn->nspid = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	fn->owner = GetUserId();
+	return found;
+}
+
 static void
 prepare_statements(IdgenStatements *st, Oid nspid)
 {
@@ -66,7 +101,8 @@ prepare_statements(IdgenStatements *st, Oid nspid)
 	for (int q = 0; q < st->count; q++)
 	{
 		const IdgenStatement *s = &st->statements[q];
-		SPIPlanPtr	plan = SPI_prepare(psprintf(s->sql, schema), s->nargs, (Oid *) s->argtypes);
+		SPIPlanPtr	plan = SPI_prepare_cursor(psprintf(s->sql, schema), s->nargs,
+											  (Oid *) s->argtypes, s->cursor_options);
 
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));

@@ -24,7 +24,7 @@
  *	  commit order.  Different keys are different rows and never wait for
  *	  each other.
  *
- *	  A value past max_value wraps to step (seed 003).  A key whose ttl has
+ *	  A value past max_value wraps to step.  A key whose ttl has
  *	  passed since its last use is forgotten: it behaves exactly as if its
  *	  row had been purged (value and options back to the defaults), which is
  *	  what idgen_seq_purge() and the purge worker do to such rows.
@@ -39,6 +39,8 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <limits.h>
 
 #include "access/genam.h"
 #include "access/heapam.h"
@@ -63,6 +65,7 @@
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -82,6 +85,9 @@ PG_FUNCTION_INFO_V1(idgen_seq_set_if_absent);
 PG_FUNCTION_INFO_V1(idgen_seq_configure);
 PG_FUNCTION_INFO_V1(idgen_seq_drop);
 PG_FUNCTION_INFO_V1(idgen_seq_purge);
+
+/* Setting: the ttl of keys created without one, in seconds (0: none). */
+int			idgen_seq_default_ttl_s = 0;
 
 /* Most values one idgen_seq_next(key, count) call returns. */
 #define IDGEN_SEQ_MAX_COUNT		1000000
@@ -162,10 +168,7 @@ key_arg(FunctionCallInfo fcinfo)
 	text	   *key;
 	int			len;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("sequence key must not be null")));
+	idgen_arg_not_null(fcinfo, 0, "sequence key");
 	key = PG_GETARG_TEXT_PP(0);
 	len = VARSIZE_ANY_EXHDR(key);
 	if (len == 0)
@@ -756,10 +759,7 @@ idgen_seq_next_n(PG_FUNCTION_ARGS)
 		int32		count;
 		MemoryContext old;
 
-		if (PG_ARGISNULL(1))
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("count must not be null")));
+		idgen_arg_not_null(fcinfo, 1, "count");
 		count = PG_GETARG_INT32(1);
 		if (count < 1 || count > IDGEN_SEQ_MAX_COUNT)
 			ereport(ERROR,
@@ -815,10 +815,7 @@ value_arg(FunctionCallInfo fcinfo, int n)
 {
 	int64		value;
 
-	if (PG_ARGISNULL(n))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("value must not be null")));
+	idgen_arg_not_null(fcinfo, n, "value");
 	value = PG_GETARG_INT64(n);
 	if (value < 0)
 		ereport(ERROR,
@@ -941,7 +938,7 @@ idgen_seq_configure(PG_FUNCTION_ARGS)
 		init.has_ttl = false;	/* NULL: never expires, whatever the default */
 	if (PG_ARGISNULL(4) || PG_GETARG_INT32(4) < 0 || PG_GETARG_INT32(4) > IDGEN_SEQ_MAX_CACHE)
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("cache must be between 0 and %d", IDGEN_SEQ_MAX_CACHE),
 				 errdetail("0 (the default) is the transactional mode; n > 0 serves the key from shared memory in segments of at least n values.")));
 	init.cache = PG_GETARG_INT32(4);
@@ -1023,59 +1020,50 @@ idgen_seq_purge(PG_FUNCTION_ARGS)
  */
 
 /*
- * The worker's statements, prepared once per schema and kept: it runs a few
- * of them for every batch of reservations (hundreds of batches a second
- * under load), so parsing and planning each time would cost more than the
- * work.  Keyed by the statement's text (a literal) and the schema.
+ * The worker's statements: it runs a few of them for every batch of
+ * reservations (hundreds of batches a second under load), so they are
+ * prepared once, with generic plans (a custom one would be planned again
+ * for every batch).  Keys come as arrays, and the generic plans look them
+ * up by the primary key.
  */
-#define WORKER_PLANS	8
-
-typedef struct WorkerPlan
+enum
 {
-	const char *sql;
-	char		schema[NAMEDATALEN * 2 + 3];
-	SPIPlanPtr	plan;
-} WorkerPlan;
+	W_LOCK,						/* lock the rows of keys $1, skipping busy ones */
+	W_RESERVE,					/* advance keys $1 to values $2, used at $3 */
+	W_PRESENT,					/* which of keys $1 exist */
+	W_USED,						/* record that keys $1 were used at $2 */
+	NUM_WORKER_QUERIES
+};
 
-static WorkerPlan worker_plans[WORKER_PLANS];
+static const IdgenStatement worker_statement_list[NUM_WORKER_QUERIES] = {
+	[W_LOCK] = {
+		"SELECT key, step, max_value, ttl, last_used, cache, created_by, value "
+		"FROM %1$s.idgen_seq WHERE key OPERATOR(pg_catalog.=) ANY ($1) "
+		"FOR UPDATE SKIP LOCKED",
+		1, {TEXTARRAYOID}, CURSOR_OPT_GENERIC_PLAN
+	},
+	[W_RESERVE] = {
+		"UPDATE %1$s.idgen_seq s SET value = u.v, "
+		"last_used = CASE WHEN s.ttl IS NULL THEN s.last_used ELSE $3 END "
+		"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(k, v) "
+		"WHERE s.key OPERATOR(pg_catalog.=) u.k",
+		3, {TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN
+	},
+	[W_PRESENT] = {
+		"SELECT key FROM %1$s.idgen_seq WHERE key OPERATOR(pg_catalog.=) ANY ($1)",
+		1, {TEXTARRAYOID}, CURSOR_OPT_GENERIC_PLAN
+	},
+	[W_USED] = {
+		"UPDATE %1$s.idgen_seq SET last_used = $2 "
+		"WHERE key OPERATOR(pg_catalog.=) ANY ($1) AND ttl IS NOT NULL "
+		"AND last_used OPERATOR(pg_catalog.<) $2",
+		2, {TEXTARRAYOID, TIMESTAMPTZOID}, CURSOR_OPT_GENERIC_PLAN
+	},
+};
 
-/* Run 'sql' (with '%s' for the schema) in the worker; fail unless 'expect'. */
-static void
-worker_sql(const char *sql, const char *schema, int nargs, Oid *types, Datum *args,
-		   bool read_only, int expect, const char *what)
-{
-	WorkerPlan *wp = NULL;
-	int			rc;
-
-	for (int i = 0; i < WORKER_PLANS && wp == NULL; i++)
-		if (worker_plans[i].sql == sql || worker_plans[i].sql == NULL)
-			wp = &worker_plans[i];
-	if (wp == NULL)
-		elog(ERROR, "idgen: too many worker statements");
-	if (wp->sql == NULL || strcmp(wp->schema, schema) != 0)
-	{
-		/*
-		 * A generic plan: a custom one would be planned again for every
-		 * batch.  Keys come as arrays, and the generic plans look them up
-		 * by the primary key.
-		 */
-		SPIPlanPtr	plan = SPI_prepare_cursor(psprintf(sql, schema), nargs, types,
-											  CURSOR_OPT_GENERIC_PLAN);
-
-		if (plan == NULL)
-			elog(ERROR, "idgen: preparing %s failed: %s", what, SPI_result_code_string(SPI_result));
-		if (SPI_keepplan(plan) != 0)
-			elog(ERROR, "idgen: keeping the plan for %s failed", what);
-		if (wp->plan != NULL)
-			SPI_freeplan(wp->plan);
-		wp->plan = plan;
-		wp->sql = sql;
-		strlcpy(wp->schema, schema, sizeof(wp->schema));
-	}
-	rc = SPI_execute_plan(wp->plan, args, NULL, read_only, 0);
-	if (rc != expect)
-		elog(ERROR, "idgen: %s failed: %s", what, SPI_result_code_string(rc));
-}
+static SPIPlanPtr worker_plans[NUM_WORKER_QUERIES];
+static IdgenStatements worker_statements = {worker_statement_list, NUM_WORKER_QUERIES,
+worker_plans, InvalidOid, ""};
 
 /* A text[] of the requests' keys. */
 static Datum
@@ -1112,21 +1100,19 @@ find_request(IdgenSeqRequest *req, int n, const char *key)
  * superuser; the segments may be served once it commits.
  */
 void
-idgen_seq_reserve_segments(const char *schema, IdgenSeqRequest *req, int n)
+idgen_seq_reserve_segments(const IdgenFunction *ext, IdgenSeqRequest *req, int n)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	Oid			argtypes[2] = {TEXTARRAYOID, INT8ARRAYOID};
-	Datum		args[2];
+	IdgenSqlContext cx;
+	Datum		args[3];
 	Datum	   *new_values = palloc(sizeof(Datum) * (n + 1));
 	Datum	   *new_keys = palloc(sizeof(Datum) * (n + 1));
 	int			nnew = 0;
 	bool		any_retry = false;
 
+	idgen_sql_begin(ext, &worker_statements, &cx);
 	args[0] = request_keys(req, n, NULL);
-	worker_sql("SELECT key, step, max_value, ttl, last_used, cache, created_by, value "
-			   "FROM %s.idgen_seq WHERE key OPERATOR(pg_catalog.=) ANY ($1) "
-			   "FOR UPDATE SKIP LOCKED", schema,
-			   1, argtypes, args, false, SPI_OK_SELECT, "reading cached keys");
+	(void) idgen_sql_run(&cx, W_LOCK, args, NULL);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		Datum		values[NUM_COLS];
@@ -1153,18 +1139,10 @@ idgen_seq_reserve_segments(const char *schema, IdgenSeqRequest *req, int n)
 	}
 	if (nnew > 0)
 	{
-		Oid			types[3] = {TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
-		Datum		uargs[3];
-
-		uargs[0] = PointerGetDatum(construct_array(new_keys, nnew, TEXTOID, -1, false, TYPALIGN_INT));
-		uargs[1] = PointerGetDatum(construct_array(new_values, nnew, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		uargs[2] = TimestampTzGetDatum(now);
-		worker_sql("UPDATE %s.idgen_seq s SET value = u.v, "
-				   "last_used = CASE WHEN s.ttl IS NULL THEN s.last_used ELSE $3 END "
-				   "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(k, v) "
-				   "WHERE s.key OPERATOR(pg_catalog.=) u.k", schema,
-				   3, types, uargs, false, SPI_OK_UPDATE, "reserving segments");
-		if (SPI_processed != (uint64) nnew)
+		args[0] = PointerGetDatum(construct_array(new_keys, nnew, TEXTOID, -1, false, TYPALIGN_INT));
+		args[1] = PointerGetDatum(construct_array(new_values, nnew, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		args[2] = TimestampTzGetDatum(now);
+		if (idgen_sql_run(&cx, W_RESERVE, args, NULL) != (uint64) nnew)
 			elog(ERROR, "idgen: reserving segments updated " UINT64_FORMAT " rows, not %d",
 				 SPI_processed, nnew);
 	}
@@ -1172,23 +1150,24 @@ idgen_seq_reserve_segments(const char *schema, IdgenSeqRequest *req, int n)
 	/* The rows not read: held by another transaction (ask again), or gone. */
 	for (int i = 0; i < n; i++)
 		any_retry |= still_retry(&req[i]);
-	if (!any_retry)
-		return;					/* every request has its outcome */
-	args[0] = request_keys(req, n, still_retry);
-	worker_sql("SELECT key FROM %s.idgen_seq WHERE key OPERATOR(pg_catalog.=) ANY ($1)", schema,
-			   1, argtypes, args, true, SPI_OK_SELECT, "reading cached keys");
-	for (int i = 0; i < n; i++)
+	if (any_retry)
 	{
-		bool		present = false;
+		args[0] = request_keys(req, n, still_retry);
+		(void) idgen_sql_run(&cx, W_PRESENT, args, NULL);
+		for (int i = 0; i < n; i++)
+		{
+			bool		present = false;
 
-		if (req[i].outcome != IDGEN_SEQ_RETRY)
-			continue;
-		for (uint64 j = 0; j < SPI_processed && !present; j++)
-			present = strcmp(SPI_getvalue(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 1),
-							 req[i].key) == 0;
-		if (!present)
-			req[i].outcome = IDGEN_SEQ_FORGET;
+			if (req[i].outcome != IDGEN_SEQ_RETRY)
+				continue;
+			for (uint64 j = 0; j < SPI_processed && !present; j++)
+				present = strcmp(SPI_getvalue(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 1),
+								 req[i].key) == 0;
+			if (!present)
+				req[i].outcome = IDGEN_SEQ_FORGET;
+		}
 	}
+	idgen_sql_end(&cx);
 }
 
 /*
@@ -1196,19 +1175,18 @@ idgen_seq_reserve_segments(const char *schema, IdgenSeqRequest *req, int n)
  * worker's transaction.
  */
 void
-idgen_seq_record_use(const char *schema, IdgenSeqRequest *req, int n)
+idgen_seq_record_use(const IdgenFunction *ext, IdgenSeqRequest *req, int n)
 {
-	Oid			argtypes[2] = {TEXTARRAYOID, TIMESTAMPTZOID};
+	IdgenSqlContext cx;
 	Datum		args[2];
 
 	if (n == 0)
 		return;
+	idgen_sql_begin(ext, &worker_statements, &cx);
 	args[0] = request_keys(req, n, NULL);
 	args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-	worker_sql("UPDATE %s.idgen_seq SET last_used = $2 "
-			   "WHERE key OPERATOR(pg_catalog.=) ANY ($1) AND ttl IS NOT NULL "
-			   "AND last_used OPERATOR(pg_catalog.<) $2", schema,
-			   2, argtypes, args, false, SPI_OK_UPDATE, "recording the use of cached keys");
+	(void) idgen_sql_run(&cx, W_USED, args, NULL);
+	idgen_sql_end(&cx);
 }
 
 /*
@@ -1245,4 +1223,16 @@ idgen_seq_cache(PG_FUNCTION_ARGS)
 	idgen_init_materialized_srf(fcinfo);
 	idgen_seq_cache_report(emit_cache_row, rsinfo, seq_relid(fcinfo));
 	return (Datum) 0;
+}
+
+/* Define the per-key sequences' setting. */
+void
+idgen_seq_init(void)
+{
+	DefineCustomIntVariable("idgen.seq_default_ttl",
+							"Sets the ttl of per-key sequence keys created without one.",
+							"A key unused for this long is forgotten and restarts. 0 (the default) "
+							"means new keys never expire unless configured with a ttl.",
+							&idgen_seq_default_ttl_s, 0, 0, INT_MAX,
+							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
 }

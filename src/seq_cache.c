@@ -32,7 +32,7 @@
  *	  the next segment.  When the segment is used up, the caller takes the
  *	  entry's lock and switches to the next segment, or, if it is not there
  *	  yet, waits for the worker on a condition variable, at most
- *	  idgen.seq_cache_wait_ms, then fails: a value is never served without a
+ *	  idgen.seq_cache_wait, then fails: a value is never served without a
  *	  durable reservation.
  *
  * Invalidation and eviction
@@ -70,11 +70,17 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "idgen.h"
 #include "idgen_seq.h"
+
+/* Settings */
+int			idgen_seq_cache_keys = 1024;
+int			idgen_seq_cache_wait_ms = 2000;
+double		idgen_seq_cache_prefetch = 0.1;
 
 /* A segment of a key's values: the count values after 'base'. */
 typedef struct SeqSegment
@@ -470,7 +476,7 @@ shared_lookup(const SeqCacheTag *tag, LocalEntry *le)
 /*
  * The current segment is used up (the cursor is 'w'): switch to the next
  * one, or wait for the worker to bring it.  Returns when the cursor has
- * moved (or the entry changed); fails after idgen.seq_cache_wait_ms.
+ * moved (or the entry changed); fails after idgen.seq_cache_wait.
  */
 static void
 switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
@@ -530,9 +536,9 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("could not get a segment for cached sequence key \"%s\" in time", key),
-					 errdetail("No segment was reserved within idgen.seq_cache_wait_ms (%d ms); no value is served before its segment is reserved durably.",
+					 errdetail("No segment was reserved within \"idgen.seq_cache_wait\" (%d ms); no value is served before its segment is reserved durably.",
 							   idgen_seq_cache_wait_ms),
-					 errhint("Check that the idgen purge worker runs (it reserves segments) and that no transaction holds the key's row or locks the table idgen_seq.")));
+					 errhint("Check that the \"idgen purge\" process runs (it reserves segments) and that no transaction holds the key's row or locks the table idgen_seq.")));
 		}
 		/* Woken by a publication (or a retirement); or look again in 100 ms. */
 		(void) ConditionVariableTimedSleep(&cache->cv, Min(idgen_seq_cache_wait_ms - waited_ms, 100L),
@@ -1038,4 +1044,26 @@ idgen_seq_cache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), vo
 		if (emit_it)
 			emit(arg, &row);
 	}
+}
+
+/* Define the cached sequences' settings. */
+void
+idgen_seq_cache_init(void)
+{
+	DefineCustomIntVariable("idgen.seq_cache_keys",
+							"Sets how many cached per-key sequences shared memory holds.",
+							"The least recently used key is evicted when a new one needs room; "
+							"its reserved but unserved values are lost.",
+							&idgen_seq_cache_keys, 1024, 16, 1024 * 1024,
+							idgen_startup_context(), 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("idgen.seq_cache_wait",
+							"Sets how long a call waits for a segment of a cached key before it fails.",
+							NULL,
+							&idgen_seq_cache_wait_ms, 2000, 0, 60 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomRealVariable("idgen.seq_cache_prefetch",
+							 "Sets the fraction of a segment used after which the next one is reserved.",
+							 NULL,
+							 &idgen_seq_cache_prefetch, 0.1, 0.0, 1.0,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 }

@@ -31,60 +31,46 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
-#include "utils/guc.h"
-#include "utils/memutils.h"
-#include "utils/timestamp.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
-#include "utils/snapmgr.h"
-
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/resowner.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 #include "idgen.h"
 #include "idgen_seq.h"
+#include "idgen_sql.h"
 #include "idgen_bgworker.h"
 
 PGDLLEXPORT void idgen_purge_main(Datum main_arg);
 
+/* Settings */
+char	   *idgen_purge_database = NULL;
+int			idgen_purge_interval_s = 60;
+
 /* Requests handled in one transaction (reservation) or one purge run. */
 #define WORKER_BATCH	256
 
-static SPIPlanPtr schema_plan = NULL;
-
 /*
- * Start a transaction with SPI and a snapshot; the extension's schema
- * (quoted), or NULL if the extension is not installed in this database.
+ * Start a transaction with a snapshot; whether the extension is installed
+ * in this database, with its schema in 'ext'.
  */
-static char *
-begin_work(const char *activity)
+static bool
+begin_work(const char *activity, IdgenFunction *ext)
 {
-	int			rc;
-
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, activity);
-	if (schema_plan == NULL)
-	{
-		/* Prepared once: this runs for every batch of reservations. */
-		schema_plan = SPI_prepare("SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e "
-								  "JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
-								  "WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'", 0, NULL);
-		if (schema_plan == NULL || SPI_keepplan(schema_plan) != 0)
-			elog(ERROR, "idgen: preparing the extension's schema lookup failed");
-	}
-	rc = SPI_execute_plan(schema_plan, NULL, NULL, true, 1);
-	if (rc == SPI_OK_SELECT && SPI_processed == 1)
-		return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	return NULL;
+	return idgen_lookup_extension(ext);
 }
 
 static void
 end_work(void)
 {
-	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	pgstat_report_stat(false);	/* so autovacuum sees our changes */
@@ -101,14 +87,13 @@ static bool
 reserve_once(IdgenSeqRequest *req)
 {
 	int			n = idgen_seq_cache_collect(req, WORKER_BATCH);
-	char	   *schema;
+	IdgenFunction ext;
 	bool		progress = false;
 
 	if (n == 0)
 		return false;
-	schema = begin_work("idgen: reserving segments");
-	if (schema != NULL)
-		idgen_seq_reserve_segments(schema, req, n);
+	if (begin_work("idgen: reserving segments", &ext))
+		idgen_seq_reserve_segments(&ext, req, n);
 	else
 		for (int i = 0; i < n; i++)
 			req[i].outcome = IDGEN_SEQ_FORGET;
@@ -136,13 +121,17 @@ purge_step(const char *schema, const char *function)
 	PG_TRY();
 	{
 		char	   *sql = psprintf("SELECT %s.%s()", schema, function);
-		int			rc = SPI_execute(sql, false, 1);
+		int			rc;
 		bool		isnull;
 
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		rc = SPI_execute(sql, false, 1);
 		if (rc != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "%s failed: %s", sql, SPI_result_code_string(rc));
 		deleted = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 													   SPI_tuptable->tupdesc, 1, &isnull));
+		SPI_finish();
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
@@ -161,7 +150,7 @@ purge_step(const char *schema, const char *function)
 				(errcode(edata->sqlerrcode),
 				 errmsg("the idgen purge could not run %s.%s()", schema, function),
 				 errdetail("%s", edata->message),
-				 errhint("The other purge goes on; this one is tried again in idgen.purge_interval.")));
+				 errhint("The other purge goes on; this one is tried again after \"idgen.purge_interval\".")));
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
@@ -178,11 +167,13 @@ static uint64
 purge_once(IdgenSeqRequest *req)
 {
 	uint64		deleted = 0;
-	char	   *schema = begin_work("idgen purge");
+	IdgenFunction ext;
 
-	if (schema != NULL)
+	if (begin_work("idgen purge", &ext))
 	{
-		idgen_seq_record_use(schema, req, idgen_seq_cache_collect_used(req, idgen_seq_cache_keys));
+		const char *schema = quote_identifier(get_namespace_name(ext.nspid));
+
+		idgen_seq_record_use(&ext, req, idgen_seq_cache_collect_used(req, idgen_seq_cache_keys));
 		deleted += purge_step(schema, "idgen_seq_purge");
 		deleted += purge_step(schema, "idgen_worker_purge");
 	}
@@ -263,13 +254,26 @@ idgen_purge_main(Datum main_arg)
 }
 
 /*
- * Register the purge worker; called from _PG_init in the postmaster.  It
- * needs a database connection, so it starts once recovery has finished.
+ * Define the process's settings; when preloading, register it.  It needs a
+ * database connection, so it starts once recovery has finished.
  */
 void
-idgen_purge_register(void)
+idgen_seq_worker_init(void)
 {
-	idgen_register_worker("idgen purge", "idgen_purge_main",
-						  BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
-						  BgWorkerStart_RecoveryFinished, 10);
+	DefineCustomStringVariable("idgen.database",
+							   "Sets the database where the idgen purge process runs.",
+							   "There it reserves segments of cached per-key sequences, records their use, "
+							   "and deletes expired per-key sequence keys and ended worker-id leases.",
+							   &idgen_purge_database, "postgres",
+							   idgen_startup_context(), 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("idgen.purge_interval",
+							"Sets how often expired per-key sequence keys and ended leases are deleted.",
+							NULL,
+							&idgen_purge_interval_s, 60, 1, 24 * 3600,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+
+	if (process_shared_preload_libraries_in_progress)
+		idgen_register_worker("idgen purge", "idgen_purge_main",
+							  BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
+							  BgWorkerStart_RecoveryFinished, 10);
 }

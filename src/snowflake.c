@@ -60,7 +60,7 @@ snowflake_next(uint32 gene)
 		.name = "Snowflake",
 		.item = "Snowflake ID",
 		.epoch = l->epoch,
-		.epoch_name = "idgen.epoch",
+		.epoch_name = "\"idgen.epoch\"",
 		.tick_bits = l->sequence_bits,
 		.sub_ms = false,
 		.max_ms = l->timestamp_max,
@@ -128,7 +128,7 @@ idgen_snowflake_gene(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("gene must not be null"),
-				 errdetail("idgen.gene_bits is %d, so a gene is between 0 and " UINT64_FORMAT ".",
+				 errdetail("\"idgen.gene_bits\" is %d, so a gene is between 0 and " UINT64_FORMAT ".",
 						   l->gene_bits, l->gene_mask),
 				 errhint("Use idgen_snowflake() for an ID without a parent.")));
 	}
@@ -140,10 +140,10 @@ idgen_snowflake_gene(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("gene " INT64_FORMAT " is out of range", gene),
-				 errdetail("idgen.gene_bits is %d, so a gene is between 0 and " UINT64_FORMAT ".",
+				 errdetail("\"idgen.gene_bits\" is %d, so a gene is between 0 and " UINT64_FORMAT ".",
 						   l->gene_bits, l->gene_mask),
 				 l->gene_bits == 0 ?
-				 errhint("IDs carry no gene unless idgen.gene_bits is set above 0.") :
+				 errhint("IDs carry no gene unless \"idgen.gene_bits\" is set above 0.") :
 				 errhint("Pass idgen_gene(parent_id, %d) to carry a parent's gene.", l->gene_bits)));
 	}
 

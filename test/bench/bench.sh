@@ -47,7 +47,7 @@
 #   psql session, after a discarded warm-up round, interleaved round-robin
 #   (A B C D E F G A B C ...) so machine noise hits all expressions alike,
 #   and the MEDIAN of BENCH_REPS runs is reported.  Before each run the
-#   session sleeps 2 x idgen.max_drift_ms (outside the timed region, for
+#   session sleeps 2 x idgen.max_drift (outside the timed region, for
 #   every expression alike), so a Snowflake or UUIDv7 run never inherits
 #   the previous run's borrowed milliseconds.
 #   Reported per expression: ns/value, values/s, "vs nextval()" (ns/value
@@ -56,7 +56,7 @@
 #   With the default layout (12 sequence bits) one server can issue at most
 #   4 096 000 Snowflake IDs/s; idgen_uuid7() likewise has 12 rand_a bits per
 #   millisecond, 4 096 000 UUIDs/s before it borrows.  Both may run up to
-#   idgen.max_drift_ms (100 ms) ahead of the clock and then wait, so a
+#   idgen.max_drift (100 ms) ahead of the clock and then wait, so a
 #   single backend that is faster than the ceiling is capped by it, and at
 #   N = 2 000 000 the figure is then the ceiling, not the cost.  Hence
 #   Part A runs twice:

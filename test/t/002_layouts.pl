@@ -2,7 +2,7 @@
 # and refuses to generate (nothing is produced from an invalid layout); a
 # layout whose timestamp field ends within 10 years starts with a warning;
 # a 1-bit sequence is used up every millisecond, so the generator borrows
-# ahead of the clock up to idgen.max_drift_ms and then waits, and never
+# ahead of the clock up to idgen.max_drift and then waits, and never
 # repeats or reorders.
 use strict;
 use warnings;
@@ -19,19 +19,19 @@ my @invalid = (
 	[ 'widths sum to 64', { 'idgen.worker_bits' => 6 },
 		qr/sum to 64, but must sum to 63/ ],
 	[ 'worker id does not fit', { 'idgen.worker_id' => 32 },
-		qr/idgen.worker_id is 32, but 5 worker bits hold 0 to 31/ ],
+		qr/"idgen.worker_id" is 32, but 5 worker bits hold 0 to 31/ ],
 	[ 'negative datacenter id', { 'idgen.datacenter_id' => -1 },
-		qr/idgen.datacenter_id is -1, but 5 datacenter bits hold 0 to 31/ ],
+		qr/"idgen.datacenter_id" is -1, but 5 datacenter bits hold 0 to 31/ ],
 	[ 'epoch in the future', { 'idgen.epoch' => "'2999-01-01 00:00:00+00'" },
-		qr/idgen.epoch "2999-01-01 00:00:00\+00" is in the future/ ],
+		qr/"idgen.epoch" is "2999-01-01 00:00:00\+00", which is in the future/ ],
 	[ 'epoch not a timestamp', { 'idgen.epoch' => "'yesterday-ish'" },
-		qr/idgen.epoch "yesterday-ish" is not a valid timestamp/ ],
+		qr/"idgen.epoch" is "yesterday-ish", which is not a valid timestamp/ ],
 	[ 'timestamp field exhausted',
 		{ 'idgen.epoch' => "'2000-01-01 00:00:00+00'", 'idgen.timestamp_bits' => 38,
 		  'idgen.sequence_bits' => 15 },
-		qr/38-bit timestamp field counted from idgen.epoch "2000-01-01 00:00:00\+00" ran out at/ ],
+		qr/38-bit timestamp field counted from "idgen.epoch" \(2000-01-01 00:00:00\+00\) ran out at/ ],
 	[ 'too many gene bits', { 'idgen.gene_bits' => 17, 'idgen.timestamp_bits' => 24 },
-		qr/idgen.gene_bits is 17, but must be between 0 and 16/ ],
+		qr/"idgen.gene_bits" is 17, but must be between 0 and 16/ ],
 );
 
 my $base_conf = slurp_file($node->data_dir . '/postgresql.conf');
@@ -103,7 +103,7 @@ is($node->safe_psql('postgres',
 	}
 	like($err // '', qr/ERROR:  54000: the Snowflake timestamp field has run out/,
 		'field run out: generation refused with 54000');
-	like($err // '', qr/DETAIL:  The 20-bit field counted from idgen.epoch ended at/,
+	like($err // '', qr/DETAIL:  The 20-bit field counted from "idgen.epoch" ended at/,
 		'field run out: the detail says when');
 }
 
@@ -116,13 +116,13 @@ is($node->safe_psql('postgres',
 		'idgen.datacenter_bits' => 22, 'idgen.worker_bits' => 10, 'idgen.sequence_bits' => 1 });
 	like(sql_error($node,
 			"SELECT * FROM idgen_server_lease(1, 'x', claim_datacenter_id => 4194303, claim_worker_id => 1023)"),
-		qr/22023: worker id \(datacenter 4194303, worker 1023\) cannot be leased/,
+		qr/22003: worker id \(datacenter 4194303, worker 1023\) cannot be leased/,
 		'an id beyond the lease table\'s range is refused, not truncated');
 	is($node->safe_psql('postgres', 'SELECT count(*) FROM idgen_worker_lease'), '0', 'and nothing is leased');
 }
 
 # A 1-bit sequence: two IDs per millisecond.  5000 IDs need 2500 ms of
-# clock; at most idgen.max_drift_ms (100) of them can be borrowed, so the
+# clock; at most idgen.max_drift (100) of them can be borrowed, so the
 # call must wait for the clock and takes at least 2.3 s.
 restart_with({ 'idgen.timestamp_bits' => 52, 'idgen.sequence_bits' => 1 });
 $node->safe_psql('postgres', 'SELECT idgen_stats_reset()');

@@ -1,6 +1,7 @@
 # Scenario: IDs generated after a clean restart are greater than every ID
 # generated before it (the generator restarts from the wall clock, which
-# has moved on; durable state across crashes is a later issue's horizon).
+# has moved on; the durable horizon, for crashes and clock steps, is
+# 008_horizon.pl's and 009_crash.pl's).
 use strict;
 use warnings;
 

@@ -1,8 +1,8 @@
 # Scenario: the server runs under libfaketime, whose offset file a test can
 # rewrite to step the wall clock of the running server.  The clock steps
-# back 3 ms (within idgen.max_drift_ms = 100: generation continues at once),
+# back 3 ms (within idgen.max_drift = 100: generation continues at once),
 # then to 500 ms behind (generation waits about 400 ms, then continues),
-# then 5 s further back (more than idgen.clock_wait_ms = 1000 can absorb: a
+# then 5 s further back (more than idgen.clock_wait = 1000 can absorb: a
 # clear error saying by how much), then forward again (generation resumes).
 # Then across restarts: 10 s forward and a crash (pg_ctl stop -m immediate),
 # the clock back on restart (refused, no repeat), forward again (resumes);
@@ -59,7 +59,7 @@ sub phase_after_all_before
 # time and the next step puts the clock behind it by the step's full size.
 # Returns when (real time) it did.  After an earlier step back a generator
 # is ahead of the clock until it has issued an ID (it waits until it is
-# within idgen.max_drift_ms, 100 ms) and the clock has passed that: the
+# within idgen.max_drift, 100 ms) and the clock has passed that: the
 # mark would be that much ahead too.  So: an ID, a pause, then the mark.
 sub mark_now
 {
@@ -147,7 +147,7 @@ is(phase_after_all_before(3), 't', '500 ms back: every new ID is greater');
 ($waits, $waited, $backward) = split /\|/, stats();
 cmp_ok($backward, '>', 0, "500 ms back: backward clock readings counted ($backward)");
 cmp_ok($waits, '>', 0, "500 ms back: waited ($waits sleeps)");
-# It waits until the clock is within idgen.max_drift_ms (100 ms) of the
+# It waits until the clock is within idgen.max_drift (100 ms) of the
 # mark's ID: about 400 ms, less the time from the mark to the call (a psql
 # start under libfaketime takes tens of ms).  What must hold exactly: no ID
 # is more than 100 ms ahead of the clock when it was issued (rounded up to
@@ -157,8 +157,8 @@ is($node->safe_psql('postgres', q{
 	SELECT max(idgen_snowflake_time(id) - at) <= interval '101 ms'
 	   AND min(at) >= (SELECT idgen_snowflake_time(min(id)) FROM ids WHERE phase = 3) - interval '101 ms'
 	FROM ids WHERE phase = 3}),
-	't', '500 ms back: every ID issued at most idgen.max_drift_ms ahead of the clock');
-cmp_ok($waited, '<=', 1000, '500 ms back: within idgen.clock_wait_ms');
+	't', '500 ms back: every ID issued at most idgen.max_drift ahead of the clock');
+cmp_ok($waited, '<=', 1000, '500 ms back: within idgen.clock_wait');
 cmp_ok($elapsed, '>=', 0.3, sprintf('500 ms back: the call took %.2f s', $elapsed));
 ok(wait_for_log(qr/LOG:  idgen keeper detected that the system clock moved backwards by (4[6-9]\d|50\d) ms/),
 	'500 ms back: the keeper logged the step');

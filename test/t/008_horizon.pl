@@ -1,7 +1,7 @@
 # Scenario: the keeper background worker and the durable horizon.  The
 # keeper starts with the server and keeps a horizon, fsynced in
 # $PGDATA/idgen.horizon, ahead of the clock, renewing it only when it is less
-# than half idgen.horizon_lead_ms ahead.  With the keeper stopped (SIGSTOP),
+# than half idgen.horizon_lead ahead.  With the keeper stopped (SIGSTOP),
 # generators run up to the horizon and then fail clearly instead of passing
 # it; when it resumes, so do they.  Likewise when the keeper cannot write
 # the file (its failures show in idgen_info()).  A missing or corrupt horizon file never
@@ -35,7 +35,7 @@ like(slurp_file($horizon_file), qr/^idgen horizon 1 \d+ [0-9a-f]{8}\n$/,
 	'the horizon file is one checksummed line');
 
 # The horizon stays ahead of the clock, and is renewed about twice a second,
-# not on every round (idgen.horizon_interval_ms = 100).
+# not on every round (idgen.horizon_interval = 100).
 my ($p0) = $node->safe_psql('postgres', 'SELECT horizon_persists FROM idgen_info()');
 sleep 3;
 my ($p1, $lead, $failures) = split /\|/, $node->safe_psql('postgres',
@@ -44,7 +44,7 @@ my $persists = $p1 - $p0;
 cmp_ok($persists, '>=', 3, "the keeper renewed the horizon in 3 s ($persists times)");
 cmp_ok($persists, '<=', 15, 'only when it was less than half the lead ahead (not every 100 ms round)');
 cmp_ok($lead, '>=', 300, "the horizon is ahead of the clock ($lead ms)");
-cmp_ok($lead, '<=', 1100, 'by at most idgen.horizon_lead_ms');
+cmp_ok($lead, '<=', 1100, 'by at most idgen.horizon_lead');
 is($failures, '0', 'no failed persist');
 
 # Horizon as written in the file, as a timestamptz.
@@ -67,7 +67,7 @@ while ($rounds++ < 60)
 }
 like($err, qr/ERROR:  could not generate Snowflake ID: the durable horizon has not advanced/,
 	'keeper stopped: generation fails once it reaches the horizon');
-like($err, qr/HINT:  Check that the "idgen keeper" background worker is running/,
+like($err, qr/HINT:  Check that the "idgen keeper" background process is running/,
 	'with a hint naming the keeper');
 my ($ret, $out, $uuid_err) = $node->psql('postgres', 'SELECT idgen_uuid7()');
 like($uuid_err, qr/could not generate UUIDv7: the durable horizon has not advanced/,

@@ -182,7 +182,7 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 	my $err = sql_error($node, "SELECT * FROM idgen_worker_acquire('after-drop', max_workers => 1)");
 	like($err, qr/54000: all 1 worker ids are taken/,
 		'after DROP and CREATE EXTENSION, the id leased in the old table is not handed out');
-	like($err, qr/1 have no lease in this table, but a lease in the table it replaced that may still be held/,
+	like($err, qr/1 has no lease in this table but may still be leased in the table it replaced/,
 		'and the error says why');
 	like(sql_error($node, "SELECT * FROM idgen_server_lease(1, 'x', claim_datacenter_id => 0, claim_worker_id => 0)"),
 		qr/Its lease in the lease table this one replaced \(the extension was dropped and created again\) may still be held; it rests until/,

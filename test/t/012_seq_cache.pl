@@ -8,7 +8,7 @@
 #    memory is lost with its segments, and the new segments start above
 #    every reserved value, so nothing repeats.
 #  - The worker that reserves segments cannot (the table is locked): callers
-#    wait idgen.seq_cache_wait_ms, fail with a clear error, and go on once
+#    wait idgen.seq_cache_wait, fail with a clear error, and go on once
 #    the table is free.
 #  - ttl: a cached key in use does not expire; an idle one is purged, its
 #    segments forgotten, and it starts again.
@@ -28,7 +28,7 @@ my $node = idgen_node(
 	'max_connections' => 40,
 	'restart_after_crash' => 'on',
 	'idgen.purge_interval' => '1s',
-	'idgen.seq_cache_wait_ms' => 1000);
+	'idgen.seq_cache_wait' => 1000);
 my $connstr = $node->connstr('postgres');
 
 sub wait_for_worker
@@ -94,7 +94,7 @@ wait_for_worker();
 	isnt($ret, 0, 'with the table locked, a caller that needs a segment fails');
 	like($stderr, qr/55000: could not get a segment for cached sequence key "slow" in time/,
 		'the error says what happened');
-	like($stderr, qr/idgen.seq_cache_wait_ms \(1000 ms\)/, 'and how long it waited');
+	like($stderr, qr/"idgen.seq_cache_wait" \(1000 ms\)/, 'and how long it waited');
 	$locker->query_safe('COMMIT');
 	$locker->quit;
 	my $next = $node->safe_psql('postgres', "SELECT idgen_seq_next('slow')");

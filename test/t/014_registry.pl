@@ -166,9 +166,9 @@ $registry->poll_query_until('postgres',
   or die 'the 10 s ttl was not taken up';
 my ($token_before, $expires_before) = split /\|/, $registry->safe_psql('postgres',
 	q{SELECT token, extract(epoch FROM expires_at) FROM idgen_worker_leases WHERE datacenter_id = 2 AND worker_id = 5});
-my $victim = $standby->safe_psql('postgres', 'SELECT worker_pid FROM idgen_identity()');
+my $victim = $standby->safe_psql('postgres', 'SELECT process_pid FROM idgen_identity()');
 kill 'KILL', $victim or die "kill: $!";
-$standby->poll_query_until('postgres', "SELECT worker_pid IS DISTINCT FROM $victim FROM idgen_identity()")
+$standby->poll_query_until('postgres', "SELECT process_pid IS DISTINCT FROM $victim FROM idgen_identity()")
   or die 'no restart';
 ok($standby->log_contains(qr/\(PID $victim\) was terminated by signal 9/), 'the postmaster crash-restarted');
 is(held($standby), '2:5', 'after a crash and restart it holds 2:5 again');
@@ -182,10 +182,10 @@ cmp_ok($renewed_after, '<', $expires_before, 'renewed before the lease ran out')
 # A SIGTERM to the registry worker outside a shutdown: it gives the lease
 # back and exits; the postmaster starts it again and it takes an identity.
 {
-	my $pid = $standby->safe_psql('postgres', 'SELECT worker_pid FROM idgen_identity()');
+	my $pid = $standby->safe_psql('postgres', 'SELECT process_pid FROM idgen_identity()');
 	kill 'TERM', $pid or die "kill: $!";
 	$standby->poll_query_until('postgres',
-		"SELECT state = 'held' AND worker_pid IS DISTINCT FROM $pid FROM idgen_identity()")
+		"SELECT state = 'held' AND process_pid IS DISTINCT FROM $pid FROM idgen_identity()")
 	  or die 'the registry worker did not come back';
 	is(id_identity($standby), '2:5', 'a SIGTERM to the registry worker: it comes back and holds 2:5 again');
 }
@@ -201,7 +201,7 @@ cmp_ok($renewed_after, '<', $expires_before, 'renewed before the lease ran out')
 		q{SELECT pid FROM pg_stat_activity WHERE application_name = 'idgen registry'});
 	my $offset = -s $standby->logfile;
 	kill 'STOP', @backends or die "kill: $!";
-	my $pid = $standby->safe_psql('postgres', 'SELECT worker_pid FROM idgen_identity()');
+	my $pid = $standby->safe_psql('postgres', 'SELECT process_pid FROM idgen_identity()');
 	kill 'TERM', $pid or die "kill: $!";
 	$standby->wait_for_log(qr/could not be released/, $offset);
 	kill 'CONT', @backends or die "kill: $!";
@@ -299,7 +299,7 @@ is( $registry->safe_psql('postgres',
 	't', "a clean shutdown of b released its lease");
 
 # A server that ran ahead of its clock (borrowing: 0 sequence bits, so every
-# ID takes a millisecond, and idgen.max_drift_ms = 5 s) and is then shut
+# ID takes a millisecond, and idgen.max_drift = 5 s) and is then shut
 # down cleanly: its release waits until the clock has passed its last ID, so
 # the next holder of the identity cannot meet it.  (A second registry, as
 # servers sharing a registry must share its layout.)
@@ -308,8 +308,8 @@ is( $registry->safe_psql('postgres',
 	my $reg2 = idgen_node('registry2', %fast, 'idgen.worker_quarantine' => "'1s'");
 	my $conn2 = 'host=' . $reg2->host . ' port=' . $reg2->port . ' dbname=postgres';
 	my %borrow = (%fast, 'idgen.registry' => "'$conn2'", 'idgen.registry_ttl' => "'10s'",
-		'idgen.max_drift_ms' => 5000, 'idgen.clock_wait_ms' => 10000,
-		'idgen.horizon_lead_ms' => 20000, 'idgen.datacenter_id' => 4, 'idgen.worker_id' => 4);
+		'idgen.max_drift' => 5000, 'idgen.clock_wait' => 10000,
+		'idgen.horizon_lead' => 20000, 'idgen.datacenter_id' => 4, 'idgen.worker_id' => 4);
 	my $f = idgen_node('f', %borrow);
 	is(held($f), '4:4', 'f holds 4:4');
 	my $e = idgen_node('e', %borrow);
