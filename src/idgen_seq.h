@@ -27,6 +27,7 @@ extern double idgen_seq_cache_prefetch;
 struct IdgenSeqRequest;
 extern void idgen_seq_reserve_segments(const char *schema, struct IdgenSeqRequest *req, int n);
 extern void idgen_seq_record_use(const char *schema, struct IdgenSeqRequest *req, int n);
+extern void idgen_seq_batch_set_back(const char *key, int64 after) pg_attribute_noreturn();
 
 /* seq_cache.c: a segment request, as the worker handles it */
 typedef enum IdgenSeqOutcome
@@ -67,7 +68,9 @@ typedef struct IdgenSeqCacheRow
 extern Size idgen_seq_cache_shmem_size(void);
 extern void idgen_seq_cache_shmem_startup(void);
 extern bool idgen_seq_cache_available(void);
-extern int	idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, Oid relid);
+extern int	idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out,
+								 int64 after, Oid relid);
+extern void idgen_seq_cache_timed_out(const char *key) pg_attribute_noreturn();
 extern void idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_ttl,
 								   Oid relid);
 extern void idgen_seq_cache_invalidate(const char *key, int keylen);
