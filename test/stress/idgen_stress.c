@@ -105,7 +105,6 @@
 
 static void usage(void);
 static void usage_error(const char *fmt,...) pg_attribute_printf(1, 2);
-static void *xmalloc(size_t size);
 static int64 parse_integer(const char *arg, const char *option,
 						   int64 min, int64 max);
 static double parse_seconds(const char *arg, const char *option,
@@ -114,13 +113,11 @@ static double parse_fraction(const char *arg, const char *option);
 static void format_fraction(char *buf, size_t len, double value);
 static bool valid_function_name(const char *name);
 static bool save_values(const Options *opts, const Client *clients);
-static double now_seconds(void);
 static int	compare_bigint(const void *a, const void *b);
 static int	compare_uuid(const void *a, const void *b);
 static void format_value(char *buf, size_t len, ValueType type,
 						 const void *value);
 static void values_reserve(ValueArray *va, size_t more);
-static const char *strip_message(char *buf, size_t len, const char *msg);
 static void client_fail(Client *cl, const char *fmt,...) pg_attribute_printf(2, 3);
 static void notice_processor(void *arg, const char *message);
 static PGconn *open_connection(const char *conninfo);
@@ -133,21 +130,13 @@ static void run_client(Client *cl);
 static void *client_thread(void *arg);
 static int64 check_order(const Options *opts, Client *clients);
 static int64 check_unique(const Options *opts, Client *clients, int64 total);
-static uint32 hash_key(const char *key, size_t len);
-static void keytable_init(KeyTable *kt);
-static void keytable_free(KeyTable *kt);
-static int32 keytable_intern(KeyTable *kt, const char *key, size_t len);
-static const char *report_key(char *buf, size_t len, const char *key);
-static void appendf(char *buf, size_t len, const char *fmt,...) pg_attribute_printf(3, 4);
 static bool seq_query_error(Client *cl, PGresult *res, double *last_ok);
 static bool parse_seq_result(Client *cl, PGresult *res, int expected,
 							 SeqValue *out);
 static void run_seq_client(Client *cl);
 static void keep_cached_batch(Client *cl, const SeqValue *batch, int n);
-static void *xrealloc(void *p, size_t size);
 static void check_seq(const Options *opts, Client *clients, int64 total,
 					  bool check_gaps, SeqCheck *out);
-
 
 static void
 usage(void)
@@ -230,20 +219,6 @@ usage_error(const char *fmt,...)
 	exit(2);
 }
 
-/* malloc that exits with status 2 (not 1, which means FAIL) */
-static void *
-xmalloc(size_t size)
-{
-	void	   *p = malloc(size > 0 ? size : 1);
-
-	if (p == NULL)
-	{
-		fprintf(stderr, "%s: out of memory (%zu bytes)\n", PROGNAME, size);
-		exit(2);
-	}
-	return p;
-}
-
 static int64
 parse_integer(const char *arg, const char *option, int64 min, int64 max)
 {
@@ -322,15 +297,6 @@ valid_function_name(const char *name)
 	return true;
 }
 
-static double
-now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
-
 static int
 compare_bigint(const void *a, const void *b)
 {
@@ -381,21 +347,6 @@ values_reserve(ValueArray *va, size_t more)
 	}
 	va->data = newdata;
 	va->cap = newcap;
-}
-
-/* copy a libpq message without its trailing newline */
-static const char *
-strip_message(char *buf, size_t len, const char *msg)
-{
-	size_t		n;
-
-	if (msg == NULL || msg[0] == '\0')
-		msg = "(no error message)";
-	strlcpy(buf, msg, len);
-	n = strlen(buf);
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-		buf[--n] = '\0';
-	return buf;
 }
 
 /* record a fatal error of this client and make every thread stop */
@@ -662,148 +613,6 @@ run_client(Client *cl)
 		last_ok = now_seconds();
 	}
 	free(query);
-}
-
-/*
- * Key hash: FNV-1a with a final mix, so that the low bits used for the
- * slots depend on every byte (keys like 'k:123' differ only at the end).
- */
-static uint32
-hash_key(const char *key, size_t len)
-{
-	uint32		h = 2166136261u;
-
-	for (size_t i = 0; i < len; i++)
-	{
-		h ^= (unsigned char) key[i];
-		h *= 16777619u;
-	}
-	h ^= h >> 16;
-	h *= 0x85ebca6bu;
-	h ^= h >> 13;
-	h *= 0xc2b2ae35u;
-	h ^= h >> 16;
-	return h;
-}
-
-static void
-keytable_init(KeyTable *kt)
-{
-	memset(kt, 0, sizeof(KeyTable));
-	kt->nslots = 64;
-	kt->slots = xmalloc(sizeof(int32) * kt->nslots);
-	memset(kt->slots, 0xff, sizeof(int32) * kt->nslots);	/* all -1 */
-}
-
-static void
-keytable_free(KeyTable *kt)
-{
-	free(kt->text);
-	free(kt->offset);
-	free(kt->length);
-	free(kt->hash);
-	free(kt->slots);
-	memset(kt, 0, sizeof(KeyTable));
-}
-
-/* realloc that exits with status 2 */
-static void *
-xrealloc(void *p, size_t size)
-{
-	void	   *q = realloc(p, size > 0 ? size : 1);
-
-	if (q == NULL)
-	{
-		fprintf(stderr, "%s: out of memory (%zu bytes)\n", PROGNAME, size);
-		exit(2);
-	}
-	return q;
-}
-
-/* the id of a key, added to the table if it is new */
-static int32
-keytable_intern(KeyTable *kt, const char *key, size_t len)
-{
-	uint32		h = hash_key(key, len);
-	uint32		mask = kt->nslots - 1;
-	uint32		i;
-	int32		id;
-
-	for (i = h & mask; (id = kt->slots[i]) >= 0; i = (i + 1) & mask)
-	{
-		if (kt->hash[id] == h && kt->length[id] == len &&
-			memcmp(kt->text + kt->offset[id], key, len) == 0)
-			return id;
-	}
-
-	/* a new key */
-	if (kt->nkeys == kt->keycap)
-	{
-		if (kt->keycap >= PG_INT32_MAX / 4)
-		{
-			fprintf(stderr, "%s: too many distinct keys\n", PROGNAME);
-			exit(2);
-		}
-		kt->keycap = Max(kt->keycap * 2, 1024);
-		kt->offset = xrealloc(kt->offset, sizeof(size_t) * kt->keycap);
-		kt->length = xrealloc(kt->length, sizeof(uint32) * kt->keycap);
-		kt->hash = xrealloc(kt->hash, sizeof(uint32) * kt->keycap);
-	}
-	if (kt->textlen + len + 1 > kt->textcap)
-	{
-		kt->textcap = Max(kt->textcap * 2, kt->textlen + len + 1);
-		kt->textcap = Max(kt->textcap, 16384);
-		kt->text = xrealloc(kt->text, kt->textcap);
-	}
-	id = kt->nkeys++;
-	memcpy(kt->text + kt->textlen, key, len);
-	kt->text[kt->textlen + len] = '\0';
-	kt->offset[id] = kt->textlen;
-	kt->length[id] = (uint32) len;
-	kt->hash[id] = h;
-	kt->textlen += len + 1;
-	kt->slots[i] = id;
-
-	/* keep the load factor at most 1/2 */
-	if ((size_t) kt->nkeys * 2 > kt->nslots)
-	{
-		kt->nslots *= 2;
-		mask = kt->nslots - 1;
-		kt->slots = xrealloc(kt->slots, sizeof(int32) * kt->nslots);
-		memset(kt->slots, 0xff, sizeof(int32) * kt->nslots);
-		for (int32 k = 0; k < kt->nkeys; k++)
-		{
-			for (i = kt->hash[k] & mask; kt->slots[i] >= 0; i = (i + 1) & mask)
-				;
-			kt->slots[i] = k;
-		}
-	}
-	return id;
-}
-
-/* a key for messages, cut to MAX_KEY_REPORT bytes */
-static const char *
-report_key(char *buf, size_t len, const char *key)
-{
-	if (strlen(key) > MAX_KEY_REPORT)
-		snprintf(buf, len, "%.*s...", MAX_KEY_REPORT, key);
-	else
-		snprintf(buf, len, "%s", key);
-	return buf;
-}
-
-/* append to a NUL-terminated buffer, silently cutting at its end */
-static void
-appendf(char *buf, size_t len, const char *fmt,...)
-{
-	size_t		used = strlen(buf);
-	va_list		ap;
-
-	if (used + 1 >= len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf + used, len - used, fmt, ap);
-	va_end(ap);
 }
 
 /*

@@ -159,4 +159,17 @@ typedef struct Client
 	char		errmsg[1024];
 } Client;
 
+/* stress_util.c */
+extern void *xmalloc(size_t size);
+extern void *xrealloc(void *p, size_t size);
+extern double now_seconds(void);
+extern const char *strip_message(char *buf, size_t len, const char *msg);
+extern void appendf(char *buf, size_t len, const char *fmt,...) pg_attribute_printf(3, 4);
+
+/* stress_keytab.c */
+extern void keytable_init(KeyTable *kt);
+extern void keytable_free(KeyTable *kt);
+extern int32 keytable_intern(KeyTable *kt, const char *key, size_t len);
+extern const char *report_key(char *buf, size_t len, const char *key);
+
 #endif							/* IDGEN_STRESS_H */
