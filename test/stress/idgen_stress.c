@@ -92,16 +92,9 @@
 /* ... but give up when no batch succeeded for this long */
 #define ERROR_TIMEOUT		30.0
 
-/* how many occurrences of one duplicated value to locate */
-#define MAX_LOCATIONS		4
-
-#define MAX_VALUE_TEXT		64
-
 /* sequence mode */
 #define MAX_KEYS			10000000
 #define DEFAULT_SEQ_FUNC	"idgen_seq_next"
-/* per problem key: how many duplicated values and gaps to print */
-#define MAX_KEY_DETAILS		5
 
 static void usage(void);
 static void usage_error(const char *fmt,...) pg_attribute_printf(1, 2);
@@ -112,12 +105,6 @@ static double parse_seconds(const char *arg, const char *option,
 static double parse_fraction(const char *arg, const char *option);
 static void format_fraction(char *buf, size_t len, double value);
 static bool valid_function_name(const char *name);
-static bool save_values(const Options *opts, const Client *clients);
-static int	compare_bigint(const void *a, const void *b);
-static int	compare_uuid(const void *a, const void *b);
-static void format_value(char *buf, size_t len, ValueType type,
-						 const void *value);
-static void values_reserve(ValueArray *va, size_t more);
 static void client_fail(Client *cl, const char *fmt,...) pg_attribute_printf(2, 3);
 static void notice_processor(void *arg, const char *message);
 static PGconn *open_connection(const char *conninfo);
@@ -128,15 +115,11 @@ static bool store_result(Client *cl, PGresult *res, int expected);
 static int	next_batch(Client *cl, double start, int64 generated);
 static void run_client(Client *cl);
 static void *client_thread(void *arg);
-static int64 check_order(const Options *opts, Client *clients);
-static int64 check_unique(const Options *opts, Client *clients, int64 total);
 static bool seq_query_error(Client *cl, PGresult *res, double *last_ok);
 static bool parse_seq_result(Client *cl, PGresult *res, int expected,
 							 SeqValue *out);
 static void run_seq_client(Client *cl);
 static void keep_cached_batch(Client *cl, const SeqValue *batch, int n);
-static void check_seq(const Options *opts, Client *clients, int64 total,
-					  bool check_gaps, SeqCheck *out);
 
 static void
 usage(void)
@@ -295,58 +278,6 @@ valid_function_name(const char *name)
 			return false;
 	}
 	return true;
-}
-
-static int
-compare_bigint(const void *a, const void *b)
-{
-	int64		x;
-	int64		y;
-
-	memcpy(&x, a, sizeof(int64));
-	memcpy(&y, b, sizeof(int64));
-	return (x > y) - (x < y);
-}
-
-static int
-compare_uuid(const void *a, const void *b)
-{
-	return memcmp(a, b, UUID_TEXT_LEN);
-}
-
-static void
-format_value(char *buf, size_t len, ValueType type, const void *value)
-{
-	if (type == VALUE_BIGINT)
-	{
-		int64		x;
-
-		memcpy(&x, value, sizeof(int64));
-		snprintf(buf, len, INT64_FORMAT, x);
-	}
-	else
-		snprintf(buf, len, "%.*s", UUID_TEXT_LEN, (const char *) value);
-}
-
-/* make room for "more" values */
-static void
-values_reserve(ValueArray *va, size_t more)
-{
-	size_t		newcap;
-	char	   *newdata;
-
-	if (va->n + more <= va->cap)
-		return;
-	newcap = Max(va->cap * 2, va->n + more);
-	newcap = Max(newcap, 1024);
-	newdata = realloc(va->data, newcap * va->esize);
-	if (newdata == NULL)
-	{
-		fprintf(stderr, "%s: out of memory (%zu values)\n", PROGNAME, newcap);
-		exit(2);
-	}
-	va->data = newdata;
-	va->cap = newcap;
 }
 
 /* record a fatal error of this client and make every thread stop */
@@ -873,320 +804,6 @@ client_thread(void *arg)
 			run_client(cl);
 	}
 	return NULL;
-}
-
-/* per-connection order check; returns the number of violations */
-static int64
-check_order(const Options *opts, Client *clients)
-{
-	int			(*cmp) (const void *, const void *) =
-		opts->type == VALUE_BIGINT ? compare_bigint : compare_uuid;
-	int64		violations = 0;
-
-	for (int c = 0; c < opts->clients; c++)
-	{
-		const ValueArray *va = &clients[c].values;
-
-		for (size_t i = 1; i < va->n; i++)
-		{
-			const char *prev = va->data + (i - 1) * va->esize;
-			const char *cur = va->data + i * va->esize;
-
-			if (cmp(prev, cur) < 0)
-				continue;
-			violations++;
-			if (!opts->quiet && violations <= MAX_REPORT)
-			{
-				char		a[MAX_VALUE_TEXT];
-				char		b[MAX_VALUE_TEXT];
-
-				format_value(a, sizeof(a), opts->type, prev);
-				format_value(b, sizeof(b), opts->type, cur);
-				printf("%s: order violation: connection %d, position %zu: %s followed by %s\n",
-					   PROGNAME, c, i, a, b);
-			}
-		}
-	}
-	return violations;
-}
-
-/*
- * Global uniqueness check; returns the number of duplicates (values that
- * occur k times count k - 1).  The first few duplicated values are located
- * in the per-connection streams for the report.
- */
-static int64
-check_unique(const Options *opts, Client *clients, int64 total)
-{
-	int			(*cmp) (const void *, const void *) =
-		opts->type == VALUE_BIGINT ? compare_bigint : compare_uuid;
-	size_t		esize = clients[0].values.esize;
-	char	   *all;
-	char	   *dups;
-	int			ndups_reported = 0;
-	int64		duplicates = 0;
-	size_t		off = 0;
-
-	if (total < 2)
-		return 0;
-
-	all = xmalloc((size_t) total * esize);
-	for (int c = 0; c < opts->clients; c++)
-	{
-		const ValueArray *va = &clients[c].values;
-
-		if (va->n > 0)
-			memcpy(all + off * esize, va->data, va->n * esize);
-		off += va->n;
-	}
-	qsort(all, (size_t) total, esize, cmp);
-
-	dups = xmalloc(MAX_REPORT * esize);
-	for (size_t i = 1; i < (size_t) total; i++)
-	{
-		if (cmp(all + (i - 1) * esize, all + i * esize) != 0)
-			continue;
-		duplicates++;
-		/* remember each duplicated value once */
-		if (ndups_reported < MAX_REPORT &&
-			(i < 2 || cmp(all + (i - 2) * esize, all + i * esize) != 0))
-			memcpy(dups + (ndups_reported++) * esize, all + i * esize, esize);
-	}
-	free(all);
-
-	if (!opts->quiet)
-	{
-		for (int d = 0; d < ndups_reported; d++)
-		{
-			const char *value = dups + d * esize;
-			char		text[MAX_VALUE_TEXT];
-			int			found = 0;
-
-			format_value(text, sizeof(text), opts->type, value);
-			printf("%s: duplicate value %s at", PROGNAME, text);
-			for (int c = 0; c < opts->clients && found < MAX_LOCATIONS; c++)
-			{
-				const ValueArray *va = &clients[c].values;
-
-				for (size_t i = 0; i < va->n && found < MAX_LOCATIONS; i++)
-				{
-					if (cmp(va->data + i * esize, value) == 0)
-					{
-						printf("%s connection %d position %zu",
-							   found > 0 ? "," : "", c, i);
-						found++;
-					}
-				}
-			}
-			printf("%s\n", found >= MAX_LOCATIONS ? ", ..." : "");
-		}
-	}
-	free(dups);
-	return duplicates;
-}
-
-/*
- * Sequence-mode check: the committed values of every key must be exactly
- * 1, 2, ..., count.  Counts duplicates (a value that occurs k times counts
- * k - 1), gaps (runs of missing values, and the values missing in them; only
- * if check_gaps) and values below 1, and prints the first few keys with any
- * of them.  The clients' key ids are turned into global ones on the way.
- */
-static void
-check_seq(const Options *opts, Client *clients, int64 total, bool check_gaps,
-		  SeqCheck *out)
-{
-	KeyTable	global;
-	int64	   *start;
-	int64	   *fill;
-	int64	   *vals;
-	int32		nk;
-	int			reported = 0;
-
-	memset(out, 0, sizeof(SeqCheck));
-
-	/* local key ids -> global ones */
-	keytable_init(&global);
-	for (int c = 0; c < opts->clients; c++)
-	{
-		KeyTable   *kt = &clients[c].keytab;
-		SeqValue   *sv = (SeqValue *) clients[c].values.data;
-		int32	   *map = xmalloc(sizeof(int32) * Max(kt->nkeys, 1));
-
-		for (int32 k = 0; k < kt->nkeys; k++)
-			map[k] = keytable_intern(&global, kt->text + kt->offset[k],
-									 kt->length[k]);
-		for (size_t i = 0; i < clients[c].values.n; i++)
-			sv[i].key = map[sv[i].key];
-		free(map);
-	}
-	nk = global.nkeys;
-
-	/* gather the values key by key (a counting sort by key) */
-	start = xmalloc(sizeof(int64) * ((size_t) nk + 1));
-	memset(start, 0, sizeof(int64) * ((size_t) nk + 1));
-	for (int c = 0; c < opts->clients; c++)
-	{
-		const SeqValue *sv = (const SeqValue *) clients[c].values.data;
-
-		for (size_t i = 0; i < clients[c].values.n; i++)
-			start[sv[i].key + 1]++;
-	}
-	for (int32 k = 0; k < nk; k++)
-		start[k + 1] += start[k];
-	Assert(start[nk] == total);
-	fill = xmalloc(sizeof(int64) * Max(nk, 1));
-	if (nk > 0)
-		memcpy(fill, start, sizeof(int64) * nk);
-	vals = xmalloc(sizeof(int64) * (size_t) Max(total, 1));
-	for (int c = 0; c < opts->clients; c++)
-	{
-		const SeqValue *sv = (const SeqValue *) clients[c].values.data;
-
-		for (size_t i = 0; i < clients[c].values.n; i++)
-			vals[fill[sv[i].key]++] = sv[i].value;
-	}
-	free(fill);
-
-	for (int32 k = 0; k < nk; k++)
-	{
-		int64	   *v = vals + start[k];
-		int64		n = start[k + 1] - start[k];
-		int64		expect = 1;
-		int64		kdups = 0;
-		int64		kgaps = 0;
-		int64		kmissing = 0;
-		int64		kbelow = 0;
-		int			ndupvals = 0;
-		char		dupstr[512] = "";
-		char		gapstr[512] = "";
-		char		belowstr[512] = "";
-		char		kbuf[MAX_KEY_REPORT + 8];
-
-		if (n == 0)				/* only in rolled-back or lost batches */
-			continue;
-		out->keys++;
-		qsort(v, (size_t) n, sizeof(int64), compare_bigint);
-
-		for (int64 i = 0; i < n; i++)
-		{
-			if (i > 0 && v[i] == v[i - 1])
-			{
-				kdups++;
-				/* describe each duplicated value once */
-				if (i < 2 || v[i - 2] != v[i])
-				{
-					int64		j = i + 1;
-
-					while (j < n && v[j] == v[i])
-						j++;
-					if (ndupvals++ < MAX_KEY_DETAILS)
-						appendf(dupstr, sizeof(dupstr), "%s" INT64_FORMAT " (x" INT64_FORMAT ")",
-								ndupvals > 1 ? ", " : "", v[i], j - i + 1);
-					else if (ndupvals == MAX_KEY_DETAILS + 1)
-						appendf(dupstr, sizeof(dupstr), ", ...");
-				}
-				continue;
-			}
-			if (v[i] < 1)
-			{
-				kbelow++;
-				if (kbelow <= MAX_KEY_DETAILS)
-					appendf(belowstr, sizeof(belowstr), "%s" INT64_FORMAT,
-							kbelow > 1 ? ", " : "", v[i]);
-				else if (kbelow == MAX_KEY_DETAILS + 1)
-					appendf(belowstr, sizeof(belowstr), ", ...");
-				continue;
-			}
-			if (check_gaps && v[i] > expect)
-			{
-				kgaps++;
-				kmissing += v[i] - expect;
-				if (kgaps <= MAX_KEY_DETAILS)
-				{
-					if (v[i] - 1 == expect)
-						appendf(gapstr, sizeof(gapstr), "%s" INT64_FORMAT,
-								kgaps > 1 ? ", " : "", expect);
-					else
-						appendf(gapstr, sizeof(gapstr), "%s" INT64_FORMAT ".." INT64_FORMAT,
-								kgaps > 1 ? ", " : "", expect, v[i] - 1);
-				}
-				else if (kgaps == MAX_KEY_DETAILS + 1)
-					appendf(gapstr, sizeof(gapstr), ", ...");
-			}
-			expect = v[i] + 1;
-		}
-
-		out->duplicates += kdups;
-		out->gaps += kgaps;
-		out->missing += kmissing;
-		out->below += kbelow;
-		if (kdups == 0 && kgaps == 0 && kbelow == 0)
-			continue;
-		out->bad_keys++;
-		if (!opts->quiet && reported++ < MAX_REPORT)
-		{
-			printf("%s: key '%s': " INT64_FORMAT " values, max " INT64_FORMAT,
-				   PROGNAME,
-				   report_key(kbuf, sizeof(kbuf), global.text + global.offset[k]),
-				   n, v[n - 1]);
-			if (kdups > 0)
-				printf("; " INT64_FORMAT " duplicates: %s", kdups, dupstr);
-			if (kgaps > 0)
-				printf("; " INT64_FORMAT " gaps, " INT64_FORMAT " values missing: %s",
-					   kgaps, kmissing, gapstr);
-			if (kbelow > 0)
-				printf("; " INT64_FORMAT " values below 1: %s", kbelow, belowstr);
-			printf("\n");
-		}
-	}
-	if (!opts->quiet && out->bad_keys > MAX_REPORT)
-		printf("%s: ... and " INT64_FORMAT " more keys with duplicates or gaps\n",
-			   PROGNAME, out->bad_keys - MAX_REPORT);
-
-	free(vals);
-	free(start);
-	keytable_free(&global);
-}
-
-/*
- * --save: write every value received, one per line, connection after
- * connection, so that a caller can check uniqueness over several runs
- * (several servers).  False (with a message) if the file cannot be written.
- */
-static bool
-save_values(const Options *opts, const Client *clients)
-{
-	FILE	   *f = fopen(opts->save, "w");
-
-	if (f == NULL)
-	{
-		fprintf(stderr, "%s: could not open \"%s\": %s\n", PROGNAME, opts->save, strerror(errno));
-		return false;
-	}
-	for (int c = 0; c < opts->clients; c++)
-	{
-		const ValueArray *va = &clients[c].values;
-
-		for (size_t i = 0; i < va->n; i++)
-		{
-			if (opts->type == VALUE_BIGINT)
-			{
-				int64		v;
-
-				memcpy(&v, va->data + i * va->esize, sizeof(v));
-				fprintf(f, INT64_FORMAT "\n", v);
-			}
-			else
-				fprintf(f, "%.*s\n", UUID_TEXT_LEN, va->data + i * va->esize);
-		}
-	}
-	if (fclose(f) != 0)
-	{
-		fprintf(stderr, "%s: could not write \"%s\": %s\n", PROGNAME, opts->save, strerror(errno));
-		return false;
-	}
-	return true;
 }
 
 int

@@ -166,6 +166,17 @@ extern double now_seconds(void);
 extern const char *strip_message(char *buf, size_t len, const char *msg);
 extern void appendf(char *buf, size_t len, const char *fmt,...) pg_attribute_printf(3, 4);
 
+/* stress_check.c */
+extern void values_reserve(ValueArray *va, size_t more);
+extern int	compare_bigint(const void *a, const void *b);
+extern int64 check_order(const Options *opts, Client *clients);
+extern int64 check_unique(const Options *opts, Client *clients, int64 total);
+extern bool save_values(const Options *opts, const Client *clients);
+
+/* stress_seq_check.c */
+extern void check_seq(const Options *opts, Client *clients, int64 total,
+					  bool check_gaps, SeqCheck *out);
+
 /* stress_keytab.c */
 extern void keytable_init(KeyTable *kt);
 extern void keytable_free(KeyTable *kt);
