@@ -85,13 +85,6 @@
 #define MAX_IDS				INT64CONST(100000000)
 #define MAX_BATCH			1000000
 
-/* wait this long between attempts to reconnect */
-#define RECONNECT_SLEEP_US	100000L
-/* after a (non connection-loss) query error, wait this long and retry */
-#define ERROR_SLEEP_US		10000L
-/* ... but give up when no batch succeeded for this long */
-#define ERROR_TIMEOUT		30.0
-
 /* sequence mode */
 #define MAX_KEYS			10000000
 #define DEFAULT_SEQ_FUNC	"idgen_seq_next"
@@ -105,20 +98,10 @@ static double parse_seconds(const char *arg, const char *option,
 static double parse_fraction(const char *arg, const char *option);
 static void format_fraction(char *buf, size_t len, double value);
 static bool valid_function_name(const char *name);
-static void client_fail(Client *cl, const char *fmt,...) pg_attribute_printf(2, 3);
-static void notice_processor(void *arg, const char *message);
-static PGconn *open_connection(const char *conninfo);
-static bool wait_at_gate(Shared *sh);
-static bool reconnect_client(Client *cl);
-static bool handle_query_error(Client *cl, PGresult *res, double *last_ok);
 static bool store_result(Client *cl, PGresult *res, int expected);
-static int	next_batch(Client *cl, double start, int64 generated);
-static void run_client(Client *cl);
-static void *client_thread(void *arg);
 static bool seq_query_error(Client *cl, PGresult *res, double *last_ok);
 static bool parse_seq_result(Client *cl, PGresult *res, int expected,
 							 SeqValue *out);
-static void run_seq_client(Client *cl);
 static void keep_cached_batch(Client *cl, const SeqValue *batch, int n);
 
 static void
@@ -280,141 +263,6 @@ valid_function_name(const char *name)
 	return true;
 }
 
-/* record a fatal error of this client and make every thread stop */
-static void
-client_fail(Client *cl, const char *fmt,...)
-{
-	va_list		ap;
-
-	if (!cl->failed)
-	{
-		va_start(ap, fmt);
-		vsnprintf(cl->errmsg, sizeof(cl->errmsg), fmt, ap);
-		va_end(ap);
-		cl->failed = true;
-	}
-	atomic_store(&cl->shared->stop, true);
-}
-
-/*
- * Print server notices (including the FATAL message of a terminated backend,
- * which arrives outside any query) with the connection number, or not at
- * all with --quiet.
- */
-static void
-notice_processor(void *arg, const char *message)
-{
-	Client	   *cl = (Client *) arg;
-	char		msg[512];
-
-	if (!cl->shared->opts->quiet)
-		fprintf(stderr, "%s: connection %d: %s\n", PROGNAME, cl->id,
-				strip_message(msg, sizeof(msg), message));
-}
-
-static PGconn *
-open_connection(const char *conninfo)
-{
-	/*
-	 * application_name comes before dbname so that the connection string can
-	 * override it, while it still overrides PGAPPNAME from the environment
-	 * (test harnesses set that): the tests find our backends by this name.
-	 */
-	const char *keywords[] = {"application_name", "dbname", NULL};
-	const char *values[] = {PROGNAME, conninfo, NULL};
-
-	return PQconnectdbParams(keywords, values, 1);
-}
-
-/* report ready and wait for the gate to open; false means abort */
-static bool
-wait_at_gate(Shared *sh)
-{
-	StartGate  *gate = &sh->gate;
-	bool		abort;
-
-	pthread_mutex_lock(&gate->lock);
-	gate->nready++;
-	pthread_cond_signal(&gate->ready_cond);
-	while (!gate->open)
-		pthread_cond_wait(&gate->open_cond, &gate->lock);
-	abort = gate->abort;
-	pthread_mutex_unlock(&gate->lock);
-	return !abort;
-}
-
-/* re-establish a lost connection; false if that failed (or we must stop) */
-static bool
-reconnect_client(Client *cl)
-{
-	double		start = now_seconds();
-	char		msg[512];
-
-	for (;;)
-	{
-		if (atomic_load(&cl->shared->stop))
-			return false;
-		PQreset(cl->conn);
-		if (PQstatus(cl->conn) == CONNECTION_OK)
-			return true;
-		if (now_seconds() - start >= RECONNECT_TIMEOUT)
-		{
-			client_fail(cl, "could not reconnect within %.0f s: %s",
-						RECONNECT_TIMEOUT,
-						strip_message(msg, sizeof(msg), PQerrorMessage(cl->conn)));
-			return false;
-		}
-		pg_usleep(RECONNECT_SLEEP_US);
-	}
-}
-
-/*
- * Deal with a failed query.  Returns true if the client should go on (the
- * batch is retried), false if it must stop.
- */
-static bool
-handle_query_error(Client *cl, PGresult *res, double *last_ok)
-{
-	const Options *opts = cl->shared->opts;
-	const char *raw = res != NULL ? PQresultErrorMessage(res) : "";
-	char		msg[512];
-
-	if (raw[0] == '\0')
-		raw = PQerrorMessage(cl->conn);
-	strip_message(msg, sizeof(msg), raw);
-
-	if (!opts->reconnect)
-	{
-		client_fail(cl, "query failed: %s", msg);
-		return false;
-	}
-
-	if (PQstatus(cl->conn) == CONNECTION_BAD)
-	{
-		cl->reconnects++;
-		if (!opts->quiet)
-			fprintf(stderr, "%s: connection %d: connection lost, reconnecting: %s\n",
-					PROGNAME, cl->id, msg);
-		if (!reconnect_client(cl))
-			return false;
-		*last_ok = now_seconds();
-		return true;
-	}
-
-	cl->errors++;
-	if (!opts->quiet && cl->errors <= MAX_REPORT)
-		fprintf(stderr, "%s: connection %d: query failed, retrying: %s\n",
-				PROGNAME, cl->id, msg);
-	if (now_seconds() - *last_ok >= ERROR_TIMEOUT)
-	{
-		client_fail(cl, "no query succeeded for %.0f s, giving up; last error: %s",
-					ERROR_TIMEOUT, msg);
-		return false;
-	}
-	pg_usleep(ERROR_SLEEP_US);
-	return true;
-}
-
 /* append the values of a successful batch; false on a fatal error */
 static bool
 store_result(Client *cl, PGresult *res, int expected)
@@ -479,34 +327,7 @@ store_result(Client *cl, PGresult *res, int expected)
 }
 
 /* the generating loop of one connection */
-/*
- * The size of the client's next batch, or 0 when it is done: with
- * --duration, when the time is up or the values kept reach their limit
- * (then 'capped'); otherwise when 'generated' (what -n counts) reaches -n.
- */
-static int
-next_batch(Client *cl, double start, int64 generated)
-{
-	const Options *opts = cl->shared->opts;
-	int64		left;
-
-	if (opts->duration > 0)
-	{
-		if (now_seconds() - start >= opts->duration)
-			return 0;
-		left = MAX_TOTAL_IDS / opts->clients - (int64) cl->values.n;
-		if (left <= 0)
-		{
-			cl->capped = true;
-			return 0;
-		}
-	}
-	else
-		left = opts->ids - generated;
-	return left <= 0 ? 0 : (int) Min(left, (int64) opts->batch);
-}
-
-static void
+void
 run_client(Client *cl)
 {
 	const Options *opts = cl->shared->opts;
@@ -635,7 +456,6 @@ parse_seq_result(Client *cl, PGresult *res, int expected, SeqValue *out)
 	return true;
 }
 
-/* the generating loop of one connection in sequence mode */
 /*
  * --cached: keep a batch's values whatever becomes of its transaction, and
  * check that each key's values rise in the order this connection got them.
@@ -665,7 +485,8 @@ keep_cached_batch(Client *cl, const SeqValue *batch, int n)
 	va->n += n;
 }
 
-static void
+/* the generating loop of one connection in sequence mode */
+void
 run_seq_client(Client *cl)
 {
 	const Options *opts = cl->shared->opts;
@@ -781,31 +602,6 @@ run_seq_client(Client *cl)
 	free(query);
 }
 
-static void *
-client_thread(void *arg)
-{
-	Client	   *cl = (Client *) arg;
-	char		msg[512];
-
-	cl->conn = open_connection(cl->shared->opts->conninfo);
-	/* survives PQreset, which keeps the PGconn */
-	PQsetNoticeProcessor(cl->conn, notice_processor, cl);
-	if (PQstatus(cl->conn) == CONNECTION_OK)
-		cl->connected = true;
-	else
-		client_fail(cl, "could not connect: %s",
-					strip_message(msg, sizeof(msg), PQerrorMessage(cl->conn)));
-
-	if (wait_at_gate(cl->shared))
-	{
-		if (cl->shared->opts->keys > 0)
-			run_seq_client(cl);
-		else
-			run_client(cl);
-	}
-	return NULL;
-}
-
 int
 main(int argc, char **argv)
 {
@@ -846,25 +642,12 @@ main(int argc, char **argv)
 		.seq_func = DEFAULT_SEQ_FUNC,
 	};
 	bool		seq_option = false;	/* --hot, --seq-func or --rollback given */
-	int64		generated = 0;
-	int64		commits = 0;
-	int64		rollbacks = 0;
-	int64		in_doubt = 0;
 	SeqCheck	sc;
 	Shared		shared;
 	Client	   *clients;
-	pthread_t  *threads;
-	int			nstarted = 0;
-	int			nfailed = 0;
-	bool		capped = false;
+	Totals		totals;
 	int			c;
 	int			optindex;
-	bool		any_failed = false;
-	double		t0;
-	double		elapsed;
-	int64		total = 0;
-	int64		errors = 0;
-	int64		reconnects = 0;
 	int64		violations = 0;
 	int64		duplicates = 0;
 	bool		short_count;
@@ -975,106 +758,10 @@ main(int argc, char **argv)
 		exit(2);
 	}
 
-	/* set up the threads' state */
-	shared.opts = &opts;
-	pthread_mutex_init(&shared.gate.lock, NULL);
-	pthread_cond_init(&shared.gate.ready_cond, NULL);
-	pthread_cond_init(&shared.gate.open_cond, NULL);
-	shared.gate.nready = 0;
-	shared.gate.open = false;
-	shared.gate.abort = false;
-	atomic_init(&shared.stop, false);
-
-	clients = xmalloc(sizeof(Client) * opts.clients);
-	threads = xmalloc(sizeof(pthread_t) * opts.clients);
-	for (int i = 0; i < opts.clients; i++)
+	clients = clients_create(&opts, &shared);
+	if (!run_clients(&opts, &shared, clients, &totals))
 	{
-		Client	   *cl = &clients[i];
-
-		memset(cl, 0, sizeof(Client));
-		cl->id = i;
-		cl->shared = &shared;
-		if (opts.keys > 0)
-		{
-			cl->values.esize = sizeof(SeqValue);
-			keytable_init(&cl->keytab);
-		}
-		else
-			cl->values.esize = opts.type == VALUE_BIGINT ? sizeof(int64) : UUID_TEXT_LEN;
-		if (opts.duration == 0)
-			values_reserve(&cl->values, (size_t) opts.ids);
-	}
-
-	/* start the threads: each connects and waits at the gate */
-	for (int i = 0; i < opts.clients; i++)
-	{
-		int			rc = pthread_create(&threads[i], NULL, client_thread, &clients[i]);
-
-		if (rc != 0)
-		{
-			fprintf(stderr, "%s: could not create thread %d: %s\n",
-					PROGNAME, i, strerror(rc));
-			any_failed = true;
-			break;
-		}
-		nstarted++;
-	}
-
-	/* wait until all are connected, then let them go together */
-	pthread_mutex_lock(&shared.gate.lock);
-	while (shared.gate.nready < nstarted)
-		pthread_cond_wait(&shared.gate.ready_cond, &shared.gate.lock);
-	for (int i = 0; i < nstarted; i++)
-	{
-		if (!clients[i].connected)
-			any_failed = true;
-	}
-	shared.gate.abort = any_failed;
-	shared.gate.open = true;
-	pthread_cond_broadcast(&shared.gate.open_cond);
-	pthread_mutex_unlock(&shared.gate.lock);
-	t0 = now_seconds();
-
-	for (int i = 0; i < nstarted; i++)
-		pthread_join(threads[i], NULL);
-	elapsed = now_seconds() - t0;
-
-	for (int i = 0; i < nstarted; i++)
-	{
-		Client	   *cl = &clients[i];
-
-		if (cl->capped)
-			capped = true;
-		if (cl->failed)
-		{
-			/* all connections often fail alike: report only the first few */
-			if (nfailed++ < MAX_REPORT)
-				fprintf(stderr, "%s: connection %d: %s\n", PROGNAME, i, cl->errmsg);
-			any_failed = true;
-		}
-		total += (int64) cl->values.n;
-		errors += cl->errors;
-		reconnects += cl->reconnects;
-		generated += cl->generated;
-		commits += cl->commits;
-		rollbacks += cl->rollbacks;
-		in_doubt += cl->in_doubt;
-		PQfinish(cl->conn);
-		cl->conn = NULL;
-	}
-
-	if (nfailed > MAX_REPORT)
-		fprintf(stderr, "%s: ... and %d more connections failed\n",
-				PROGNAME, nfailed - MAX_REPORT);
-	if (any_failed)
-	{
-		for (int i = 0; i < opts.clients; i++)
-		{
-			free(clients[i].values.data);
-			keytable_free(&clients[i].keytab);
-		}
-		free(clients);
-		free(threads);
+		clients_free(&opts, &shared, clients);
 		exit(2);
 	}
 
@@ -1082,23 +769,20 @@ main(int argc, char **argv)
 	{
 		/* sequence mode: its own checks and summary */
 		bool		check_gaps = !opts.reconnect && !opts.cached;
-		int64		order_errors = 0;
 		int64		expected = (int64) opts.clients * opts.ids;
 		/* keys the query can pick ('hot' with probability 1 > random()) */
 		int64		possible = (opts.hot < 1.0 ? opts.keys : 0) + (opts.hot > 0.0 ? 1 : 0);
 
-		check_seq(&opts, clients, total, check_gaps, &sc);
-		for (int c = 0; c < opts.clients; c++)
-			order_errors += clients[c].order_errors;
+		check_seq(&opts, clients, totals.values, check_gaps, &sc);
 		if (opts.duration > 0)
-			short_count = (generated == 0 || (opts.rollback == 0 && total == 0));
+			short_count = (totals.generated == 0 || (opts.rollback == 0 && totals.values == 0));
 		else
-			short_count = (generated < expected ||
-						   (opts.rollback == 0 && total < expected));
+			short_count = (totals.generated < expected ||
+						   (opts.rollback == 0 && totals.values < expected));
 		if (opts.cached)
-			short_count = (generated == 0 || total < generated);
+			short_count = (totals.generated == 0 || totals.values < totals.generated);
 		pass = (sc.duplicates == 0 && sc.gaps == 0 && sc.below == 0 &&
-				order_errors == 0 && !short_count);
+				totals.order_errors == 0 && !short_count);
 
 		if (opts.duration > 0)
 			printf("%s: %d clients x %g s of %s(key) over " INT64_FORMAT " keys",
@@ -1107,12 +791,12 @@ main(int argc, char **argv)
 			printf("%s: %d clients x " INT64_FORMAT " values of %s(key) over " INT64_FORMAT " keys",
 				   PROGNAME, opts.clients, opts.ids, opts.seq_func, possible);
 		printf(" (hot %s, rollback %s) in %.3f s (%.0f values/s, %.0f transactions/s)\n",
-			   opts.hot_text, opts.rollback_text, elapsed,
-			   elapsed > 0 ? (double) generated / elapsed : 0.0,
-			   elapsed > 0 ? (double) (commits + rollbacks) / elapsed : 0.0);
+			   opts.hot_text, opts.rollback_text, totals.elapsed,
+			   totals.elapsed > 0 ? (double) totals.generated / totals.elapsed : 0.0,
+			   totals.elapsed > 0 ? (double) (totals.commits + totals.rollbacks) / totals.elapsed : 0.0);
 		printf("%s: " INT64_FORMAT " committed values, " INT64_FORMAT " keys, "
 			   INT64_FORMAT " duplicates, ",
-			   PROGNAME, total, sc.keys, sc.duplicates);
+			   PROGNAME, totals.values, sc.keys, sc.duplicates);
 		if (!check_gaps)
 			printf("gaps not checked, ");
 		else if (sc.gaps > 0)
@@ -1122,31 +806,31 @@ main(int argc, char **argv)
 			printf("0 gaps, ");
 		printf(INT64_FORMAT " batches rolled back, " INT64_FORMAT " errors, "
 			   INT64_FORMAT " reconnects\n",
-			   rollbacks, errors, reconnects);
+			   totals.rollbacks, totals.errors, totals.reconnects);
 		if (sc.below > 0)
 			printf("%s: " INT64_FORMAT " values below 1\n", PROGNAME, sc.below);
 		if (opts.cached)
 			printf("%s: --cached: every value kept (rolled back or not), gaps not checked; "
 				   INT64_FORMAT " order violations (a key's value not above the one the connection got before)\n",
-				   PROGNAME, order_errors);
+				   PROGNAME, totals.order_errors);
 		else if (!check_gaps)
 			printf("%s: --reconnect: only distinctness checked, not gaps; "
 				   INT64_FORMAT " batches were lost while COMMIT was in flight and may or may not have committed\n",
-				   PROGNAME, in_doubt);
-		if (capped)
+				   PROGNAME, totals.in_doubt);
+		if (totals.capped)
 			printf("%s: stopped early: reached the limit of " INT64_FORMAT " committed values per connection\n",
 				   PROGNAME, MAX_TOTAL_IDS / opts.clients);
 		if (short_count)
 		{
 			if (opts.duration > 0)
 				printf("%s: no values were %s\n", PROGNAME,
-					   generated == 0 ? "generated" : "committed");
-			else if (generated < expected)
+					   totals.generated == 0 ? "generated" : "committed");
+			else if (totals.generated < expected)
 				printf("%s: expected " INT64_FORMAT " values generated, got " INT64_FORMAT "\n",
-					   PROGNAME, expected, generated);
+					   PROGNAME, expected, totals.generated);
 			else
 				printf("%s: expected " INT64_FORMAT " committed values, collected " INT64_FORMAT "\n",
-					   PROGNAME, expected, total);
+					   PROGNAME, expected, totals.values);
 		}
 		printf("%s: %s\n", PROGNAME, pass ? "PASS" : "FAIL");
 	}
@@ -1155,28 +839,28 @@ main(int argc, char **argv)
 		/* the checks */
 		if (opts.strict)
 			violations = check_order(&opts, clients);
-		duplicates = check_unique(&opts, clients, total);
+		duplicates = check_unique(&opts, clients, totals.values);
 		if (opts.duration > 0)
-			short_count = (total == 0);
+			short_count = (totals.values == 0);
 		else
-			short_count = (total < (int64) opts.clients * opts.ids);
+			short_count = (totals.values < (int64) opts.clients * opts.ids);
 		pass = (duplicates == 0 && violations == 0 && !short_count);
 
 		/* the summary */
 		if (opts.duration > 0)
 			printf("%s: %d clients x %g s of %s in %.3f s (%.0f values/s)\n",
-				   PROGNAME, opts.clients, opts.duration, opts.expr, elapsed,
-				   elapsed > 0 ? (double) total / elapsed : 0.0);
+				   PROGNAME, opts.clients, opts.duration, opts.expr, totals.elapsed,
+				   totals.elapsed > 0 ? (double) totals.values / totals.elapsed : 0.0);
 		else
 			printf("%s: %d clients x " INT64_FORMAT " values of %s in %.3f s (%.0f values/s)\n",
-				   PROGNAME, opts.clients, opts.ids, opts.expr, elapsed,
-				   elapsed > 0 ? (double) total / elapsed : 0.0);
+				   PROGNAME, opts.clients, opts.ids, opts.expr, totals.elapsed,
+				   totals.elapsed > 0 ? (double) totals.values / totals.elapsed : 0.0);
 		printf("%s: " INT64_FORMAT " values, " INT64_FORMAT " distinct, "
 			   INT64_FORMAT " duplicates, " INT64_FORMAT " order violations, "
 			   INT64_FORMAT " errors, " INT64_FORMAT " reconnects\n",
-			   PROGNAME, total, total - duplicates, duplicates, violations,
-			   errors, reconnects);
-		if (capped)
+			   PROGNAME, totals.values, totals.values - duplicates, duplicates, violations,
+			   totals.errors, totals.reconnects);
+		if (totals.capped)
 			printf("%s: stopped early: reached the limit of " INT64_FORMAT " values per connection\n",
 				   PROGNAME, MAX_TOTAL_IDS / opts.clients);
 		if (short_count)
@@ -1185,23 +869,14 @@ main(int argc, char **argv)
 				printf("%s: no values were collected\n", PROGNAME);
 			else
 				printf("%s: expected " INT64_FORMAT " values, collected " INT64_FORMAT "\n",
-					   PROGNAME, (int64) opts.clients * opts.ids, total);
+					   PROGNAME, (int64) opts.clients * opts.ids, totals.values);
 		}
 		printf("%s: %s\n", PROGNAME, pass ? "PASS" : "FAIL");
 		if (opts.save != NULL && !save_values(&opts, clients))
 			pass = false;
 	}
 
-	for (int i = 0; i < opts.clients; i++)
-	{
-		free(clients[i].values.data);
-		keytable_free(&clients[i].keytab);
-	}
-	free(clients);
-	free(threads);
-	pthread_cond_destroy(&shared.gate.open_cond);
-	pthread_cond_destroy(&shared.gate.ready_cond);
-	pthread_mutex_destroy(&shared.gate.lock);
+	clients_free(&opts, &shared, clients);
 
 	return pass ? 0 : 1;
 }

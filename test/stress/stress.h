@@ -166,6 +166,37 @@ extern double now_seconds(void);
 extern const char *strip_message(char *buf, size_t len, const char *msg);
 extern void appendf(char *buf, size_t len, const char *fmt,...) pg_attribute_printf(3, 4);
 
+/* the sums over all connections of a run, for the summary */
+typedef struct Totals
+{
+	double		elapsed;		/* seconds from the gate opening to the end */
+	bool		capped;			/* some connection hit the value limit */
+	int64		values;			/* values kept (committed in sequence mode) */
+	int64		errors;
+	int64		reconnects;
+	/* sequence mode */
+	int64		generated;
+	int64		commits;
+	int64		rollbacks;
+	int64		in_doubt;
+	int64		order_errors;
+} Totals;
+
+/* stress_conn.c */
+extern Client *clients_create(const Options *opts, Shared *shared);
+extern bool run_clients(const Options *opts, Shared *shared, Client *clients,
+						Totals *totals);
+extern void clients_free(const Options *opts, Shared *shared, Client *clients);
+extern void client_fail(Client *cl, const char *fmt,...) pg_attribute_printf(2, 3);
+extern int	next_batch(Client *cl, double start, int64 generated);
+
+/* stress_reconnect.c */
+extern bool handle_query_error(Client *cl, PGresult *res, double *last_ok);
+
+/* idgen_stress.c: the modes' loops */
+extern void run_client(Client *cl);
+extern void run_seq_client(Client *cl);
+
 /* stress_check.c */
 extern void values_reserve(ValueArray *va, size_t more);
 extern int	compare_bigint(const void *a, const void *b);
