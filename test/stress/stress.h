@@ -193,9 +193,15 @@ extern int	next_batch(Client *cl, double start, int64 generated);
 /* stress_reconnect.c */
 extern bool handle_query_error(Client *cl, PGresult *res, double *last_ok);
 
-/* idgen_stress.c: the modes' loops */
-extern void run_client(Client *cl);
+/* stress_expr.c */
+extern void run_expr_client(Client *cl);
+extern bool expr_report(const Options *opts, Client *clients,
+						const Totals *totals);
+
+/* stress_seq.c */
 extern void run_seq_client(Client *cl);
+extern bool seq_report(const Options *opts, Client *clients,
+					   const Totals *totals);
 
 /* stress_check.c */
 extern void values_reserve(ValueArray *va, size_t more);

@@ -138,7 +138,7 @@ client_thread(void *arg)
 		if (cl->shared->opts->keys > 0)
 			run_seq_client(cl);
 		else
-			run_client(cl);
+			run_expr_client(cl);
 	}
 	return NULL;
 }
