@@ -3,7 +3,7 @@
  * stress.h
  *	  Types and functions shared by the files of the idgen_stress client.
  *
- * The program (described in idgen_stress.c) runs one thread per connection.
+ * The program (described in stress_main.c) runs one thread per connection.
  * Each thread owns a Client: its connection, its counters and every value
  * it received (a ValueArray).  When all threads are done the main thread
  * checks the values of all clients together.

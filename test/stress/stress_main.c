@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * idgen_stress.c
+ * stress_main.c
  *	  Concurrency stress client for ID generators.
  *
  * The program opens N connections, each driven by its own thread, and has
@@ -63,7 +63,7 @@
  * order violation, a gap or missing values), 2 on usage, connection or
  * query errors.
  *
- * test/stress/idgen_stress.c
+ * test/stress/stress_main.c
  *
  *-------------------------------------------------------------------------
  */
