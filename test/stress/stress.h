@@ -3,10 +3,11 @@
  * stress.h
  *	  Types and functions shared by the files of the idgen_stress client.
  *
- * The program (described in stress_main.c) runs one thread per connection.
- * Each thread owns a Client: its connection, its counters and every value
- * it received (a ValueArray).  When all threads are done the main thread
- * checks the values of all clients together.
+ * The program (described in stress_main.c, with a map of its files) runs
+ * one thread per connection.  Each thread owns a Client: its connection,
+ * its counters and every value it received (a ValueArray).  When all
+ * threads are done the main thread checks the values of all clients
+ * together.  The functions are declared here file by file.
  *
  * test/stress/stress.h
  *

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * stress_main.c
- *	  Concurrency stress client for ID generators.
+ *	  Concurrency stress client for ID generators: options and main.
  *
  * The program opens N connections, each driven by its own thread, and has
  * every connection fetch values of one SQL expression in batches, one round
@@ -31,37 +31,30 @@
  *
  * Sequence mode (--keys=N) exercises a transactional per-key sequence
  * function such as idgen_seq_next(key text) instead: every batch is one
- * transaction,
- *
- *		BEGIN;
- *		SELECT k, <func>(k) FROM (SELECT <random key> AS k
- *			FROM generate_series(1, <batch>) ORDER BY 1 OFFSET 0) s;
- *		COMMIT;		-- or ROLLBACK, with probability --rollback
- *
- * where each row's key is 'hot' with probability --hot and 'k:<i>' with i
- * uniform in 1..N otherwise.  The keys are sorted within the batch so that
- * concurrent transactions lock the keys' rows in one order and cannot
- * deadlock (OFFSET 0 keeps the sort below the function call).  The
- * (key, value) pairs of committed batches are kept, those of rolled-back
- * batches are discarded, and at the end the committed values of every key
- * must be exactly 1, 2, ..., count: no duplicates and no gaps (a rollback
- * gives its values back); so the keys must not have been used before the
- * run (empty the sequence table first).  There is no per-connection order check.  With
- * --reconnect a batch whose transaction was cut off by a lost connection is
- * discarded and retried; as a connection lost while COMMIT was in flight
- * leaves it unknown whether the batch committed, only distinctness is
- * checked then, not gaps.
- *
- * With --cached the keys are expected to be cached per-key sequences
- * (idgen_seq_configure(key, cache => n)), whose values are not
- * transactional and may leave gaps: the values of every batch are kept,
- * rolled back or not, and the checks are that each key's values are
- * distinct over all connections and strictly increasing, key by key, in the
- * order each connection received them; gaps are not checked.
+ * transaction on random keys, committed or rolled back, and the committed
+ * values of every key must be exactly 1, 2, ..., count (stress_seq.c tells
+ * the details, and those of --cached).
  *
  * Exit status: 0 if all checks pass, 1 if any check fails (a duplicate, an
  * order violation, a gap or missing values), 2 on usage, connection or
  * query errors.
+ *
+ * Where to look:
+ *
+ *	stress_main.c		options, usage, main
+ *	stress_conn.c		connections, their threads, the start gate, batch
+ *						sizes (-n or -D/--duration), the totals of a run
+ *	stress_reconnect.c	query errors and --reconnect
+ *	stress_expr.c		expression mode (-e, -t, --order): the loop, the
+ *						summary
+ *	stress_seq.c		sequence mode (-k, --hot, --rollback, --seq-func,
+ *						--cached): the loop, the summary
+ *	stress_check.c		the value store; the order and uniqueness checks;
+ *						--save
+ *	stress_seq_check.c	the key-by-key check of sequence mode
+ *	stress_keytab.c		the interned key strings of sequence mode
+ *	stress_util.c		memory, clock and message helpers
+ *	stress.h			the types and functions they share
  *
  * test/stress/stress_main.c
  *
@@ -70,12 +63,8 @@
 #include "postgres_fe.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <time.h>
 
 #include "getopt_long.h"
-#include "libpq-fe.h"
 
 #include "stress.h"
 
@@ -88,16 +77,59 @@
 #define MAX_KEYS			10000000
 #define DEFAULT_SEQ_FUNC	"idgen_seq_next"
 
-static void usage(void);
-static void usage_error(const char *fmt,...) pg_attribute_printf(1, 2);
-static int64 parse_integer(const char *arg, const char *option,
-						   int64 min, int64 max);
-static double parse_seconds(const char *arg, const char *option,
-							double max);
-static double parse_fraction(const char *arg, const char *option);
-static void format_fraction(char *buf, size_t len, double value);
-static bool valid_function_name(const char *name);
+/* the codes of the long options without a short form */
+enum
+{
+	OPT_RECONNECT = 1,
+	OPT_HOT,
+	OPT_SEQ_FUNC,
+	OPT_ROLLBACK,
+	OPT_CACHED,
+	OPT_SAVE
+};
 
+static const struct option long_options[] = {
+	{"dbname", required_argument, NULL, 'd'},
+	{"clients", required_argument, NULL, 'c'},
+	{"ids", required_argument, NULL, 'n'},
+	{"batch", required_argument, NULL, 'b'},
+	{"expr", required_argument, NULL, 'e'},
+	{"type", required_argument, NULL, 't'},
+	{"order", required_argument, NULL, 'o'},
+	{"duration", required_argument, NULL, 'D'},
+	{"reconnect", no_argument, NULL, OPT_RECONNECT},
+	{"quiet", no_argument, NULL, 'q'},
+	{"keys", required_argument, NULL, 'k'},
+	{"hot", required_argument, NULL, OPT_HOT},
+	{"seq-func", required_argument, NULL, OPT_SEQ_FUNC},
+	{"rollback", required_argument, NULL, OPT_ROLLBACK},
+	{"cached", no_argument, NULL, OPT_CACHED},
+	{"save", required_argument, NULL, OPT_SAVE},
+	{"help", no_argument, NULL, '?'},
+	{NULL, 0, NULL, 0}
+};
+
+/* the settings without options */
+static const Options default_options = {
+	.conninfo = "",
+	.clients = 8,
+	.ids = 100000,
+	.batch = 1000,
+	.expr = "idgen_snowflake()",
+	.type = VALUE_BIGINT,
+	.strict = true,
+	.duration = 0,
+	.reconnect = false,
+	.quiet = false,
+	.keys = 0,
+	.hot = 0.1,
+	.rollback = 0,
+	.seq_func = DEFAULT_SEQ_FUNC,
+};
+
+static void usage_error(const char *fmt,...) pg_attribute_printf(1, 2);
+
+/* --help */
 static void
 usage(void)
 {
@@ -166,6 +198,7 @@ usage(void)
 		   "values), 2 usage, connection or query error.\n");
 }
 
+/* a usage error: the message, a hint, exit status 2 */
 static void
 usage_error(const char *fmt,...)
 {
@@ -179,6 +212,7 @@ usage_error(const char *fmt,...)
 	exit(2);
 }
 
+/* an integer option's value, from min to max */
 static int64
 parse_integer(const char *arg, const char *option, int64 min, int64 max)
 {
@@ -195,6 +229,7 @@ parse_integer(const char *arg, const char *option, int64 min, int64 max)
 	return (int64) val;
 }
 
+/* a duration option's value: seconds, more than 0 and at most max */
 static double
 parse_seconds(const char *arg, const char *option, double max)
 {
@@ -257,53 +292,113 @@ valid_function_name(const char *name)
 	return true;
 }
 
-int
-main(int argc, char **argv)
+/*
+ * Apply one option of expression mode or of both modes; false if "c" is
+ * none of them.
+ */
+static bool
+set_option(Options *opts, int c, char *arg)
 {
-	static const struct option long_options[] = {
-		{"dbname", required_argument, NULL, 'd'},
-		{"clients", required_argument, NULL, 'c'},
-		{"ids", required_argument, NULL, 'n'},
-		{"batch", required_argument, NULL, 'b'},
-		{"expr", required_argument, NULL, 'e'},
-		{"type", required_argument, NULL, 't'},
-		{"order", required_argument, NULL, 'o'},
-		{"duration", required_argument, NULL, 'D'},
-		{"reconnect", no_argument, NULL, 1},
-		{"quiet", no_argument, NULL, 'q'},
-		{"keys", required_argument, NULL, 'k'},
-		{"hot", required_argument, NULL, 2},
-		{"seq-func", required_argument, NULL, 3},
-		{"rollback", required_argument, NULL, 4},
-		{"cached", no_argument, NULL, 5},
-		{"save", required_argument, NULL, 6},
-		{"help", no_argument, NULL, '?'},
-		{NULL, 0, NULL, 0}
-	};
-	Options		opts = {
-		.conninfo = "",
-		.clients = 8,
-		.ids = 100000,
-		.batch = 1000,
-		.expr = "idgen_snowflake()",
-		.type = VALUE_BIGINT,
-		.strict = true,
-		.duration = 0,
-		.reconnect = false,
-		.quiet = false,
-		.keys = 0,
-		.hot = 0.1,
-		.rollback = 0,
-		.seq_func = DEFAULT_SEQ_FUNC,
-	};
-	bool		seq_option = false;	/* --hot, --seq-func or --rollback given */
-	Shared		shared;
-	Client	   *clients;
-	Totals		totals;
+	switch (c)
+	{
+		case 'd':
+			opts->conninfo = arg;
+			break;
+		case 'c':
+			opts->clients = (int) parse_integer(arg, "-c/--clients", 1, MAX_CLIENTS);
+			break;
+		case 'n':
+			opts->ids = parse_integer(arg, "-n/--ids", 1, MAX_IDS);
+			break;
+		case 'b':
+			opts->batch = (int) parse_integer(arg, "-b/--batch", 1, MAX_BATCH);
+			break;
+		case 'e':
+			if (arg[0] == '\0')
+				usage_error("option -e/--expr must not be empty");
+			opts->expr = arg;
+			break;
+		case 't':
+			if (strcmp(arg, "bigint") == 0)
+				opts->type = VALUE_BIGINT;
+			else if (strcmp(arg, "uuid") == 0)
+				opts->type = VALUE_UUID;
+			else
+				usage_error("invalid value \"%s\" for option -t/--type: must be \"bigint\" or \"uuid\"",
+							arg);
+			break;
+		case 'o':
+			if (strcmp(arg, "strict") == 0)
+				opts->strict = true;
+			else if (strcmp(arg, "none") == 0)
+				opts->strict = false;
+			else
+				usage_error("invalid value \"%s\" for option -o/--order: must be \"strict\" or \"none\"",
+							arg);
+			break;
+		case 'D':
+			opts->duration = parse_seconds(arg, "-D/--duration", MAX_DURATION);
+			break;
+		case OPT_RECONNECT:
+			opts->reconnect = true;
+			break;
+		case 'q':
+			opts->quiet = true;
+			break;
+		case 'k':
+			opts->keys = (int) parse_integer(arg, "-k/--keys", 1, MAX_KEYS);
+			break;
+		case OPT_SAVE:
+			opts->save = arg;
+			break;
+		default:
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Apply one of the options that need -k/--keys; false if "c" is none of
+ * them.
+ */
+static bool
+set_seq_option(Options *opts, int c, char *arg)
+{
+	switch (c)
+	{
+		case OPT_HOT:
+			opts->hot = parse_fraction(arg, "--hot");
+			break;
+		case OPT_SEQ_FUNC:
+			if (!valid_function_name(arg))
+				usage_error("invalid value \"%s\" for option --seq-func: must match ^[a-zA-Z_][a-zA-Z0-9_.]*$",
+							arg);
+			opts->seq_func = arg;
+			break;
+		case OPT_CACHED:
+			opts->cached = true;
+			break;
+		case OPT_ROLLBACK:
+			opts->rollback = parse_fraction(arg, "--rollback");
+			break;
+		default:
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Parse the command line into "opts": exits with status 0 after --help,
+ * with status 2 (and a message) on a usage error.
+ */
+static void
+parse_options(int argc, char **argv, Options *opts)
+{
+	bool		seq_option = false; /* an option that needs -k given */
 	int			c;
 	int			optindex;
-	bool		pass;
 
+	*opts = default_options;
 	if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-?") == 0))
 	{
 		usage();
@@ -313,102 +408,45 @@ main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "d:c:n:b:e:t:o:D:qk:?",
 							long_options, &optindex)) != -1)
 	{
-		switch (c)
+		if (set_seq_option(opts, c, optarg))
+			seq_option = true;
+		else if (!set_option(opts, c, optarg))
 		{
-			case 'd':
-				opts.conninfo = optarg;
-				break;
-			case 'c':
-				opts.clients = (int) parse_integer(optarg, "-c/--clients", 1, MAX_CLIENTS);
-				break;
-			case 'n':
-				opts.ids = parse_integer(optarg, "-n/--ids", 1, MAX_IDS);
-				break;
-			case 'b':
-				opts.batch = (int) parse_integer(optarg, "-b/--batch", 1, MAX_BATCH);
-				break;
-			case 'e':
-				if (optarg[0] == '\0')
-					usage_error("option -e/--expr must not be empty");
-				opts.expr = optarg;
-				break;
-			case 't':
-				if (strcmp(optarg, "bigint") == 0)
-					opts.type = VALUE_BIGINT;
-				else if (strcmp(optarg, "uuid") == 0)
-					opts.type = VALUE_UUID;
-				else
-					usage_error("invalid value \"%s\" for option -t/--type: must be \"bigint\" or \"uuid\"",
-								optarg);
-				break;
-			case 'o':
-				if (strcmp(optarg, "strict") == 0)
-					opts.strict = true;
-				else if (strcmp(optarg, "none") == 0)
-					opts.strict = false;
-				else
-					usage_error("invalid value \"%s\" for option -o/--order: must be \"strict\" or \"none\"",
-								optarg);
-				break;
-			case 'D':
-				opts.duration = parse_seconds(optarg, "-D/--duration", MAX_DURATION);
-				break;
-			case 1:
-				opts.reconnect = true;
-				break;
-			case 'q':
-				opts.quiet = true;
-				break;
-			case 'k':
-				opts.keys = (int) parse_integer(optarg, "-k/--keys", 1, MAX_KEYS);
-				break;
-			case 2:
-				opts.hot = parse_fraction(optarg, "--hot");
-				seq_option = true;
-				break;
-			case 3:
-				if (!valid_function_name(optarg))
-					usage_error("invalid value \"%s\" for option --seq-func: must match ^[a-zA-Z_][a-zA-Z0-9_.]*$",
-								optarg);
-				opts.seq_func = optarg;
-				seq_option = true;
-				break;
-			case 5:
-				opts.cached = true;
-				seq_option = true;
-				break;
-			case 6:
-				opts.save = optarg;
-				break;
-			case 4:
-				opts.rollback = parse_fraction(optarg, "--rollback");
-				seq_option = true;
-				break;
-			case '?':
-			default:
-				/* getopt_long has complained already */
-				fprintf(stderr, "Try \"%s --help\" for more information.\n", PROGNAME);
-				exit(2);
+			/* '?': getopt_long has complained already */
+			fprintf(stderr, "Try \"%s --help\" for more information.\n", PROGNAME);
+			exit(2);
 		}
 	}
 	if (optind < argc)
 		usage_error("too many command-line arguments (first is \"%s\")", argv[optind]);
-	if (opts.save != NULL && opts.keys > 0)
+	if (opts->save != NULL && opts->keys > 0)
 		usage_error("--save is not available in sequence mode");
-	if (seq_option && opts.keys == 0)
+	if (seq_option && opts->keys == 0)
 		usage_error("options --hot, --seq-func and --rollback need -k/--keys");
-	format_fraction(opts.hot_text, sizeof(opts.hot_text), opts.hot);
-	format_fraction(opts.rollback_text, sizeof(opts.rollback_text), opts.rollback);
-	if (opts.duration == 0 && (int64) opts.clients * opts.ids > MAX_TOTAL_IDS)
+	format_fraction(opts->hot_text, sizeof(opts->hot_text), opts->hot);
+	format_fraction(opts->rollback_text, sizeof(opts->rollback_text), opts->rollback);
+	if (opts->duration == 0 && (int64) opts->clients * opts->ids > MAX_TOTAL_IDS)
 		usage_error("too many values: %d clients x " INT64_FORMAT " values exceeds " INT64_FORMAT,
-					opts.clients, opts.ids, MAX_TOTAL_IDS);
+					opts->clients, opts->ids, MAX_TOTAL_IDS);
+}
 
+int
+main(int argc, char **argv)
+{
+	Options		opts;
+	Shared		shared;
+	Client	   *clients;
+	Totals		totals;
+	bool		pass;
+
+	parse_options(argc, argv, &opts);
 	if (!PQisthreadsafe())
 	{
 		fprintf(stderr, "%s: libpq is not thread-safe\n", PROGNAME);
 		exit(2);
 	}
 
+	/* connect and generate; nothing to check if any connection failed */
 	clients = clients_create(&opts, &shared);
 	if (!run_clients(&opts, &shared, clients, &totals))
 	{
@@ -416,12 +454,12 @@ main(int argc, char **argv)
 		exit(2);
 	}
 
+	/* the mode's checks and summary */
 	if (opts.keys > 0)
 		pass = seq_report(&opts, clients, &totals);
 	else
 		pass = expr_report(&opts, clients, &totals);
 
 	clients_free(&opts, &shared, clients);
-
 	return pass ? 0 : 1;
 }
