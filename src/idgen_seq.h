@@ -31,6 +31,7 @@ extern void idgen_seq_reserve_segments(const struct IdgenFunction *ext,
 									   struct IdgenSeqRequest *req, int n);
 extern void idgen_seq_record_use(const struct IdgenFunction *ext,
 								 struct IdgenSeqRequest *req, int n);
+extern void idgen_seq_batch_set_back(const char *key, int64 after) pg_attribute_noreturn();
 
 /* seq_cache.c: a segment request, as the worker handles it */
 typedef enum IdgenSeqOutcome
@@ -72,7 +73,9 @@ extern void idgen_seq_cache_init(void);
 extern Size idgen_seq_cache_shmem_size(void);
 extern void idgen_seq_cache_shmem_startup(void);
 extern bool idgen_seq_cache_available(void);
-extern int	idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, Oid relid);
+extern int	idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out,
+								 int64 after, Oid relid);
+extern void idgen_seq_cache_timed_out(const char *key) pg_attribute_noreturn();
 extern void idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_ttl,
 								   Oid relid);
 extern void idgen_seq_cache_invalidate(const char *key, int keylen);

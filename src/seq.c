@@ -446,17 +446,25 @@ lock_row(SeqTable *t, text *key, SeqRow *row, bool stop_if_cached)
 		}
 
 		/*
-		 * A cached key is served from shared memory, unless a transaction
-		 * holds its row: this one (which then gets values from the row until
-		 * it ends, as the worker could not reserve meanwhile), or another
-		 * (a set or reconfiguration in progress: wait for it below).
+		 * A cached key is served from shared memory, unless this transaction
+		 * holds its row (it then gets values from the row until it ends, as
+		 * the worker could not reserve meanwhile).  While another transaction
+		 * writes the row (the worker reserving a segment, or a set or
+		 * reconfiguration), wait for it and look again: a value taken from
+		 * the row would belong to this transaction, and a rollback would
+		 * give back a value of a cached key.
 		 */
-		if (stop_if_cached && !TransactionIdIsValid(dirty.xmax))
+		if (stop_if_cached)
 		{
 			row_from_slot(t->slot, row);
 			if (row->cache > 0 && !ttl_passed(row, GetCurrentTimestamp()) &&
 				!row_is_mine(t->slot))
-				return ROW_CACHED;
+			{
+				if (!TransactionIdIsValid(dirty.xmax))
+					return ROW_CACHED;
+				XactLockTableWait(dirty.xmax, t->rel, &tid, XLTW_Lock);
+				continue;
+			}
 		}
 
 		result = table_tuple_lock(t->rel, &tid, GetActiveSnapshot(), t->slot,
@@ -539,23 +547,23 @@ typedef enum Applied
  * row), so it must only compute from its row.
  *
  * For idgen_seq_next ('next'), a live cached key that this transaction
- * does not hold is left alone (when shared memory serves this database and
- * 'serve_cached'): its entry in shared memory is installed and
- * APPLIED_CACHED returned, for the caller to serve it from there.  Any
- * other change to a key forgets its cached segments, on every backend.
+ * does not hold is left alone (when shared memory serves this database):
+ * its entry in shared memory is installed and APPLIED_CACHED returned, for
+ * the caller to serve it from there.  Any other change to a key forgets its
+ * cached segments, on every backend.
  */
 static Applied
-apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next, bool serve_cached)
+apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	IdgenFunction fn;
 	SeqTable	t;
 	Applied		applied;
 	bool		from_cached_row = false;
+	bool		serve_cached = next && idgen_seq_cache_available();
 
 	if (XactReadOnly)			/* the name only for the error */
 		PreventCommandIfReadOnly(psprintf("%s()", get_func_name(fcinfo->flinfo->fn_oid)));
-	serve_cached = next && serve_cached && idgen_seq_cache_available();
 	idgen_lookup_function(fcinfo, &fn);
 	open_table(&fn, &t);
 	for (;;)
@@ -621,6 +629,22 @@ advance(const SeqRow *row, int64 v, text *key)
 	return next;
 }
 
+/*
+ * The rest of a batch, from the table or from a new segment, would not be
+ * above 'after', the batch's last value so far: the key was dropped or set
+ * back by another session meanwhile.
+ */
+void
+idgen_seq_batch_set_back(const char *key, int64 after)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("per-key sequence key \"%s\" was set back while a batch of it was served", key),
+			 errdetail("The key was dropped, or set below " INT64_FORMAT ", by another session; the rest of the batch would repeat values it already holds.",
+					   after),
+			 errhint("Call again: the whole batch is discarded.")));
+}
+
 /* idgen_seq_next: hand out 'count' values into 'out' (may be NULL). */
 typedef struct NextArgs
 {
@@ -647,13 +671,7 @@ op_next(SeqRow *row, bool existed, TimestampTz now, void *arg)
 	 * (With max_value the values wrap anyway.)
 	 */
 	if (a->after > 0 && row->max_value == 0 && row->value < a->after)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("per-key sequence key \"%s\" was set back while a batch of it was served",
-						text_to_cstring(a->key)),
-				 errdetail("The key was dropped, or set below " INT64_FORMAT ", by another session; the rest of the batch would repeat values it already holds.",
-						   a->after),
-				 errhint("Call again: the whole batch is discarded.")));
+		idgen_seq_batch_set_back(text_to_cstring(a->key), a->after);
 	for (int i = 0; i < a->count; i++)
 	{
 		v = advance(row, v, a->key);
@@ -703,17 +721,21 @@ seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 {
 	int64		last = 0;
 	int			done = 0;
+	TimestampTz waiting = 0;	/* since when entries were retired unused */
 
 	if (out == NULL)
 		out = &last, count = 1;
 	PreventCommandIfReadOnly("idgen_seq_next()");
-	for (int attempt = 0;; attempt++)
+	for (;;)
 	{
 		NextArgs	rest;
+		int			served;
 
 		/* A cached key with an entry: served from shared memory. */
-		done += idgen_seq_cache_next(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), count - done,
-									out + done, seq_relid(fcinfo));
+		served = idgen_seq_cache_next(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), count - done,
+									  out + done, done > 0 ? out[done - 1] : 0,
+									  seq_relid(fcinfo));
+		done += served;
 		if (done == count)
 			break;
 
@@ -725,8 +747,20 @@ seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 		rest.count = count - done;
 		rest.out = out + done;
 		rest.after = done > 0 ? out[done - 1] : 0;
-		if (apply(fcinfo, key, op_next, &rest, true, attempt < 3) != APPLIED_CACHED)
+		if (apply(fcinfo, key, op_next, &rest, true) != APPLIED_CACHED)
 			break;
+
+		/*
+		 * An entry retired again before it served anything (the key was
+		 * reconfigured or evicted meanwhile) is installed again, for at most
+		 * idgen.seq_cache_wait; never served from the row, whose values
+		 * would be this transaction's, given back by a rollback.
+		 */
+		if (served > 0 || waiting == 0)
+			waiting = GetCurrentTimestamp();
+		else if (TimestampDifferenceExceeds(waiting, GetCurrentTimestamp(),
+											idgen_seq_cache_wait_ms))
+			idgen_seq_cache_timed_out(text_to_cstring(key));
 	}
 	return out[count - 1];
 }
@@ -854,7 +888,7 @@ set_value(FunctionCallInfo fcinfo, SeqOp op)
 	text	   *key = key_arg(fcinfo);
 	int64		value = value_arg(fcinfo, 1);
 
-	return apply(fcinfo, key, op, &value, false, false) == APPLIED_EXISTED;
+	return apply(fcinfo, key, op, &value, false) == APPLIED_EXISTED;
 }
 
 Datum
@@ -943,7 +977,7 @@ idgen_seq_configure(PG_FUNCTION_ARGS)
 				 errdetail("0 (the default) is the transactional mode; n > 0 serves the key from shared memory in segments of at least n values.")));
 	init.cache = PG_GETARG_INT32(4);
 
-	(void) apply(fcinfo, key, op_configure, &init, false, false);
+	(void) apply(fcinfo, key, op_configure, &init, false);
 	PG_RETURN_VOID();
 }
 

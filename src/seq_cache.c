@@ -474,6 +474,20 @@ shared_lookup(const SeqCacheTag *tag, LocalEntry *le)
  */
 
 /*
+ * A caller waited idgen.seq_cache_wait for a segment of the key in vain.
+ */
+void
+idgen_seq_cache_timed_out(const char *key)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("could not get a segment for cached sequence key \"%s\" in time", key),
+			 errdetail("No segment was reserved within \"idgen.seq_cache_wait\" (%d ms); no value is served before its segment is reserved durably.",
+					   idgen_seq_cache_wait_ms),
+			 errhint("Check that the \"idgen purge\" process runs (it reserves segments), that no transaction holds the key's row or locks the table idgen_seq, and that \"idgen.seq_cache_keys\" holds every cached key in use.")));
+}
+
+/*
  * The current segment is used up (the cursor is 'w'): switch to the next
  * one, or wait for the worker to bring it.  Returns when the cursor has
  * moved (or the entry changed); fails after idgen.seq_cache_wait.
@@ -533,12 +547,7 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
 		if (waited_ms >= idgen_seq_cache_wait_ms)
 		{
 			ConditionVariableCancelSleep();
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("could not get a segment for cached sequence key \"%s\" in time", key),
-					 errdetail("No segment was reserved within \"idgen.seq_cache_wait\" (%d ms); no value is served before its segment is reserved durably.",
-							   idgen_seq_cache_wait_ms),
-					 errhint("Check that the \"idgen purge\" process runs (it reserves segments) and that no transaction holds the key's row or locks the table idgen_seq.")));
+			idgen_seq_cache_timed_out(key);
 		}
 		/* Woken by a publication (or a retirement); or look again in 100 ms. */
 		(void) ConditionVariableTimedSleep(&cache->cv, Min(idgen_seq_cache_wait_ms - waited_ms, 100L),
@@ -551,14 +560,16 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
  * Serve up to 'count' values of a cached key into out[]; how many.  Fewer
  * than 'count' (0 included) when the key has no entry in shared memory, or
  * when its entry was retired while the batch was served (the key was
- * reconfigured, set, dropped or evicted meanwhile): the caller takes the
- * table path for the rest, which installs the entry of a cached key.  The
- * table's value is above every segment ever reserved, so the rest is above
- * what was served here, unless the key was dropped or set lower meanwhile:
- * seq.c's op_next refuses the rest then (40001).
+ * reconfigured, set, dropped or evicted meanwhile): the caller looks the
+ * key up in the table for the rest, which installs the entry of a cached
+ * key.  'after' is the batch's last value so far (0: none).  The table's
+ * value is above every segment ever reserved, so the rest of a batch is
+ * above what it holds, unless the key was dropped or set lower meanwhile:
+ * the batch fails then (40001), here or in seq.c's op_next.
  */
 int
-idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, Oid relid)
+idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, int64 after,
+					 Oid relid)
 {
 	SeqCacheTag tag;
 	uint32		h;
@@ -643,7 +654,14 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, Oid rel
 			{
 				for (uint32 j = 0; j < take; j++)
 					out[done + j] = segment_value(&seg, (uint64) off + j);
+				/* A batch rises, unless its key wraps (claimed values are a gap). */
+				if (after > 0 && seg.max_value <= 0 && out[done] <= after)
+				{
+					make_tag(&tag, MyDatabaseId, key, keylen);
+					idgen_seq_batch_set_back(tag.key, after);
+				}
 				done += take;
+				after = out[done - 1];
 				if (!e->c.f.used)
 					e->c.f.used = true;
 				if (e->c.f.last_used != GetCurrentStatementStartTimestamp())
