@@ -15,7 +15,7 @@
 extern void idgen_remote_set_limits(int step_timeout_ms, TimestampTz round_deadline,
 									bool exiting);
 extern bool idgen_remote_connect(const char *conninfo, const char *application_name,
-								 char *err, size_t errlen);
+								 const char *what, char *err, size_t errlen);
 extern bool idgen_remote_connected(void);
 extern void idgen_remote_disconnect(void);
 extern PGresult *idgen_remote_run(const char *sql, int nparams, const char *const *values,

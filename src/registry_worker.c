@@ -63,6 +63,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_layout.h"
 #include "idgen_shmem.h"
 #include "idgen_registry.h"
 #include "idgen_remote.h"
@@ -150,9 +151,9 @@ connect_registry(void)
 								 "\"idgen.registry\" is not a valid connection string (%s); see the server log", err);
 		return false;
 	}
-	if (!idgen_remote_connect(idgen_registry, "idgen registry", err, sizeof(err)))
+	if (!idgen_remote_connect(idgen_registry, "idgen registry", "the registry", err, sizeof(err)))
 	{
-		idgen_registry_set_state(IDGEN_IDENTITY_UNREACHABLE, "the registry: %s", err);
+		idgen_registry_set_state(IDGEN_IDENTITY_UNREACHABLE, "%s", err);
 		return false;
 	}
 	/* The registry's side of a statement gives up when we do. */

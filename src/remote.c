@@ -114,10 +114,12 @@ pq_message(const char *msg)
 /*
  * Connect to 'conninfo' (a connection string or a database name), naming
  * the connection 'application_name' unless the string does; false, with
- * the reason in 'err', if that failed or did not finish in time.
+ * the reason in 'err' (a sentence naming the server 'what'), if that failed
+ * or did not finish in time.
  */
 bool
-idgen_remote_connect(const char *conninfo, const char *application_name, char *err, size_t errlen)
+idgen_remote_connect(const char *conninfo, const char *application_name, const char *what,
+					 char *err, size_t errlen)
 {
 	const char *keys[] = {"dbname", "fallback_application_name", NULL};
 	const char *vals[] = {conninfo, application_name, NULL};
@@ -135,13 +137,13 @@ idgen_remote_connect(const char *conninfo, const char *application_name, char *e
 	{
 		if (st == PGRES_POLLING_FAILED || PQstatus(conn) == CONNECTION_BAD)
 		{
-			snprintf(err, errlen, "could not connect: %s", pq_message(PQerrorMessage(conn)));
+			snprintf(err, errlen, "could not connect to %s: %s", what, pq_message(PQerrorMessage(conn)));
 			idgen_remote_disconnect();
 			return false;
 		}
 		if (!wait_socket(st == PGRES_POLLING_WRITING, deadline))
 		{
-			snprintf(err, errlen, "could not connect within %d ms", timeout_ms);
+			snprintf(err, errlen, "could not connect to %s within %d ms", what, timeout_ms);
 			idgen_remote_disconnect();
 			return false;
 		}
