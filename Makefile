@@ -26,6 +26,7 @@ OBJS = \
 	src/registry_worker.o \
 	src/remote.o \
 	src/seq.o \
+	src/seq_row.o \
 	src/seq_cache.o \
 	src/seq_worker.o \
 	src/shmem.o \

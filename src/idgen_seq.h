@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * idgen_seq.h
- *	  Per-key sequences: their SQL functions (seq.c), the cached segments
- *	  in shared memory (seq_cache.c) and the process that reserves them
- *	  (seq_worker.c).
+ *	  Per-key sequences: their SQL functions (seq.c), a key's row and
+ *	  direct access to it (seq_row.c), the cached segments in shared memory
+ *	  (seq_cache.c) and the process that reserves them (seq_worker.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -11,7 +11,10 @@
 #define IDGEN_SEQ_H
 
 #include "idgen.h"
+#include "datatype/timestamp.h"
+#include "executor/tuptable.h"
 #include "storage/latch.h"
+#include "utils/relcache.h"
 
 /* settings (seq.c, seq_cache.c, seq_worker.c) */
 extern char *idgen_purge_database;
@@ -25,13 +28,64 @@ extern double idgen_seq_cache_prefetch;
 extern void idgen_seq_init(void);
 #define IDGEN_SEQ_MAX_KEY			256 /* longest key, in bytes */
 #define IDGEN_SEQ_MAX_CACHE			1000000 /* largest cache setting */
-struct IdgenSeqRequest;
-struct IdgenFunction;
-extern void idgen_seq_reserve_segments(const struct IdgenFunction *ext,
-									   struct IdgenSeqRequest *req, int n);
-extern void idgen_seq_record_use(const struct IdgenFunction *ext,
-								 struct IdgenSeqRequest *req, int n);
 extern void idgen_seq_batch_set_back(const char *key, int64 after) pg_attribute_noreturn();
+
+/* seq_row.c: a key's row in the table idgen_seq, and direct access to it */
+/* The table's columns, in order. */
+enum
+{
+	SEQ_COL_KEY = 1,
+	SEQ_COL_STEP,
+	SEQ_COL_MAX_VALUE,
+	SEQ_COL_TTL,
+	SEQ_COL_LAST_USED,
+	SEQ_COL_CACHE,
+	SEQ_COL_CREATED_BY,
+	SEQ_COL_VALUE,
+	SEQ_NUM_COLS = SEQ_COL_VALUE
+};
+
+/* A key's row, as locked or read. */
+typedef struct IdgenSeqRow
+{
+	int64		value;
+	int64		step;
+	int64		max_value;
+	bool		has_ttl;
+	Interval	ttl;
+	TimestampTz last_used;
+	int32		cache;			/* > 0: cached mode, minimum segment size */
+	Oid			created_by;		/* the role that created the key */
+} IdgenSeqRow;
+
+
+struct IdgenFunction;
+typedef struct IdgenSeqTable
+{
+	Relation	rel;
+	Relation	idx;
+	TupleTableSlot *slot;		/* the locked row */
+} IdgenSeqTable;
+
+/* What idgen_seq_lock_row() found. */
+typedef enum IdgenSeqRowFound
+{
+	SEQ_ROW_NONE,					/* the key has no row */
+	SEQ_ROW_LOCKED,					/* locked, in t->slot and 'row' */
+	SEQ_ROW_CACHED					/* a live cached key, not locked, in 'row' */
+} IdgenSeqRowFound;
+
+extern bool idgen_seq_ttl_passed(const IdgenSeqRow *row, TimestampTz now);
+extern void idgen_seq_row_defaults(IdgenSeqRow *row, TimestampTz now);
+extern void idgen_seq_row_from_values(IdgenSeqRow *row, const Datum *values, const bool *isnull);
+extern void idgen_seq_row_to_values(IdgenSeqRow *row, Datum *values, bool *isnull);
+extern void idgen_seq_open_table(const struct IdgenFunction *fn, IdgenSeqTable *t);
+extern void idgen_seq_close_table(IdgenSeqTable *t);
+extern IdgenSeqRowFound idgen_seq_lock_row(IdgenSeqTable *t, text *key, IdgenSeqRow *row,
+										   bool stop_if_cached);
+extern void idgen_seq_write_row(IdgenSeqTable *t, IdgenSeqRow *row);
+extern void idgen_seq_delete_row(IdgenSeqTable *t);
+
 
 /* seq_cache.c: a segment request, as the worker handles it */
 typedef enum IdgenSeqOutcome

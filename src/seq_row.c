@@ -1,0 +1,323 @@
+/*-------------------------------------------------------------------------
+ *
+ * seq_row.c
+ *	  A key's row in the table idgen_seq: its columns, defaults and expiry,
+ *	  and direct access to it (lock, write).
+ *
+ * Locking a key's row and writing it back is what nearly every call does, so
+ * it goes straight to the primary key index and the heap, without the SQL
+ * executor: a scan of the index with a dirty snapshot finds the key's row
+ * (committed or not), table_tuple_lock() waits for whoever holds it and
+ * locks its latest version, and simple_heap_update() writes the new version
+ * (a HOT update as a rule; otherwise the indexes get their entries here).
+ * Because it always works on the latest committed version, like
+ * SELECT ... FOR UPDATE in READ COMMITTED, a key's values are gap-free and in
+ * commit order at every isolation level, and a caller that waited never gets
+ * a serialization failure.  No trigger fires, so the table must keep no
+ * more than the extension gave it (checked on open); indexes may be added
+ * or rebuilt.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/datetime.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "idgen.h"
+#include "compat.h"
+#include "idgen_seq.h"
+#include "idgen_sql.h"
+
+/*
+ * Whether the key's ttl has passed since its last use.  The use of a cached
+ * key is recorded in its row by the worker (at each reservation and each
+ * purge run), so it may be up to idgen.purge_interval more recent than the
+ * row says: such a key expires that much later.
+ */
+bool
+idgen_seq_ttl_passed(const IdgenSeqRow *row, TimestampTz now)
+{
+	TimestampTz expires;
+
+	if (!row->has_ttl)
+		return false;
+	/* An expiry beyond the timestamp range is never (interval.c). */
+	if (!idgen_timestamptz_add(row->last_used, &row->ttl, &expires))
+		return false;
+	if (row->cache > 0)
+		expires += (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC;
+	return expires <= now;
+}
+
+/* A new (or forgotten) key's row, created at 'now'. */
+void
+idgen_seq_row_defaults(IdgenSeqRow *row, TimestampTz now)
+{
+	row->value = 0;
+	row->step = 1;
+	row->max_value = 0;
+	/* idgen.seq_default_ttl, in seconds; 0: none */
+	row->has_ttl = idgen_seq_default_ttl_s > 0;
+	memset(&row->ttl, 0, sizeof(row->ttl));
+	row->ttl.day = idgen_seq_default_ttl_s / SECS_PER_DAY;
+	row->ttl.time = (int64) (idgen_seq_default_ttl_s % SECS_PER_DAY) * USECS_PER_SEC;
+	row->cache = 0;
+	row->last_used = now;
+	row->created_by = GetUserId();
+}
+
+/* A row's columns from their values (key and ctid aside). */
+void
+idgen_seq_row_from_values(IdgenSeqRow *row, const Datum *values, const bool *isnull)
+{
+	row->step = DatumGetInt64(values[SEQ_COL_STEP - 1]);
+	row->max_value = DatumGetInt64(values[SEQ_COL_MAX_VALUE - 1]);
+	row->has_ttl = !isnull[SEQ_COL_TTL - 1];
+	if (row->has_ttl)
+		row->ttl = *DatumGetIntervalP(values[SEQ_COL_TTL - 1]);
+	row->last_used = DatumGetTimestampTz(values[SEQ_COL_LAST_USED - 1]);
+	row->cache = DatumGetInt32(values[SEQ_COL_CACHE - 1]);
+	row->created_by = DatumGetObjectId(values[SEQ_COL_CREATED_BY - 1]);
+	row->value = DatumGetInt64(values[SEQ_COL_VALUE - 1]);
+}
+
+/* The values of a row's columns (but the first, the key). */
+void
+idgen_seq_row_to_values(IdgenSeqRow *row, Datum *values, bool *isnull)
+{
+	values[SEQ_COL_STEP - 1] = Int64GetDatum(row->step);
+	isnull[SEQ_COL_STEP - 1] = false;
+	values[SEQ_COL_MAX_VALUE - 1] = Int64GetDatum(row->max_value);
+	isnull[SEQ_COL_MAX_VALUE - 1] = false;
+	values[SEQ_COL_TTL - 1] = IntervalPGetDatum(&row->ttl);
+	isnull[SEQ_COL_TTL - 1] = !row->has_ttl;
+	values[SEQ_COL_LAST_USED - 1] = TimestampTzGetDatum(row->last_used);
+	isnull[SEQ_COL_LAST_USED - 1] = false;
+	values[SEQ_COL_CACHE - 1] = Int32GetDatum(row->cache);
+	isnull[SEQ_COL_CACHE - 1] = false;
+	values[SEQ_COL_CREATED_BY - 1] = ObjectIdGetDatum(row->created_by);
+	isnull[SEQ_COL_CREATED_BY - 1] = false;
+	values[SEQ_COL_VALUE - 1] = Int64GetDatum(row->value);
+	isnull[SEQ_COL_VALUE - 1] = false;
+}
+
+void
+idgen_seq_open_table(const IdgenFunction *fn, IdgenSeqTable *t)
+{
+	static const Oid coltypes[SEQ_NUM_COLS] = {
+		TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT4OID, OIDOID, INT8OID
+	};
+	Oid			relid = get_relname_relid("idgen_seq", fn->nspid);
+	TupleDesc	desc;
+	bool		as_created;
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table \"%s.idgen_seq\" does not exist", get_namespace_name(fn->nspid))));
+	t->rel = table_open(relid, RowExclusiveLock);
+	desc = RelationGetDescr(t->rel);
+	list_free(RelationGetIndexList(t->rel));	/* sets rd_pkindex */
+	as_created = desc->natts == SEQ_NUM_COLS &&
+		t->rel->trigdesc == NULL &&
+		t->rel->rd_rel->relkind == RELKIND_RELATION &&
+		OidIsValid(t->rel->rd_pkindex);
+	for (int i = 0; as_created && i < SEQ_NUM_COLS; i++)
+		as_created = !TupleDescAttr(desc, i)->attisdropped &&
+			TupleDescAttr(desc, i)->atttypid == coltypes[i];
+	if (!as_created)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" has been altered", RelationGetRelationName(t->rel)),
+				 errdetail("idgen writes the table directly, without firing triggers, and knows only its own columns and primary key."),
+				 errhint("Drop the triggers or columns added to it.")));
+	t->idx = index_open(t->rel->rd_pkindex, RowExclusiveLock);
+	t->slot = table_slot_create(t->rel, NULL);
+}
+
+void
+idgen_seq_close_table(IdgenSeqTable *t)
+{
+	ExecDropSingleTupleTableSlot(t->slot);
+	index_close(t->idx, NoLock);
+	table_close(t->rel, NoLock);
+}
+
+static void
+row_from_slot(TupleTableSlot *slot, IdgenSeqRow *row)
+{
+	Datum		values[SEQ_NUM_COLS];
+	bool		isnull[SEQ_NUM_COLS];
+
+	slot_getallattrs(slot);
+	memcpy(values, slot->tts_values, sizeof(values));
+	memcpy(isnull, slot->tts_isnull, sizeof(isnull));
+	idgen_seq_row_from_values(row, values, isnull);
+}
+
+/*
+ * Whether the row in 'slot' was written or locked by this transaction (which
+ * then holds its lock until it ends).
+ */
+static bool
+row_is_mine(TupleTableSlot *slot)
+{
+	bool		should_free;
+	HeapTuple	tup = ExecFetchSlotHeapTuple(slot, false, &should_free);
+	bool		mine;
+
+	mine = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tup->t_data)) ||
+		TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmax(tup->t_data));
+	if (should_free)
+		heap_freetuple(tup);
+	return mine;
+}
+
+/*
+ * Lock the latest version of the key's row into t->slot and read it into
+ * 'row'.  With 'stop_if_cached', a committed row of a live cached key that
+ * this transaction does not hold is only read, not locked (SEQ_ROW_CACHED): its
+ * values are served from shared memory, and the worker that reserves them
+ * must be able to lock the row.
+ */
+IdgenSeqRowFound
+idgen_seq_lock_row(IdgenSeqTable *t, text *key, IdgenSeqRow *row, bool stop_if_cached)
+{
+	/* See the rows written so far in this transaction, SPI's included. */
+	CommandCounterIncrement();
+
+	for (;;)
+	{
+		SnapshotData dirty;
+		ScanKeyData skey;
+		IndexScanDesc scan;
+		ItemPointerData tid;
+		TM_FailureData tmfd;
+		TM_Result	result;
+		bool		found;
+
+		InitDirtySnapshot(dirty);
+		ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+							   t->idx->rd_indcollation[0], F_TEXTEQ,
+							   PointerGetDatum(key));
+		scan = idgen_index_beginscan(t->rel, t->idx, &dirty, 1, 0);
+		index_rescan(scan, &skey, 1, NULL, 0);
+		found = index_getnext_slot(scan, ForwardScanDirection, t->slot);
+		index_endscan(scan);
+		if (!found)
+		{
+			ExecClearTuple(t->slot);	/* no buffer pin held across an insert */
+			return SEQ_ROW_NONE;
+		}
+		tid = t->slot->tts_tid;
+
+		/* Inserted by a transaction still in progress: wait for it. */
+		if (TransactionIdIsValid(dirty.xmin))
+		{
+			XactLockTableWait(dirty.xmin, t->rel, &tid, XLTW_Lock);
+			continue;
+		}
+
+		/*
+		 * A cached key is served from shared memory, unless this transaction
+		 * holds its row (it then gets values from the row until it ends, as
+		 * the worker could not reserve meanwhile).  While another transaction
+		 * writes the row (the worker reserving a segment, or a set or
+		 * reconfiguration), wait for it and look again: a value taken from
+		 * the row would belong to this transaction, and a rollback would
+		 * give back a value of a cached key.
+		 */
+		if (stop_if_cached)
+		{
+			row_from_slot(t->slot, row);
+			if (row->cache > 0 && !idgen_seq_ttl_passed(row, GetCurrentTimestamp()) &&
+				!row_is_mine(t->slot))
+			{
+				if (!TransactionIdIsValid(dirty.xmax))
+					return SEQ_ROW_CACHED;
+				XactLockTableWait(dirty.xmax, t->rel, &tid, XLTW_Lock);
+				continue;
+			}
+		}
+
+		result = table_tuple_lock(t->rel, &tid, GetActiveSnapshot(), t->slot,
+								  GetCurrentCommandId(true), LockTupleNoKeyExclusive,
+								  LockWaitBlock, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+		switch (result)
+		{
+			case TM_Ok:
+				row_from_slot(t->slot, row);
+				return SEQ_ROW_LOCKED;
+			case TM_Deleted:
+			case TM_Updated:
+				/* Deleted (and perhaps inserted again) meanwhile. */
+				continue;
+			default:
+				elog(ERROR, "unexpected table_tuple_lock status %d on \"%s\"",
+					 (int) result, RelationGetRelationName(t->rel));
+		}
+	}
+}
+
+/*
+ * A new row version that is not heap-only needs entries in every index, as
+ * the executor would make them (the primary key, and any index being built
+ * by REINDEX CONCURRENTLY).  Rare enough to set up an executor state for.
+ */
+static void
+insert_index_entries(Relation rel, HeapTuple tup, bool only_summarizing)
+{
+	EState	   *estate = CreateExecutorState();
+	ResultRelInfo *rri = makeNode(ResultRelInfo);
+	TupleTableSlot *slot;
+
+	InitResultRelInfo(rri, rel, 0, NULL, 0);
+	ExecOpenIndices(rri, false);
+	slot = ExecInitExtraTupleSlot(estate, RelationGetDescr(rel), &TTSOpsHeapTuple);
+	ExecStoreHeapTuple(tup, slot, false);
+	(void) idgen_exec_insert_index_tuples(rri, slot, estate, only_summarizing);
+	ExecCloseIndices(rri);
+	ExecResetTupleTable(estate->es_tupleTable, true);
+	FreeExecutorState(estate);
+}
+
+/* Write 'row' as the new version of the row locked in t->slot. */
+void
+idgen_seq_write_row(IdgenSeqTable *t, IdgenSeqRow *row)
+{
+	Datum		values[SEQ_NUM_COLS];
+	bool		isnull[SEQ_NUM_COLS];
+	HeapTuple	tup;
+	bool		only_summarizing;
+
+	values[SEQ_COL_KEY - 1] = slot_getattr(t->slot, SEQ_COL_KEY, &isnull[SEQ_COL_KEY - 1]);
+	idgen_seq_row_to_values(row, values, isnull);
+	tup = heap_form_tuple(RelationGetDescr(t->rel), values, isnull);
+	/* A HOT update may still need entries in summarizing (BRIN) indexes. */
+	if (idgen_simple_heap_update(t->rel, &t->slot->tts_tid, tup, &only_summarizing))
+		insert_index_entries(t->rel, tup, only_summarizing);
+	heap_freetuple(tup);
+}
+
+/* Delete the row locked in t->slot. */
+void
+idgen_seq_delete_row(IdgenSeqTable *t)
+{
+	simple_heap_delete(t->rel, &t->slot->tts_tid);
+}
