@@ -557,6 +557,106 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
 }
 
 /*
+ * The backend's entry for the key, naming its entry in shared memory; NULL
+ * if the key has none (remembered until the next install anywhere).
+ */
+static LocalEntry *
+local_entry(const char *key, int keylen, uint32 h)
+{
+	LocalEntry *le;
+	LocalEntry	shared;
+	SeqCacheTag tag;
+	uint64		installs;
+	bool		found;
+	bool		inserted;
+
+	if (local_map == NULL)
+		local_map = localkeys_create(TopMemoryContext, 256, NULL);
+	le = localkeys_lookup(local_map, h);
+	if (le != NULL && le->index >= 0 && entry_is(&cache->entries[le->index], key, keylen))
+		return le;
+	installs = pg_atomic_read_u64(&cache->installs);
+	if (le != NULL && le->index < 0 && le->installs == installs)
+		return NULL;			/* no entry, and none installed since */
+
+	make_tag(&tag, MyDatabaseId, key, keylen);
+	found = shared_lookup(&tag, &shared);
+	le = localkeys_insert(local_map, h, &inserted);
+	if (!found)
+	{
+		le->index = -1;
+		le->installs = installs;
+		return NULL;
+	}
+	le->index = shared.index;
+	le->keygen = shared.keygen;
+	return le;
+}
+
+/*
+ * The key's entry was retired or reused: find its entry again, into 'le';
+ * false (and 'le' forgotten) if it has none now.
+ */
+static bool
+look_up_again(LocalEntry *le, const char *key, int keylen, uint32 h)
+{
+	SeqCacheTag tag;
+	LocalEntry	shared;
+
+	make_tag(&tag, MyDatabaseId, key, keylen);
+	if (!shared_lookup(&tag, &shared))
+	{
+		localkeys_delete(local_map, h);
+		return false;
+	}
+	le->index = shared.index;
+	le->keygen = shared.keygen;
+	return true;
+}
+
+/*
+ * Entry 'e' was installed for a table that is gone (the extension was
+ * dropped and created again): retire it, and forget it here.
+ */
+static void
+forget_stale_entry(SeqCacheEntry *e, LocalEntry *le, Oid relid, uint32 h)
+{
+	LWLockAcquire(cache->map_lock, LW_EXCLUSIVE);
+	LWLockAcquire(e->lock, LW_EXCLUSIVE);
+	if (e->in_use && e->keygen == le->keygen && e->relid != relid)
+		retire_entry(e);
+	LWLockRelease(e->lock);
+	LWLockRelease(cache->map_lock);
+	localkeys_delete(local_map, h);
+}
+
+/*
+ * 'take' values of segment 'seg' of entry 'e' were claimed from offset
+ * 'off': mark the key used (for the LRU and the ttl), and ask for the next
+ * segment if the claim passed the prefetch point.
+ */
+static void
+note_use(SeqCacheEntry *e, uint32 keygen, const SeqSegment *seg, uint32 off, uint32 take)
+{
+	/* Written only when they change: the line is shared by all callers. */
+	if (!e->c.f.used)
+		e->c.f.used = true;
+	if (e->c.f.last_used != GetCurrentStatementStartTimestamp())
+		e->c.f.last_used = GetCurrentStatementStartTimestamp();
+	if (off <= seg->prefetch_at && off + take > seg->prefetch_at)
+	{
+		bool		wake = false;
+
+		LWLockAcquire(e->lock, LW_EXCLUSIVE);
+		if (e->keygen == keygen && !e->next_ready)
+			wake = request_segment(e, false);
+		LWLockRelease(e->lock);
+		if (wake)
+			wake_worker();
+	}
+}
+
+/*
  * Serve up to 'count' values of a cached key into out[]; how many.  Fewer
  * than 'count' (0 included) when the key has no entry in shared memory, or
  * when its entry was retired while the batch was served (the key was
@@ -571,39 +671,16 @@ int
 idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, int64 after,
 					 Oid relid)
 {
-	SeqCacheTag tag;
 	uint32		h;
 	LocalEntry *le;
-	bool		found;
 	int			done = 0;
 
 	if (!idgen_seq_cache_available())
 		return 0;
-	if (local_map == NULL)
-		local_map = localkeys_create(TopMemoryContext, 256, NULL);
 	h = key_hash(MyDatabaseId, key, keylen);
-	le = localkeys_lookup(local_map, h);
-	if (le != NULL && le->index < 0 &&
-		le->installs == pg_atomic_read_u64(&cache->installs))
-		return 0;				/* no entry, and none installed since */
-	if (le == NULL || le->index < 0 || !entry_is(&cache->entries[le->index], key, keylen))
-	{
-		LocalEntry	tmp;
-		uint64		installs = pg_atomic_read_u64(&cache->installs);
-		bool		shared;
-
-		make_tag(&tag, MyDatabaseId, key, keylen);
-		shared = shared_lookup(&tag, &tmp);
-		le = localkeys_insert(local_map, h, &found);
-		if (!shared)
-		{
-			le->index = -1;
-			le->installs = installs;
-			return 0;
-		}
-		le->index = tmp.index;
-		le->keygen = tmp.keygen;
-	}
+	le = local_entry(key, keylen, h);
+	if (le == NULL)
+		return 0;
 
 	for (;;)
 	{
@@ -611,79 +688,52 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, int64 a
 		uint64		w = pg_atomic_read_u64(&e->c.f.cursor);
 		SeqSegment	seg;
 		uint32		off;
+		uint32		take;
 
 		CHECK_FOR_INTERRUPTS();
 		if (CURSOR_KEYGEN(w) != (le->keygen & KEYGEN_MASK))
 		{
 			/* The entry was retired or reused: look the key up again. */
-			LocalEntry	tmp;
-
-			make_tag(&tag, MyDatabaseId, key, keylen);
-			if (!shared_lookup(&tag, &tmp))
-			{
-				localkeys_delete(local_map, h);
+			if (!look_up_again(le, key, keylen, h))
 				return done;
-			}
-			le->index = tmp.index;
-			le->keygen = tmp.keygen;
 			continue;
 		}
 		pg_read_barrier();
 		if (unlikely(e->relid != relid))
 		{
-			/*
-			 * Installed for a table that is gone (the extension was dropped
-			 * and created again): forget it.
-			 */
-			LWLockAcquire(cache->map_lock, LW_EXCLUSIVE);
-			LWLockAcquire(e->lock, LW_EXCLUSIVE);
-			if (e->in_use && e->keygen == le->keygen && e->relid != relid)
-				retire_entry(e);
-			LWLockRelease(e->lock);
-			LWLockRelease(cache->map_lock);
-			localkeys_delete(local_map, h);
+			forget_stale_entry(e, le, relid, h);
 			return done;
 		}
 		seg = e->seg[CURSOR_EPOCH(w) & 1];
 		off = CURSOR_OFFSET(w);
-		if (off < seg.count)
+		if (off >= seg.count)
 		{
-			uint32		take = (uint32) Min((int64) (count - done), (int64) (seg.count - off));
+			SeqCacheTag tag;
 
-			if (pg_atomic_compare_exchange_u64(&e->c.f.cursor, &w, w + take))
-			{
-				for (uint32 j = 0; j < take; j++)
-					out[done + j] = segment_value(&seg, (uint64) off + j);
-				/* A batch rises, unless its key wraps (claimed values are a gap). */
-				if (after > 0 && seg.max_value <= 0 && out[done] <= after)
-				{
-					make_tag(&tag, MyDatabaseId, key, keylen);
-					idgen_seq_batch_set_back(tag.key, after);
-				}
-				done += take;
-				after = out[done - 1];
-				if (!e->c.f.used)
-					e->c.f.used = true;
-				if (e->c.f.last_used != GetCurrentStatementStartTimestamp())
-					e->c.f.last_used = GetCurrentStatementStartTimestamp();
-				if (off <= seg.prefetch_at && off + take > seg.prefetch_at)
-				{
-					bool		wake = false;
-
-					LWLockAcquire(e->lock, LW_EXCLUSIVE);
-					if (e->keygen == le->keygen && !e->next_ready)
-						wake = request_segment(e, false);
-					LWLockRelease(e->lock);
-					if (wake)
-						wake_worker();
-				}
-				if (done == count)
-					return done;
-			}
+			make_tag(&tag, MyDatabaseId, key, keylen);
+			switch_or_wait(e, le->keygen, w, tag.key);
 			continue;
 		}
-		make_tag(&tag, MyDatabaseId, key, keylen);
-		switch_or_wait(e, le->keygen, w, tag.key);
+		take = (uint32) Min((int64) (count - done), (int64) (seg.count - off));
+		if (!pg_atomic_compare_exchange_u64(&e->c.f.cursor, &w, w + take))
+			continue;
+
+		/* Claimed: the values are this caller's (or a gap). */
+		for (uint32 j = 0; j < take; j++)
+			out[done + j] = segment_value(&seg, (uint64) off + j);
+		/* A batch rises, unless its key wraps. */
+		if (after > 0 && seg.max_value <= 0 && out[done] <= after)
+		{
+			SeqCacheTag tag;
+
+			make_tag(&tag, MyDatabaseId, key, keylen);
+			idgen_seq_batch_set_back(tag.key, after);
+		}
+		done += take;
+		after = out[done - 1];
+		note_use(e, le->keygen, &seg, off, take);
+		if (done == count)
+			return done;
 	}
 }
 
