@@ -84,6 +84,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_layout.h"
 #include "idgen_shmem.h"
 #include "idgen_horizon.h"
 

@@ -22,6 +22,7 @@
 #include "utils/guc.h"
 
 #include "idgen.h"
+#include "idgen_layout.h"
 #include "compat.h"
 #include "idgen_horizon.h"
 #include "idgen_registry.h"

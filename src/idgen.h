@@ -1,32 +1,25 @@
 /*-------------------------------------------------------------------------
  *
  * idgen.h
- *	  Module-wide declarations of idgen: limits, the Snowflake layout, the
- *	  kinds of identifier, the settings.  Each area has a header of its own
- *	  (idgen_shmem.h, idgen_horizon.h, idgen_registry.h, idgen_sql.h,
- *	  idgen_seq.h, idgen_bgworker.h), and version differences are in
- *	  compat.h; a file includes what it uses.
+ *	  Module-wide declarations of idgen: limits, the kinds of identifier
+ *	  and their counters, the settings and functions several areas use.
+ *	  Each area has a header of its own (idgen_layout.h, idgen_shmem.h,
+ *	  idgen_horizon.h, idgen_registry.h, idgen_remote.h, idgen_sql.h,
+ *	  idgen_seq.h, idgen_bgworker.h); version differences are in compat.h.
  *
- * The module is split by concern, files of one area sharing a prefix:
- *	  idgen.c        module magic, _PG_init, settings (GUCs)
- *	  layout.c       the Snowflake bit layout: validation, packing, and the
- *	                 SQL functions that only read IDs (gene, decode, time, ...)
- *	  shmem.c        the shared-memory segment: size, creation, hooks
- *	  clock.c        ticks in shared memory and the clock policy
- *	  snowflake.c    the Snowflake generator's SQL entry points, trigger
- *	  uuid7.c        UUIDv7: generator and readers
- *	  horizon.c      the durable horizon and the keeper background worker
- *	  horizon_wal.c  the horizon in WAL: standbys, promotion, recovery
- *	  owner_sql.c    SQL on the extension's tables, as the extension's owner
- *	  interval.c     ttl arithmetic on user input that never fails later
- *	  seq.c          per-key business sequences
- *	  seq_cache.c    cached per-key sequences: segments in shared memory
- *	  seq_worker.c   the "idgen purge" process: reserves segments of cached
- *	                 keys, deletes expired keys and ended leases
- *	  lease.c        worker-id leases
- *	  registry.c     a server's identity leased from a registry server
- *	  bgworker.c     registering the background processes
- *	  stats.c        idgen_stats, idgen_stats_reset, idgen_info
+ * The module map (files of one area share a prefix; the README's
+ * Development section says more):
+ *	  idgen.c, bgworker.c     _PG_init, one *_init() per area; background
+ *	                          process registration
+ *	  layout.c, clock.c       the Snowflake layout; ticks and clock policy
+ *	  shmem.c, stats.c        the shared segment; idgen_stats, idgen_info
+ *	  snowflake.c, uuid7.c    the two generators' SQL entry points
+ *	  horizon.c, horizon_wal.c  the durable horizon: file, keeper, WAL
+ *	  owner_sql.c, interval.c SQL as the extension's owner; ttl arithmetic
+ *	  seq.c, seq_row.c        per-key sequences: SQL semantics; the row
+ *	  seq_cache.c, seq_worker.c  cached segments; the "idgen purge" process
+ *	  lease.c                 worker-id leases
+ *	  registry.c, registry_worker.c, remote.c  identity from a registry
  *
  *-------------------------------------------------------------------------
  */
@@ -55,45 +48,6 @@
 
 /* Warn at start when the timestamp field has fewer years than this left. */
 #define IDGEN_LIFETIME_WARN_YEARS	10
-
-/* ----------
- * The Snowflake layout, most significant bit first:
- *
- *	  0 | timestamp | datacenter | worker | sequence | gene
- *
- * Widths come from the idgen.*_bits settings and must sum to 63.  The
- * layout is computed once, when the library is loaded, and never changes
- * while the server runs (all layout settings are PGC_POSTMASTER).
- * ----------
- */
-typedef struct IdgenLayout
-{
-	/* settings as given */
-	int			timestamp_bits;
-	int			datacenter_bits;
-	int			worker_bits;
-	int			sequence_bits;
-	int			gene_bits;
-	int			datacenter_id;
-	int			worker_id;
-	TimestampTz epoch;			/* time zero of the timestamp field */
-
-	/* derived, valid only when 'valid' is true */
-	int			gene_shift;		/* always 0 */
-	int			sequence_shift;
-	int			worker_shift;
-	int			datacenter_shift;
-	int			timestamp_shift;
-	uint64		timestamp_max;	/* largest value of the timestamp field */
-	uint64		sequence_mask;
-	uint64		gene_mask;
-	uint64		identity;		/* datacenter and worker fields, in place */
-	TimestampTz end_of_time;	/* first instant the field cannot encode */
-
-	/* validation result */
-	bool		valid;
-	char		error[256];		/* why the layout is invalid, one sentence */
-} IdgenLayout;
 
 /* Kinds of identifier counted in idgen_stats (one row each). */
 typedef enum IdgenKind
@@ -127,29 +81,6 @@ extern void idgen_clock_init(void);
 /* lease.c */
 extern int	idgen_worker_quarantine_ms;
 extern void idgen_lease_init(void);
-
-/* layout.c */
-extern IdgenLayout idgen_layout;
-extern void idgen_layout_init(void);
-extern void idgen_layout_compute(IdgenLayout *layout, TimestampTz now);
-extern void idgen_layout_report(int elevel);
-extern void idgen_layout_check(void);
-extern int64 idgen_compose(const IdgenLayout *layout, uint64 tick, uint32 gene);
-extern int64 idgen_compose_identity(const IdgenLayout *layout, uint64 tick, uint32 gene,
-									uint64 identity);
-
-/*
- * A SQL function's argument 'n', named 'name' in the message, must not be
- * NULL (for functions that are not STRICT because some argument may be).
- */
-static inline void
-idgen_arg_not_null(FunctionCallInfo fcinfo, int n, const char *name)
-{
-	if (PG_ARGISNULL(n))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", name)));
-}
 
 /* uuid7.c */
 extern int64 idgen_uuid7_next_tick(const char *funcname);

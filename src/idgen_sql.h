@@ -51,4 +51,17 @@ extern void idgen_sql_end(IdgenSqlContext *cx);
 extern uint64 idgen_sql_run(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
 extern uint64 idgen_sql_run_latest(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
 
+/*
+ * A SQL function's argument 'n', named 'name' in the message, must not be
+ * NULL (for functions that are not STRICT because some argument may be).
+ */
+static inline void
+idgen_arg_not_null(FunctionCallInfo fcinfo, int n, const char *name)
+{
+	if (PG_ARGISNULL(n))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", name)));
+}
+
 #endif							/* IDGEN_SQL_H */

@@ -43,6 +43,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_layout.h"
 #include "compat.h"
 
 PG_FUNCTION_INFO_V1(idgen_gene);

@@ -64,6 +64,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_layout.h"
 #include "compat.h"
 #include "idgen_shmem.h"
 #include "idgen_sql.h"

@@ -47,6 +47,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_layout.h"
 #include "idgen_shmem.h"
 #include "idgen_registry.h"
 

@@ -86,6 +86,7 @@
 #include "storage/shmem.h"
 
 #include "idgen.h"
+#include "idgen_layout.h"
 #include "compat.h"
 #include "idgen_shmem.h"
 #include "idgen_horizon.h"

@@ -35,6 +35,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_layout.h"
 #include "compat.h"
 #include "idgen_shmem.h"
 #include "idgen_horizon.h"
