@@ -449,7 +449,10 @@ entry_is(const SeqCacheEntry *e, const char *key, int keylen)
 		memcmp(e->tag.key, key, keylen) == 0;
 }
 
-/* Find the key's entry in shared memory; false if it has none. */
+/*
+ * Find the key's entry in shared memory: its index and keygen into 'le';
+ * false (and 'le' untouched) if it has none.
+ */
 static bool
 shared_lookup(const SeqCacheTag *tag, LocalEntry *le)
 {
@@ -564,10 +567,8 @@ static LocalEntry *
 local_entry(const char *key, int keylen, uint32 h)
 {
 	LocalEntry *le;
-	LocalEntry	shared;
 	SeqCacheTag tag;
 	uint64		installs;
-	bool		found;
 	bool		inserted;
 
 	if (local_map == NULL)
@@ -580,17 +581,12 @@ local_entry(const char *key, int keylen, uint32 h)
 		return NULL;			/* no entry, and none installed since */
 
 	make_tag(&tag, MyDatabaseId, key, keylen);
-	found = shared_lookup(&tag, &shared);
 	le = localkeys_insert(local_map, h, &inserted);
-	if (!found)
-	{
-		le->index = -1;
-		le->installs = installs;
-		return NULL;
-	}
-	le->index = shared.index;
-	le->keygen = shared.keygen;
-	return le;
+	if (shared_lookup(&tag, le))
+		return le;
+	le->index = -1;
+	le->installs = installs;
+	return NULL;
 }
 
 /*
@@ -601,17 +597,12 @@ static bool
 look_up_again(LocalEntry *le, const char *key, int keylen, uint32 h)
 {
 	SeqCacheTag tag;
-	LocalEntry	shared;
 
 	make_tag(&tag, MyDatabaseId, key, keylen);
-	if (!shared_lookup(&tag, &shared))
-	{
-		localkeys_delete(local_map, h);
-		return false;
-	}
-	le->index = shared.index;
-	le->keygen = shared.keygen;
-	return true;
+	if (shared_lookup(&tag, le))
+		return true;
+	localkeys_delete(local_map, h);
+	return false;
 }
 
 /*
