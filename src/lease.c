@@ -430,6 +430,13 @@ datacenter_of(int32 id)
 	return (int32) ((int64) id >> idgen_layout.worker_bits);
 }
 
+/* The id of (datacenter, worker), both within the layout's fields. */
+static int64
+id_of(int32 datacenter, int32 worker)
+{
+	return ((int64) datacenter << idgen_layout.worker_bits) | worker;
+}
+
 /* A positive ttl argument: NULL is an error. */
 static Interval *
 ttl_arg(FunctionCallInfo fcinfo, int n)
@@ -979,8 +986,7 @@ lease_acquire(FunctionCallInfo fcinfo, const LeaseRequest *req)
 
 	scan.now = GetCurrentTimestamp();
 	scan.ended_before = free_before(scan.now);
-	scan.own = ((int64) idgen_layout.datacenter_id << idgen_layout.worker_bits) |
-		idgen_layout.worker_id;
+	scan.own = id_of(idgen_layout.datacenter_id, idgen_layout.worker_id);
 	refuse_own_id(req->want, scan.own);
 
 	idgen_lookup_function(fcinfo, &fn);
@@ -1107,7 +1113,7 @@ claim_arg(FunctionCallInfo fcinfo)
 				 errmsg("worker id (datacenter %d, worker %d) is out of range", dc, w),
 				 errdetail("The registry's layout has \"idgen.datacenter_bits\" = %d and \"idgen.worker_bits\" = %d.",
 						   idgen_layout.datacenter_bits, idgen_layout.worker_bits)));
-	id = ((int64) dc << idgen_layout.worker_bits) | w;
+	id = id_of(dc, w);
 	if (id > PG_INT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
