@@ -17,12 +17,15 @@
 #    segments forgotten, and it starts again.
 #  - A batch of 1 000 000 values of a cached key while another session
 #    reconfigures the key: served whole, distinct and rising.
+#  - An entry evicted again and again (16 slots, 40 keys) while another
+#    session holds its row: the caller fails with 55000 in bounded time.
 use strict;
 use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
 use IdgenTest;
 
 my $stress = stress_client();
@@ -239,6 +242,50 @@ wait_for_worker();
 		  || $err =~ /40001: per-key sequence key "dropped" was set back while a batch of it was served/,
 		'a batch while its key is dropped: all values distinct, or 40001 and no value at all')
 	  or diag("output: $out\nerror: $err");
+}
+
+# --- an entry evicted again and again ---------------------------------------
+# With room for 16 cached keys and 40 in use, a caller's entry is evicted
+# before its first segment comes; it is installed again, and the caller
+# fails after idgen.seq_cache_wait rather than take a value from the row
+# (which would be its transaction's, given back by a rollback).  Here
+# another session holds the key's row (FOR UPDATE), so the worker can never
+# reserve for it: the call must end with 55000 in bounded time, not wait
+# for that session (it did, after three evictions, until the session ended).
+{
+	$node->append_conf('postgresql.conf', 'idgen.seq_cache_keys = 16');
+	$node->restart;
+	wait_for_worker();
+	$node->safe_psql('postgres', q{
+		SELECT idgen_seq_configure('pinned', cache => 1);
+		SELECT idgen_seq_configure('churn:' || i, cache => 1) FROM generate_series(1, 40) i;
+	});
+	my $holder = $node->background_psql('postgres');
+	$holder->query_safe(q{BEGIN; SELECT 1 FROM idgen_seq WHERE key = 'pinned' FOR UPDATE});
+
+	# Other keys, one statement each (a statement's start is its use, for
+	# the least-recently-used choice), round and round the 40.
+	my $script = PostgreSQL::Test::Utils::tempdir() . '/churn.sql';
+	open my $fh, '>', $script or die "$script: $!";
+	print $fh "SELECT idgen_seq_next('churn:" . ($_ % 40 + 1) . "');\n" for 1 .. 20000;
+	close $fh;
+	my $churn = IPC::Run::start([ 'psql', '-X', '-q', '-o', '/dev/null', '-d', $connstr, '-f', $script ]);
+	$node->poll_query_until('postgres', q{SELECT count(*) >= 16 FROM idgen_seq_cache WHERE key LIKE 'churn:%'})
+	  or die 'the churn did not start';
+
+	my $t0 = time();
+	my ($ret, $stdout, $stderr) = $node->psql('postgres',
+		"SET statement_timeout = '20s';\n\\set VERBOSITY verbose\nSELECT idgen_seq_next('pinned')");
+	my $took = time() - $t0;
+	$churn->kill_kill;
+	isnt($ret, 0, 'evicted again and again, its row held: the call fails');
+	like($stderr, qr/55000: could not get a segment for cached sequence key "pinned" in time/,
+		'evicted again and again: the segment error, not a wait for the row');
+	cmp_ok($took, '<', 10, sprintf('evicted again and again: it failed after %.1f s', $took));
+	$holder->query_safe('COMMIT');
+	$holder->quit;
+	cmp_ok($node->safe_psql('postgres', "SELECT idgen_seq_next('pinned')"), '>', 0,
+		'once the row is free, the key is served');
 }
 
 $node->stop('fast');
