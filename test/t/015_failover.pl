@@ -80,6 +80,11 @@ sub primary_and_standby
 		$standby->start;
 	}
 	$primary->wait_for_catchup($standby);
+	# The keeper writes a horizon record each time it renews the horizon
+	# (about twice a second), not when a standby connects: the standby knows
+	# its primary's identity once it has replayed one after it started.
+	$standby->poll_query_until('postgres', 'SELECT wal_records > 0 FROM idgen_info()')
+	  or die 'the standby replayed no horizon record';
 	if ($sync)
 	{
 		$primary->safe_psql('postgres',
