@@ -16,13 +16,14 @@
  * Semantics
  *	  Every change to a key (idgen_seq_next, set, configure, drop) locks the
  *	  latest version of the key's row, computes in C and writes the row back
- *	  (seq_row.c); a missing key is inserted (ON CONFLICT DO
- *	  NOTHING, and if another session inserted it first, its row is locked
- *	  instead).  The values therefore belong to the caller's transaction: a
- *	  rollback gives them back, and concurrent callers of one key queue on
- *	  its row lock, so the committed values of a key are gap-free and in
- *	  commit order.  Different keys are different rows and never wait for
- *	  each other.
+ *	  (seq_row.c); a missing key is inserted (ON CONFLICT DO NOTHING, one
+ *	  session at a time: see key_locktag; if another session inserted it
+ *	  first, its row is locked instead).  The values therefore belong to the
+ *	  caller's transaction: a rollback gives them back, and concurrent
+ *	  callers of one key queue on its row lock, so the committed values of a
+ *	  key are gap-free and in commit order.  Different keys are different
+ *	  rows and do not wait for each other (unless their hashes are equal
+ *	  while both are inserted).
  *
  *	  A value past max_value wraps to step.  A key whose ttl has
  *	  passed since its last use is forgotten: it behaves exactly as if its
@@ -45,11 +46,13 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "common/int.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
@@ -155,6 +158,33 @@ read_row(IdgenSqlContext *cx, text *key, IdgenSeqRow *row)
 	return true;
 }
 
+/*
+ * The advisory lock (database, the key's 64-bit hash, IDGEN_LOCK_CLASS_SEQ_KEY)
+ * under which a key's row is inserted.
+ *
+ * Two sessions that both find a key missing both insert it, and ON CONFLICT
+ * DO NOTHING settles it in the primary key, its arbiter: the later meets the
+ * earlier's entry there, waits for its transaction and does nothing.  But
+ * while REINDEX CONCURRENTLY builds the primary key's replacement, the new
+ * index takes inserts before it is valid, and an index that is not valid is
+ * no arbiter: it checks uniqueness as any unique index does.  When both
+ * sessions passed the primary key before either was entered there, the
+ * later then fails in the new index ("duplicate key value violates unique
+ * constraint "idgen_seq_pkey_ccnew"").  So the inserts of a key take turns,
+ * each holding the lock for its INSERT only: the later finds the earlier's
+ * entry in the primary key before it inserts anything.  Two keys whose
+ * hashes are equal take turns too, which costs a wait, nothing else.
+ */
+static void
+key_locktag(LOCKTAG *tag, text *key)
+{
+	uint64		h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(key),
+										VARSIZE_ANY_EXHDR(key), 0);
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 IDGEN_LOCK_CLASS_SEQ_KEY);
+}
+
 /* Insert the key's row, unless the key exists; whether it did. */
 static bool
 insert_row(const IdgenFunction *fn, text *key, IdgenSeqRow *row)
@@ -164,12 +194,15 @@ insert_row(const IdgenFunction *fn, text *key, IdgenSeqRow *row)
 	bool		isnull[SEQ_NUM_COLS];
 	char		nulls[SEQ_NUM_COLS];
 	bool		inserted;
+	LOCKTAG		tag;
 
 	values[SEQ_COL_KEY - 1] = PointerGetDatum(key);
 	isnull[SEQ_COL_KEY - 1] = false;
 	idgen_seq_row_to_values(row, values, isnull);
 	for (int i = 0; i < SEQ_NUM_COLS; i++)
 		nulls[i] = isnull[i] ? 'n' : ' ';
+	key_locktag(&tag, key);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 	idgen_sql_begin(fn, &statements, &cx);
 	/*
 	 * A row another transaction committed since this one's snapshot is a
@@ -177,6 +210,7 @@ insert_row(const IdgenFunction *fn, text *key, IdgenSeqRow *row)
 	 */
 	inserted = idgen_sql_run_latest(&cx, Q_INSERT, values, nulls) == 1;
 	idgen_sql_end(&cx);
+	LockRelease(&tag, ExclusiveLock, false);
 	return inserted;
 }
 

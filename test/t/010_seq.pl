@@ -98,6 +98,61 @@ is( $node->safe_psql(
 		'1', 'REINDEX CONCURRENTLY: the rebuilt primary key has every row');
 }
 
+# New keys inserted by racing callers while REINDEX CONCURRENTLY's new index
+# is ready for inserts but not yet valid: only the primary key arbitrates
+# ON CONFLICT, so the new index would report the later of two inserts of a
+# key as a unique violation ("idgen_seq_pkey_ccnew") unless inserts of a
+# key take turns.  A transaction with an old snapshot keeps the REINDEX
+# waiting in that state; 8 pgbench clients then call a key that changes
+# every millisecond, so most keys are new to several clients at once.
+{
+	my $pgbench = $node->installed_command('pgbench');
+	my $tmp = PostgreSQL::Test::Utils::tempdir();
+	$node->safe_psql('postgres', 'DELETE FROM idgen_seq; CREATE TABLE calls (key text, value bigint)');
+	my $snapshot = $node->background_psql('postgres');
+	$snapshot->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM calls');
+	my ($ri_out, $ri_err) = ('', '');
+	my $reindex = IPC::Run::start([ 'psql', '-X', '-d', $node->connstr('postgres'),
+			'-c', 'REINDEX INDEX CONCURRENTLY idgen_seq_pkey' ], '>', \$ri_out, '2>', \$ri_err);
+	$node->poll_query_until('postgres', q{
+		SELECT indisready AND NOT indisvalid FROM pg_index
+		WHERE indexrelid = 'idgen_seq_pkey_ccnew'::regclass})
+	  or die 'the new index did not become ready';
+
+	open my $fh, '>', "$tmp/new_keys.sql" or die $!;
+	print $fh q{INSERT INTO calls SELECT k, idgen_seq_next(k) FROM }
+	  . q{(SELECT 'ms:' || (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS k) s;} . "\n";
+	close $fh;
+	my ($out, $err) = ('', '');
+	my $clean = IPC::Run::run([ $pgbench, '-n', '-c', 8, '-j', 2, '-T', 3, '-f', "$tmp/new_keys.sql",
+			$node->connstr('postgres') ], '>', \$out, '2>', \$err);
+	my @aborted = ($err =~ /(.*aborted.*)/g);
+	ok($clean && !@aborted, 'new keys during REINDEX CONCURRENTLY: no client failed')
+	  or diag(scalar(@aborted) . " of 8 clients aborted:\n" . join("\n", @aborted) . "\n$err");
+	is($node->safe_psql('postgres', q{
+		SELECT indisready AND NOT indisvalid FROM pg_index
+		WHERE indexrelid = 'idgen_seq_pkey_ccnew'::regclass}), 't',
+		'new keys during REINDEX CONCURRENTLY: the new index was ready and not valid throughout');
+	my ($calls, $keys, $raced) = split /\|/, $node->safe_psql('postgres', q{
+		SELECT sum(n), count(*), count(*) FILTER (WHERE n > 1)
+		FROM (SELECT count(*) AS n FROM calls GROUP BY key) c});
+	cmp_ok($raced, '>=', 10, "new keys during REINDEX CONCURRENTLY: $calls calls, $keys keys, $raced called by more than one client");
+	is($node->safe_psql('postgres', q{
+		SELECT count(*) FROM (SELECT key FROM calls GROUP BY key
+			HAVING count(DISTINCT value) <> count(*) OR min(value) <> 1 OR max(value) <> count(*)) bad}),
+		'0', 'new keys during REINDEX CONCURRENTLY: each key\'s values are 1, 2, 3, ... once each');
+
+	$snapshot->query_safe('COMMIT');
+	$snapshot->quit;
+	$reindex->finish;
+	is($node->safe_psql('postgres',
+			"SELECT count(*) FROM (SELECT bt_index_parent_check('idgen_seq_pkey', heapallindexed => true)) c"),
+		'1', 'new keys during REINDEX CONCURRENTLY: the rebuilt primary key has every row');
+	is($node->safe_psql('postgres', 'SELECT count(*) FROM idgen_seq'), $keys,
+		'new keys during REINDEX CONCURRENTLY: one row per key');
+	$node->safe_psql('postgres', 'DROP TABLE calls');
+}
+
 # The rows are written straight to the heap (no SQL executor): a crash must
 # lose nothing committed, and the keys go on from where they were.
 {
