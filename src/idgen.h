@@ -49,14 +49,6 @@
 /* Warn at start when the timestamp field has fewer years than this left. */
 #define IDGEN_LIFETIME_WARN_YEARS	10
 
-/*
- * The last field of idgen's advisory lock tags (the SQL advisory lock
- * functions use 1 and 2): "id" in ASCII on a worker id (lease.c), "sq" on a
- * per-key sequence key being inserted (seq.c).
- */
-#define IDGEN_LOCK_CLASS_WORKER_ID	0x6964
-#define IDGEN_LOCK_CLASS_SEQ_KEY	0x7371
-
 /* Kinds of identifier counted in idgen_stats (one row each). */
 typedef enum IdgenKind
 {

@@ -189,7 +189,7 @@ static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, Invalid
 /* ----------
  * Locks on worker ids
  *
- * Advisory locks (database, IDGEN_LEASE_LOCK_KEY, id, IDGEN_LOCK_CLASS_WORKER_ID):
+ * Advisory locks (database, IDGEN_LEASE_LOCK_KEY, id, IDGEN_LEASE_LOCK_CLASS):
  * the SQL advisory lock functions use 1 and 2 in the last field, so they
  * never collide with these.  The key is a constant, not the lease table's
  * oid, so that a session that holds a session-bound lease of a table since
@@ -202,17 +202,18 @@ static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, Invalid
  * ----------
  */
 /*
- * The first key of the advisory lock tags on worker ids, "idge" in ASCII,
- * the same for every lease table; their last field is
- * IDGEN_LOCK_CLASS_WORKER_ID, "id" (idgen.h).  The idgen_worker_leases view
+ * The last field of the advisory lock tags on worker ids (the SQL advisory
+ * lock functions use 1 and 2, seq.c "sq"), "id" in ASCII; and their first key, "idge"
+ * in ASCII, the same for every lease table.  The idgen_worker_leases view
  * (sql/idgen--*.sql) finds the locks by both.
  */
+#define IDGEN_LEASE_LOCK_CLASS		0x6964
 #define IDGEN_LEASE_LOCK_KEY		0x69646765
 
 static void
 lease_locktag(LOCKTAG *tag, int32 id)
 {
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, IDGEN_LEASE_LOCK_KEY, (uint32) id, IDGEN_LOCK_CLASS_WORKER_ID);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, IDGEN_LEASE_LOCK_KEY, (uint32) id, IDGEN_LEASE_LOCK_CLASS);
 }
 
 static bool

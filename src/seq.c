@@ -16,9 +16,9 @@
  * Semantics
  *	  Every change to a key (idgen_seq_next, set, configure, drop) locks the
  *	  latest version of the key's row, computes in C and writes the row back
- *	  (seq_row.c); a missing key is inserted (ON CONFLICT DO NOTHING, one
- *	  session at a time: see key_locktag; if another session inserted it
- *	  first, its row is locked instead).  The values therefore belong to the
+ *	  (seq_row.c); a missing key is inserted (ON CONFLICT DO NOTHING, and
+ *	  if another session inserted it first, its row is locked instead; see
+ *	  "Inserting a key" below).  The values therefore belong to the
  *	  caller's transaction: a rollback gives them back, and concurrent
  *	  callers of one key queue on its row lock, so the committed values of a
  *	  key are gap-free and in commit order.  Different keys are different
@@ -45,6 +45,7 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "common/int.h"
@@ -57,6 +58,11 @@
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+#include "utils/resowner.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "idgen.h"
@@ -159,22 +165,47 @@ read_row(IdgenSqlContext *cx, text *key, IdgenSeqRow *row)
 }
 
 /*
- * The advisory lock (database, the key's 64-bit hash, IDGEN_LOCK_CLASS_SEQ_KEY)
- * under which a key's row is inserted.
+ * Inserting a key
  *
  * Two sessions that both find a key missing both insert it, and ON CONFLICT
- * DO NOTHING settles it in the primary key, its arbiter: the later meets the
- * earlier's entry there, waits for its transaction and does nothing.  But
- * while REINDEX CONCURRENTLY builds the primary key's replacement, the new
- * index takes inserts before it is valid, and an index that is not valid is
- * no arbiter: it checks uniqueness as any unique index does.  When both
- * sessions passed the primary key before either was entered there, the
- * later then fails in the new index ("duplicate key value violates unique
- * constraint "idgen_seq_pkey_ccnew"").  So the inserts of a key take turns,
- * each holding the lock for its INSERT only: the later finds the earlier's
- * entry in the primary key before it inserts anything.  Two keys whose
- * hashes are equal take turns too, which costs a wait, nothing else.
+ * DO NOTHING settles it in the primary key, its arbiter: the later finds the
+ * earlier's entry there and does nothing, or, if it passed the primary key
+ * before that entry was made, gives up its own insertion and looks again.
+ * A unique index that is not valid (one REINDEX CONCURRENTLY or CREATE
+ * UNIQUE INDEX CONCURRENTLY is building, or left behind when it failed) is
+ * no arbiter, but once ready it checks uniqueness as any unique index does:
+ * the later session then fails there, before it looks again ("duplicate key
+ * value violates unique constraint "idgen_seq_pkey_ccnew"").  Two sessions
+ * inserting the key at once meet it, and so does one that read the key's
+ * index entries just before another session moved the row to a new version
+ * (an update that is not heap-only) and committed.
+ *
+ * Two measures:
+ *
+ *	  - The inserts of a key take turns, under an advisory lock on the key's
+ *		hash held for the INSERT only (key_locktag), whether or not an index
+ *		is being built: the later then finds the earlier's entry in the
+ *		primary key before it inserts anything.  Without it, two sessions
+ *		meeting in an index that is not valid also deadlock, each waiting
+ *		for the other's insertion in a different index.  Two keys whose
+ *		hashes are equal take turns too, which costs a wait, nothing else.
+ *	  - While the table has a unique index that is not valid, a key is
+ *		inserted in a subtransaction, and a unique violation in such an
+ *		index on the key means what a conflict in the primary key means:
+ *		the key exists, go and lock it.  Other errors, and violations of
+ *		other indexes, are raised.  A transaction that creates keys
+ *		meanwhile pays a subtransaction per key.  The check is made with the
+ *		table locked: a REINDEX CONCURRENTLY whose index was not there yet
+ *		waits for this transaction before it marks the index ready.
  */
+
+/*
+ * The last field of the advisory lock tags on keys being inserted, "sq" in
+ * ASCII (the SQL advisory lock functions use 1 and 2, worker-id leases
+ * "id", see lease.c).
+ */
+#define IDGEN_SEQ_LOCK_CLASS	0x7371
+
 static void
 key_locktag(LOCKTAG *tag, text *key)
 {
@@ -182,19 +213,127 @@ key_locktag(LOCKTAG *tag, text *key)
 										VARSIZE_ANY_EXHDR(key), 0);
 
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
-						 IDGEN_LOCK_CLASS_SEQ_KEY);
+						 IDGEN_SEQ_LOCK_CLASS);
+}
+
+/* Whether the table has a unique index that is not valid. */
+static bool
+has_unique_index_not_valid(Relation rel)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+	bool		found = false;
+
+	foreach(lc, indexes)
+	{
+		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+
+		if (!HeapTupleIsValid(tup))
+			continue;			/* dropped meanwhile */
+		found = ((Form_pg_index) GETSTRUCT(tup))->indisunique &&
+			!((Form_pg_index) GETSTRUCT(tup))->indisvalid;
+		ReleaseSysCache(tup);
+		if (found)
+			break;
+	}
+	list_free(indexes);
+	return found;
+}
+
+/*
+ * Whether 'name' is an index of the table on the key alone that is not
+ * valid: a violation there means a row of the key exists, which the primary
+ * key finds.
+ */
+static bool
+is_key_index_not_valid(Relation rel, const char *name)
+{
+	Oid			indexoid;
+	HeapTuple	tup;
+	Form_pg_index index;
+	bool		result;
+
+	if (name == NULL)
+		return false;
+	indexoid = get_relname_relid(name, RelationGetNamespace(rel));
+	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(indexoid));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	index = (Form_pg_index) GETSTRUCT(tup);
+	result = index->indrelid == RelationGetRelid(rel) && !index->indisvalid &&
+		index->indnkeyatts == 1 && index->indkey.values[0] == SEQ_COL_KEY;
+	ReleaseSysCache(tup);
+	return result;
+}
+
+/* Run the INSERT of the key's row; whether it inserted one. */
+static bool
+run_insert(const IdgenFunction *fn, Datum *values, const char *nulls)
+{
+	IdgenSqlContext	cx;
+	bool		inserted;
+
+	idgen_sql_begin(fn, &statements, &cx);
+	/*
+	 * A row another transaction committed since this one's snapshot is a
+	 * conflict like any other (see idgen_seq_lock_row), not a serialization failure.
+	 */
+	inserted = idgen_sql_run_latest(&cx, Q_INSERT, values, nulls) == 1;
+	idgen_sql_end(&cx);
+	return inserted;
+}
+
+/*
+ * run_insert in a subtransaction: a unique violation in an index on the key
+ * that is not valid returns false, as a conflict does.
+ */
+static bool
+run_insert_in_subtransaction(const IdgenFunction *fn, Relation rel,
+							 Datum *values, const char *nulls)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile bool inserted = false;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		inserted = run_insert(fn, values, nulls);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION ||
+			!is_key_index_not_valid(rel, edata->constraint_name))
+			ReThrowError(edata);
+		elog(DEBUG1, "the key exists: unique violation in index \"%s\", which is not valid",
+			 edata->constraint_name);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	return inserted;
 }
 
 /* Insert the key's row, unless the key exists; whether it did. */
 static bool
-insert_row(const IdgenFunction *fn, text *key, IdgenSeqRow *row)
+insert_row(const IdgenFunction *fn, IdgenSeqTable *t, text *key, IdgenSeqRow *row)
 {
-	IdgenSqlContext	cx;
 	Datum		values[SEQ_NUM_COLS];
 	bool		isnull[SEQ_NUM_COLS];
 	char		nulls[SEQ_NUM_COLS];
-	bool		inserted;
 	LOCKTAG		tag;
+	bool		inserted;
 
 	values[SEQ_COL_KEY - 1] = PointerGetDatum(key);
 	isnull[SEQ_COL_KEY - 1] = false;
@@ -203,13 +342,10 @@ insert_row(const IdgenFunction *fn, text *key, IdgenSeqRow *row)
 		nulls[i] = isnull[i] ? 'n' : ' ';
 	key_locktag(&tag, key);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
-	idgen_sql_begin(fn, &statements, &cx);
-	/*
-	 * A row another transaction committed since this one's snapshot is a
-	 * conflict like any other (see idgen_seq_lock_row), not a serialization failure.
-	 */
-	inserted = idgen_sql_run_latest(&cx, Q_INSERT, values, nulls) == 1;
-	idgen_sql_end(&cx);
+	if (has_unique_index_not_valid(t->rel))
+		inserted = run_insert_in_subtransaction(fn, t->rel, values, nulls);
+	else
+		inserted = run_insert(fn, values, nulls);
 	LockRelease(&tag, ExclusiveLock, false);
 	return inserted;
 }
@@ -281,7 +417,7 @@ apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next)
 		/* A new key (or one deleted meanwhile): insert it. */
 		idgen_seq_row_defaults(&row, now);
 		(void) op(&row, false, now, arg);
-		if (insert_row(&fn, key, &row))
+		if (insert_row(&fn, &t, key, &row))
 		{
 			applied = APPLIED_NEW;
 			break;
