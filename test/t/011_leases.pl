@@ -4,7 +4,8 @@
 #    with its own id and token; the other 136 get the exhaustion error.
 #  - Churn: 32 pgbench clients acquire, hold, renew and release 16 ids for
 #    a few seconds; a lease handed out twice would make its first holder's
-#    renewal fail ("lost") and abort that client.
+#    renewal fail ("lost") and abort that client.  Again while REINDEX
+#    CONCURRENTLY rebuilds the lease table's primary key.
 #  - A session-bound lease ends with its connection and then rests in
 #    quarantine.
 #  - The purge worker deletes ended leases; tokens keep growing across a
@@ -48,7 +49,7 @@ INSERT INTO got SELECT :client_id, worker_id, datacenter_id, token
 });
 	my ($out, $err) = ('', '');
 	my $h = IPC::Run::start([ $pgbench, '-n', '-c', 200, '-j', 8, '-t', 1, '-f', "$tmp/acquire.sql",
-			'-d', $node->connstr('postgres') ], '>', \$out, '2>', \$err);
+			$node->connstr('postgres') ], '>', \$out, '2>', \$err);
 	$node->poll_query_until('postgres',
 		q{SELECT count(*) = 200 FROM pg_locks WHERE locktype = 'advisory' AND objid = 42 AND NOT granted})
 	  or die 'the 200 clients did not reach the gate';
@@ -91,7 +92,7 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 });
 	my ($out, $err) = ('', '');
 	my $clean = IPC::Run::run([ $pgbench, '-n', '-c', 32, '-j', 4, '-T', 5, '-f', "$tmp/churn.sql",
-			'-d', $node->connstr('postgres') ], '>', \$out, '2>', \$err);
+			$node->connstr('postgres') ], '>', \$out, '2>', \$err);
 	note("churn:\n$out$err");
 	unlike($err, qr/ERROR/, 'churn: no renewal or release failed (no lease was handed out twice)');
 	ok($clean, 'churn: pgbench exited 0 (no client aborted)');
@@ -99,6 +100,40 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 		'SELECT count(*) FILTER (WHERE ok), count(*) FILTER (WHERE NOT ok) FROM churn');
 	cmp_ok($ok, '>', 200, "churn: $ok leases acquired, renewed and released");
 	cmp_ok($full, '>', 0, "churn: the 16 ids ran out $full times (the clients contended)");
+}
+
+# --- churn while the primary key is rebuilt --------------------------------
+# The same churn while REINDEX CONCURRENTLY's new index of the lease table's
+# primary key takes inserts but is not valid yet (a transaction with an old
+# snapshot holds it there), so it is no ON CONFLICT arbiter: the claims of
+# an id, and the purge's deletions, must still take turns (they do, under
+# the id's advisory lock), or a claim fails in the new index.
+{
+	$node->safe_psql('postgres', 'TRUNCATE churn');
+	my $snapshot = $node->background_psql('postgres');
+	$snapshot->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM churn');
+	my $reindex = IPC::Run::start([ 'psql', '-X', '-q', '-d', $node->connstr('postgres'),
+			'-c', 'REINDEX INDEX CONCURRENTLY idgen_worker_lease_pkey' ]);
+	my $ready = q{SELECT indisready AND NOT indisvalid FROM pg_index
+		WHERE indexrelid = 'idgen_worker_lease_pkey_ccnew'::regclass};
+	$node->poll_query_until('postgres', $ready) or die 'the new index did not become ready';
+	my ($out, $err) = ('', '');
+	my $clean = IPC::Run::run([ $pgbench, '-n', '-c', 32, '-j', 4, '-T', 3, '-f', "$tmp/churn.sql",
+			$node->connstr('postgres') ], '>', \$out, '2>', \$err);
+	note("churn during REINDEX CONCURRENTLY:\n$out$err");
+	unlike($err, qr/ERROR/, 'churn during REINDEX CONCURRENTLY: no claim, renewal or release failed');
+	ok($clean, 'churn during REINDEX CONCURRENTLY: pgbench exited 0 (no client aborted)');
+	is($node->safe_psql('postgres', $ready), 't',
+		'churn during REINDEX CONCURRENTLY: the new index was ready and not valid throughout');
+	my $ok = $node->safe_psql('postgres', 'SELECT count(*) FILTER (WHERE ok) FROM churn');
+	cmp_ok($ok, '>', 100, "churn during REINDEX CONCURRENTLY: $ok leases acquired, renewed and released");
+	$snapshot->query_safe('COMMIT');
+	$snapshot->quit;
+	$reindex->finish;
+	$node->safe_psql('postgres', 'CREATE EXTENSION IF NOT EXISTS amcheck');
+	is($node->safe_psql('postgres',
+			"SELECT count(*) FROM (SELECT bt_index_parent_check('idgen_worker_lease_pkey', heapallindexed => true)) c"),
+		'1', 'churn during REINDEX CONCURRENTLY: the rebuilt primary key has every row');
 }
 
 # --- a session-bound lease ends with its session ---------------------------
