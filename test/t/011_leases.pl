@@ -69,6 +69,18 @@ INSERT INTO got SELECT :client_id, worker_id, datacenter_id, token
 }
 
 # --- churn: acquire, hold, renew, release ----------------------------------
+# 32 pgbench clients run churn.sql (below) for $seconds: none may fail.
+sub run_churn
+{
+	my ($name, $seconds) = @_;
+	my ($out, $err) = ('', '');
+	my $clean = IPC::Run::run([ $pgbench, '-n', '-c', 32, '-j', 4, '-T', $seconds, '-f', "$tmp/churn.sql",
+			$node->connstr('postgres') ], '>', \$out, '2>', \$err);
+	note("$name:\n$out$err");
+	unlike($err, qr/ERROR/, "$name: no claim, renewal or release failed (no lease was handed out twice)");
+	ok($clean, "$name: pgbench exited 0 (no client aborted)");
+}
+
 {
 	$node->safe_psql('postgres', q{
 		CREATE TABLE churn (client int, ok boolean);
@@ -90,12 +102,7 @@ SELECT idgen_worker_renew(:w, :t) IS NOT NULL AS renewed;
 SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 \endif
 });
-	my ($out, $err) = ('', '');
-	my $clean = IPC::Run::run([ $pgbench, '-n', '-c', 32, '-j', 4, '-T', 5, '-f', "$tmp/churn.sql",
-			$node->connstr('postgres') ], '>', \$out, '2>', \$err);
-	note("churn:\n$out$err");
-	unlike($err, qr/ERROR/, 'churn: no renewal or release failed (no lease was handed out twice)');
-	ok($clean, 'churn: pgbench exited 0 (no client aborted)');
+	run_churn('churn', 5);
 	my ($ok, $full) = split /\|/, $node->safe_psql('postgres',
 		'SELECT count(*) FILTER (WHERE ok), count(*) FILTER (WHERE NOT ok) FROM churn');
 	cmp_ok($ok, '>', 200, "churn: $ok leases acquired, renewed and released");
@@ -117,12 +124,7 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 	my $ready = q{SELECT indisready AND NOT indisvalid FROM pg_index
 		WHERE indexrelid = 'idgen_worker_lease_pkey_ccnew'::regclass};
 	$node->poll_query_until('postgres', $ready) or die 'the new index did not become ready';
-	my ($out, $err) = ('', '');
-	my $clean = IPC::Run::run([ $pgbench, '-n', '-c', 32, '-j', 4, '-T', 3, '-f', "$tmp/churn.sql",
-			$node->connstr('postgres') ], '>', \$out, '2>', \$err);
-	note("churn during REINDEX CONCURRENTLY:\n$out$err");
-	unlike($err, qr/ERROR/, 'churn during REINDEX CONCURRENTLY: no claim, renewal or release failed');
-	ok($clean, 'churn during REINDEX CONCURRENTLY: pgbench exited 0 (no client aborted)');
+	run_churn('churn during REINDEX CONCURRENTLY', 3);
 	is($node->safe_psql('postgres', $ready), 't',
 		'churn during REINDEX CONCURRENTLY: the new index was ready and not valid throughout');
 	my $ok = $node->safe_psql('postgres', 'SELECT count(*) FILTER (WHERE ok) FROM churn');
