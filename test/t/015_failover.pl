@@ -20,8 +20,9 @@
 #     primary can repeat, but only those after the last horizon the
 #     standby replayed, as the README says.
 # While in recovery, a hot standby with its primary's identity refuses to
-# generate; with an identity of its own from a registry it generates IDs
-# distinct from its primary's.
+# generate, as does one that has replayed no horizon record yet (it does not
+# know its primary's identity); with an identity of its own from a registry
+# it generates IDs distinct from its primary's.
 use strict;
 use warnings;
 
@@ -324,6 +325,33 @@ sub compare
 		'preloaded again, it replays them');
 	$standby->stop;
 	$primary->stop;
+}
+
+# A standby that has replayed no horizon record since it started does not
+# know its primary's identity: it refuses, whatever its own identity, and
+# says why.  With idgen.horizon_lead = 60s the primary renews its horizon
+# (and writes a record) about every 30 s; the backup is taken well within
+# that of the record written at start, and the primary is stopped before
+# the standby starts, so the standby replays no idgen record.
+{
+	my $primary = idgen_node('unknown_primary', _init => { allows_streaming => 1 },
+		'idgen.worker_id' => 1, 'idgen.horizon_lead' => "'60s'");
+	$primary->backup('unknown_backup');
+	$primary->stop;
+	my $standby = PostgreSQL::Test::Cluster->new('unknown_standby');
+	$standby->init_from_backup($primary, 'unknown_backup', has_streaming => 1);
+	$standby->start;
+	is($standby->safe_psql('postgres', 'SELECT in_recovery, wal_records FROM idgen_info()'),
+		't|0', 'a standby that has replayed no horizon record yet');
+	my $err = sql_error($standby, 'SELECT idgen_snowflake()');
+	like($err, qr/ERROR:  55000: could not generate Snowflake ID: this standby does not know its primary's Snowflake identity yet/,
+		'it refuses idgen_snowflake(): it does not know its primary\'s identity');
+	like($err, qr/HINT:  Generate on the primary, or try again once this standby replays WAL from a primary that has idgen preloaded/,
+		'with a hint');
+	like(sql_error($standby, 'SELECT idgen_uuid7()'),
+		qr/could not generate UUIDv7: this standby does not know its primary's Snowflake identity yet/,
+		'and idgen_uuid7()');
+	$standby->stop;
 }
 
 ########################################################################
