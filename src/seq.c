@@ -190,13 +190,15 @@ read_row(IdgenSqlContext *cx, text *key, IdgenSeqRow *row)
  *		for the other's insertion in a different index.  Two keys whose
  *		hashes are equal take turns too, which costs a wait, nothing else.
  *	  - While the table has a unique index that is not valid, a key is
- *		inserted in a subtransaction, and a unique violation in such an
- *		index on the key means what a conflict in the primary key means:
- *		the key exists, go and lock it.  Other errors, and violations of
- *		other indexes, are raised.  A transaction that creates keys
- *		meanwhile pays a subtransaction per key.  The check is made with the
- *		table locked: a REINDEX CONCURRENTLY whose index was not there yet
- *		waits for this transaction before it marks the index ready.
+ *		inserted in a subtransaction, and a unique violation is taken for
+ *		what a conflict in the primary key means: the key exists, go and
+ *		lock it.  If the primary key then finds no row of the key, again and
+ *		again (a unique index that compares keys otherwise, say), apply()
+ *		raises the violation after all.  Other errors are raised at once.
+ *		A transaction that creates keys meanwhile pays a subtransaction per
+ *		key.  The check is made with the table locked: a REINDEX
+ *		CONCURRENTLY or CREATE INDEX CONCURRENTLY whose index was not there
+ *		yet waits for this transaction before it marks the index ready.
  */
 
 /*
@@ -240,32 +242,6 @@ has_unique_index_not_valid(Relation rel)
 	return found;
 }
 
-/*
- * Whether 'name' is an index of the table on the key alone that is not
- * valid: a violation there means a row of the key exists, which the primary
- * key finds.
- */
-static bool
-is_key_index_not_valid(Relation rel, const char *name)
-{
-	Oid			indexoid;
-	HeapTuple	tup;
-	Form_pg_index index;
-	bool		result;
-
-	if (name == NULL)
-		return false;
-	indexoid = get_relname_relid(name, RelationGetNamespace(rel));
-	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(indexoid));
-	if (!HeapTupleIsValid(tup))
-		return false;
-	index = (Form_pg_index) GETSTRUCT(tup);
-	result = index->indrelid == RelationGetRelid(rel) && !index->indisvalid &&
-		index->indnkeyatts == 1 && index->indkey.values[0] == SEQ_COL_KEY;
-	ReleaseSysCache(tup);
-	return result;
-}
-
 /* Run the INSERT of the key's row; whether it inserted one. */
 static bool
 run_insert(const IdgenFunction *fn, Datum *values, const char *nulls)
@@ -284,12 +260,13 @@ run_insert(const IdgenFunction *fn, Datum *values, const char *nulls)
 }
 
 /*
- * run_insert in a subtransaction: a unique violation in an index on the key
- * that is not valid returns false, as a conflict does.
+ * run_insert in a subtransaction: a unique violation returns false, as a
+ * conflict does, and leaves the error in *violation (for apply() to raise
+ * if the key cannot be found after all).
  */
 static bool
-run_insert_in_subtransaction(const IdgenFunction *fn, Relation rel,
-							 Datum *values, const char *nulls)
+run_insert_in_subtransaction(const IdgenFunction *fn, Datum *values, const char *nulls,
+							 ErrorData **violation)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -314,20 +291,25 @@ run_insert_in_subtransaction(const IdgenFunction *fn, Relation rel,
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
-		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION ||
-			!is_key_index_not_valid(rel, edata->constraint_name))
+		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
 			ReThrowError(edata);
-		elog(DEBUG1, "the key exists: unique violation in index \"%s\", which is not valid",
-			 edata->constraint_name);
-		FreeErrorData(edata);
+		elog(DEBUG1, "unique violation in index \"%s\" while an index of the table is not valid: looking for the key again",
+			 edata->constraint_name ? edata->constraint_name : "?");
+		if (*violation != NULL)
+			FreeErrorData(*violation);
+		*violation = edata;
 	}
 	PG_END_TRY();
 	return inserted;
 }
 
-/* Insert the key's row, unless the key exists; whether it did. */
+/*
+ * Insert the key's row, unless the key exists; whether it did.  A unique
+ * violation taken for a conflict is left in *violation.
+ */
 static bool
-insert_row(const IdgenFunction *fn, IdgenSeqTable *t, text *key, IdgenSeqRow *row)
+insert_row(const IdgenFunction *fn, IdgenSeqTable *t, text *key, IdgenSeqRow *row,
+		   ErrorData **violation)
 {
 	Datum		values[SEQ_NUM_COLS];
 	bool		isnull[SEQ_NUM_COLS];
@@ -343,11 +325,33 @@ insert_row(const IdgenFunction *fn, IdgenSeqTable *t, text *key, IdgenSeqRow *ro
 	key_locktag(&tag, key);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 	if (has_unique_index_not_valid(t->rel))
-		inserted = run_insert_in_subtransaction(fn, t->rel, values, nulls);
+		inserted = run_insert_in_subtransaction(fn, values, nulls, violation);
 	else
 		inserted = run_insert(fn, values, nulls);
 	LockRelease(&tag, ExclusiveLock, false);
 	return inserted;
+}
+
+/*
+ * An insert of the key met a row of it (a conflict, or a violation taken for
+ * one) IDGEN_SEQ_MAX_MISSES times in a row, and each time the primary key
+ * then found none: another unique index decides differently which keys are
+ * equal (one with a nondeterministic collation, say).  Raise the violation
+ * met last, or say so.
+ */
+#define IDGEN_SEQ_MAX_MISSES	3
+
+static void
+key_not_found(text *key, ErrorData *violation)
+{
+	if (violation != NULL)
+		ReThrowError(violation);
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("could not create sequence key \"%s\"", text_to_cstring(key)),
+			 errdetail("Inserting the key met a row of it %d times, and each time the primary key of table \"idgen_seq\" found none.",
+					   IDGEN_SEQ_MAX_MISSES),
+			 errhint("Drop any other unique index on table \"idgen_seq\": only its primary key may decide which keys are equal.")));
 }
 
 /*
@@ -385,6 +389,8 @@ apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next)
 	Applied		applied;
 	bool		from_cached_row = false;
 	bool		serve_cached = next && idgen_seq_cache_available();
+	int			misses = 0;
+	ErrorData  *violation = NULL;
 
 	if (XactReadOnly)			/* the name only for the error */
 		PreventCommandIfReadOnly(psprintf("%s()", get_func_name(fcinfo->flinfo->fn_oid)));
@@ -415,15 +421,20 @@ apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next)
 		}
 
 		/* A new key (or one deleted meanwhile): insert it. */
+		if (misses == IDGEN_SEQ_MAX_MISSES)
+			key_not_found(key, violation);
 		idgen_seq_row_defaults(&row, now);
 		(void) op(&row, false, now, arg);
-		if (insert_row(&fn, &t, key, &row))
+		if (insert_row(&fn, &t, key, &row, &violation))
 		{
 			applied = APPLIED_NEW;
 			break;
 		}
 		/* Another session inserted it first: lock that row instead. */
+		misses++;
 	}
+	if (violation != NULL)
+		FreeErrorData(violation);
 	idgen_seq_close_table(&t);
 	if (!next || (from_cached_row && idgen_seq_cache_available()))
 		idgen_seq_cache_invalidate(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));

@@ -153,6 +153,26 @@ is( $node->safe_psql(
 	$node->safe_psql('postgres', 'DROP TABLE calls');
 }
 
+# Another unique index on the key that decides differently which keys are
+# equal (a nondeterministic collation): inserting 'ABC' meets the row of
+# 'abc' there, and the primary key finds no row of 'ABC'.  The call fails
+# with the reason rather than go round for ever.
+{
+	$node->safe_psql('postgres', q{CREATE DATABASE utf8 TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C'});
+	$node->safe_psql('utf8', q{
+		CREATE EXTENSION idgen;
+		CREATE COLLATION case_insensitive (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+		CREATE UNIQUE INDEX idgen_seq_key_ci ON idgen_seq (key COLLATE case_insensitive);
+		SELECT idgen_seq_next('abc');
+	});
+	my ($ret, $stdout, $stderr) = $node->psql('utf8',
+		"SET statement_timeout = '20s';\n\\set VERBOSITY verbose\nSELECT idgen_seq_next('ABC')");
+	like($stderr, qr/ERROR:  55000: could not create sequence key "ABC"/,
+		'a unique index with another notion of equal keys: the call fails (it looped until cancelled)');
+	like($stderr, qr/HINT:  Drop any other unique index on table "idgen_seq"/, 'with a hint');
+	$node->safe_psql('postgres', 'DROP DATABASE utf8');
+}
+
 # The rows are written straight to the heap (no SQL executor): a crash must
 # lose nothing committed, and the keys go on from where they were.
 {
