@@ -218,7 +218,11 @@ key_locktag(LOCKTAG *tag, text *key)
 						 IDGEN_SEQ_LOCK_CLASS);
 }
 
-/* Whether the table has a unique index that is not valid. */
+/*
+ * Whether the table has a unique index that is not valid, ready for inserts
+ * or not yet: one that is not ready now may be by the time the INSERT runs
+ * only if it was created before this transaction locked the table.
+ */
 static bool
 has_unique_index_not_valid(Relation rel)
 {
