@@ -50,6 +50,7 @@ extern void idgen_sql_begin(const IdgenFunction *fn, IdgenStatements *st, IdgenS
 extern void idgen_sql_end(IdgenSqlContext *cx);
 extern uint64 idgen_sql_run(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
 extern uint64 idgen_sql_run_latest(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
+extern ErrorData *idgen_sql_try(void (*step) (void *arg), void *arg);
 
 /*
  * A SQL function's argument 'n', named 'name' in the message, must not be

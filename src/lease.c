@@ -203,8 +203,8 @@ static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, Invalid
  */
 /*
  * The last field of the advisory lock tags on worker ids (the SQL advisory
- * lock functions use 1 and 2, seq.c "sq"), "id" in ASCII; and their first key, "idge"
- * in ASCII, the same for every lease table.  The idgen_worker_leases view
+ * lock functions use 1 and 2, seq.c "sq"), "id" in ASCII; and their first
+ * key, "idge" in ASCII, the same for every lease table.  The idgen_worker_leases view
  * (sql/idgen--*.sql) finds the locks by both.
  */
 #define IDGEN_LEASE_LOCK_CLASS		0x6964

@@ -35,6 +35,8 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
@@ -170,4 +172,39 @@ idgen_sql_run_latest(IdgenSqlContext *cx, int q, Datum *values, const char *null
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_snapshot failed: %s", SPI_result_code_string(rc));
 	return SPI_processed;
+}
+
+/*
+ * Run step(arg) in a subtransaction of its own.  NULL if it completed (its
+ * work is then the caller's); otherwise its error, copied into the caller's
+ * memory context, with all it did rolled back, for the caller to report,
+ * raise again (ReThrowError) or take for an answer.  PL/pgSQL's exception
+ * block, for the statements of idgen that may fail without failing their
+ * caller.
+ */
+ErrorData *
+idgen_sql_try(void (*step) (void *arg), void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *volatile edata = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		step(arg);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return edata;
 }

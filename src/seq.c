@@ -58,10 +58,8 @@
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
-#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
-#include "utils/resowner.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
@@ -263,6 +261,23 @@ run_insert(const IdgenFunction *fn, Datum *values, const char *nulls)
 	return inserted;
 }
 
+/* run_insert's arguments and result, for idgen_sql_try. */
+typedef struct InsertStep
+{
+	const IdgenFunction *fn;
+	Datum	   *values;
+	const char *nulls;
+	bool		inserted;
+} InsertStep;
+
+static void
+insert_step(void *arg)
+{
+	InsertStep *a = (InsertStep *) arg;
+
+	a->inserted = run_insert(a->fn, a->values, a->nulls);
+}
+
 /*
  * run_insert in a subtransaction: a unique violation returns false, as a
  * conflict does, and leaves the error in *violation (for apply() to raise
@@ -272,39 +287,19 @@ static bool
 run_insert_in_subtransaction(const IdgenFunction *fn, Datum *values, const char *nulls,
 							 ErrorData **violation)
 {
-	MemoryContext oldcontext = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	volatile bool inserted = false;
+	InsertStep	step = {fn, values, nulls, false};
+	ErrorData  *edata = idgen_sql_try(insert_step, &step);
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcontext);
-	PG_TRY();
-	{
-		inserted = run_insert(fn, values, nulls);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcontext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
-			ReThrowError(edata);
-		elog(DEBUG1, "unique violation in index \"%s\" while an index of the table is not valid: looking for the key again",
-			 edata->constraint_name ? edata->constraint_name : "?");
-		if (*violation != NULL)
-			FreeErrorData(*violation);
-		*violation = edata;
-	}
-	PG_END_TRY();
-	return inserted;
+	if (edata == NULL)
+		return step.inserted;
+	if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
+		ReThrowError(edata);
+	elog(DEBUG1, "unique violation in index \"%s\" while an index of the table is not valid: looking for the key again",
+		 edata->constraint_name ? edata->constraint_name : "?");
+	if (*violation != NULL)
+		FreeErrorData(*violation);
+	*violation = edata;
+	return false;
 }
 
 /*

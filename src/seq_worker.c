@@ -48,7 +48,6 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -286,6 +285,30 @@ reserve_once(IdgenSeqRequest *req)
 	return progress;
 }
 
+/* purge_step's statement and result, for idgen_sql_try. */
+typedef struct PurgeCall
+{
+	const char *sql;
+	uint64		deleted;
+} PurgeCall;
+
+static void
+purge_call(void *arg)
+{
+	PurgeCall  *a = (PurgeCall *) arg;
+	int			rc;
+	bool		isnull;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute(a->sql, false, 1);
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "%s failed: %s", a->sql, SPI_result_code_string(rc));
+	a->deleted = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+													  SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+}
+
 /*
  * Run "SELECT schema.function()", which returns a count, in a
  * subtransaction: a failure is logged and rolled back, and the other purge
@@ -294,49 +317,18 @@ reserve_once(IdgenSeqRequest *req)
 static uint64
 purge_step(const char *schema, const char *function)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	volatile uint64 deleted = 0;
+	PurgeCall	call = {psprintf("SELECT %s.%s()", schema, function), 0};
+	ErrorData  *edata = idgen_sql_try(purge_call, &call);
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		char	   *sql = psprintf("SELECT %s.%s()", schema, function);
-		int			rc;
-		bool		isnull;
-
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		rc = SPI_execute(sql, false, 1);
-		if (rc != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "%s failed: %s", sql, SPI_result_code_string(rc));
-		deleted = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-													   SPI_tuptable->tupdesc, 1, &isnull));
-		SPI_finish();
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		ereport(WARNING,
-				(errcode(edata->sqlerrcode),
-				 errmsg("the idgen purge could not run %s.%s()", schema, function),
-				 errdetail("%s", edata->message),
-				 errhint("The other purge goes on; this one is tried again after \"idgen.purge_interval\".")));
-		FreeErrorData(edata);
-	}
-	PG_END_TRY();
-	return deleted;
+	if (edata == NULL)
+		return call.deleted;
+	ereport(WARNING,
+			(errcode(edata->sqlerrcode),
+			 errmsg("the idgen purge could not run %s.%s()", schema, function),
+			 errdetail("%s", edata->message),
+			 errhint("The other purge goes on; this one is tried again after \"idgen.purge_interval\".")));
+	FreeErrorData(edata);
+	return 0;
 }
 
 /*

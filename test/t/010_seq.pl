@@ -109,15 +109,7 @@ is( $node->safe_psql(
 	my $pgbench = $node->installed_command('pgbench');
 	my $tmp = PostgreSQL::Test::Utils::tempdir();
 	$node->safe_psql('postgres', 'DELETE FROM idgen_seq; CREATE TABLE calls (key text, value bigint)');
-	my $snapshot = $node->background_psql('postgres');
-	$snapshot->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM calls');
-	my ($ri_out, $ri_err) = ('', '');
-	my $reindex = IPC::Run::start([ 'psql', '-X', '-d', $node->connstr('postgres'),
-			'-c', 'REINDEX INDEX CONCURRENTLY idgen_seq_pkey' ], '>', \$ri_out, '2>', \$ri_err);
-	$node->poll_query_until('postgres', q{
-		SELECT indisready AND NOT indisvalid FROM pg_index
-		WHERE indexrelid = 'idgen_seq_pkey_ccnew'::regclass})
-	  or die 'the new index did not become ready';
+	my ($held, $release) = hold_reindex($node, 'idgen_seq_pkey');
 
 	open my $fh, '>', "$tmp/new_keys.sql" or die $!;
 	print $fh q{INSERT INTO calls SELECT k, idgen_seq_next(k) FROM }
@@ -129,9 +121,7 @@ is( $node->safe_psql(
 	my @aborted = ($err =~ /(.*aborted.*)/g);
 	ok($clean && !@aborted, 'new keys during REINDEX CONCURRENTLY: no client failed')
 	  or diag(scalar(@aborted) . " of 8 clients aborted:\n" . join("\n", @aborted) . "\n$err");
-	is($node->safe_psql('postgres', q{
-		SELECT indisready AND NOT indisvalid FROM pg_index
-		WHERE indexrelid = 'idgen_seq_pkey_ccnew'::regclass}), 't',
+	is($node->safe_psql('postgres', $held), 't',
 		'new keys during REINDEX CONCURRENTLY: the new index was ready and not valid throughout');
 	my ($calls, $keys, $raced) = split /\|/, $node->safe_psql('postgres', q{
 		SELECT sum(n), count(*), count(*) FILTER (WHERE n > 1)
@@ -142,9 +132,7 @@ is( $node->safe_psql(
 			HAVING count(DISTINCT value) <> count(*) OR min(value) <> 1 OR max(value) <> count(*)) bad}),
 		'0', 'new keys during REINDEX CONCURRENTLY: each key\'s values are 1, 2, 3, ... once each');
 
-	$snapshot->query_safe('COMMIT');
-	$snapshot->quit;
-	$reindex->finish;
+	$release->();
 	is($node->safe_psql('postgres',
 			"SELECT count(*) FROM (SELECT bt_index_parent_check('idgen_seq_pkey', heapallindexed => true)) c"),
 		'1', 'new keys during REINDEX CONCURRENTLY: the rebuilt primary key has every row');
@@ -171,6 +159,28 @@ is( $node->safe_psql(
 		'a unique index with another notion of equal keys: the call fails (it looped until cancelled)');
 	like($stderr, qr/HINT:  Drop any other unique index on table "idgen_seq"/, 'with a hint');
 	$node->safe_psql('postgres', 'DROP DATABASE utf8');
+}
+
+# A purge that fails (here a trigger refuses the DELETE) is rolled back in
+# its subtransaction and logged as a WARNING; the process goes on, and
+# purges once the cause is gone.
+{
+	$node->safe_psql('postgres', q{
+		SELECT idgen_seq_configure('doomed', ttl => '1 s');
+		CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN RAISE EXCEPTION 'no deletes today'; END $$;
+		CREATE TRIGGER refuse BEFORE DELETE ON idgen_seq FOR EACH ROW EXECUTE FUNCTION refuse();
+	});
+	my $offset = -s $node->logfile;
+	ok($node->wait_for_log(qr/WARNING:  the idgen purge could not run public\.idgen_seq_purge\(\)/, $offset),
+		'a failing purge: a WARNING names it');
+	ok($node->log_contains(qr/DETAIL:  no deletes today/, $offset), 'with the error as its detail');
+	is($node->safe_psql('postgres', "SELECT count(*) FROM idgen_seq WHERE key = 'doomed'"), '1',
+		'a failing purge: nothing deleted');
+	$node->safe_psql('postgres', 'DROP TRIGGER refuse ON idgen_seq; DROP FUNCTION refuse()');
+	$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM idgen_seq WHERE key = 'doomed'")
+	  or die 'the purge did not go on';
+	pass('a failing purge: the process went on and purged once the trigger was gone');
 }
 
 # The rows are written straight to the heap (no SQL executor): a crash must
