@@ -7,9 +7,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IPC::Run;
 
 use Exporter 'import';
-our @EXPORT = qw(idgen_node sql_error stress_client crash_twice faketime_clock);
+our @EXPORT = qw(idgen_node sql_error stress_client crash_twice faketime_clock hold_reindex);
 
 # A new cluster with idgen preloaded and the extension created in database
 # "postgres".  %conf holds extra settings (name => value); a setting named
@@ -41,6 +42,30 @@ sub sql_error
 		"\\set VERBOSITY verbose\n$sql", on_error_stop => 1);
 	ok($ret != 0, "fails: $sql");
 	return $stderr;
+}
+
+# Start REINDEX INDEX CONCURRENTLY $index on $node and hold it with its new
+# index ("${index}_ccnew") ready for inserts but not valid: a transaction
+# with an old snapshot makes it wait there.  Returns the query that is true
+# while the new index is in that state, and a function that ends the
+# transaction and waits for the REINDEX to finish.
+sub hold_reindex
+{
+	my ($node, $index) = @_;
+	my $snapshot = $node->background_psql('postgres');
+	$snapshot->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM pg_class');
+	my ($out, $err) = ('', '');
+	my $reindex = IPC::Run::start([ 'psql', '-X', '-q', '-d', $node->connstr('postgres'),
+			'-c', "REINDEX INDEX CONCURRENTLY $index" ], '>', \$out, '2>', \$err);
+	my $held = "SELECT indisready AND NOT indisvalid FROM pg_index "
+	  . "WHERE indexrelid = '${index}_ccnew'::regclass";
+	$node->poll_query_until('postgres', $held) or die "the new index of $index did not become ready";
+	my $release = sub {
+		$snapshot->query_safe('COMMIT');
+		$snapshot->quit;
+		$reindex->finish or die "REINDEX INDEX CONCURRENTLY $index failed: $err";
+	};
+	return ($held, $release);
 }
 
 # While the stress client runs against $node: SIGKILL one of its backends

@@ -117,21 +117,13 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 # the id's advisory lock), or a claim fails in the new index.
 {
 	$node->safe_psql('postgres', 'TRUNCATE churn');
-	my $snapshot = $node->background_psql('postgres');
-	$snapshot->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM churn');
-	my $reindex = IPC::Run::start([ 'psql', '-X', '-q', '-d', $node->connstr('postgres'),
-			'-c', 'REINDEX INDEX CONCURRENTLY idgen_worker_lease_pkey' ]);
-	my $ready = q{SELECT indisready AND NOT indisvalid FROM pg_index
-		WHERE indexrelid = 'idgen_worker_lease_pkey_ccnew'::regclass};
-	$node->poll_query_until('postgres', $ready) or die 'the new index did not become ready';
+	my ($held, $release) = hold_reindex($node, 'idgen_worker_lease_pkey');
 	run_churn('churn during REINDEX CONCURRENTLY', 3);
-	is($node->safe_psql('postgres', $ready), 't',
+	is($node->safe_psql('postgres', $held), 't',
 		'churn during REINDEX CONCURRENTLY: the new index was ready and not valid throughout');
 	my $ok = $node->safe_psql('postgres', 'SELECT count(*) FILTER (WHERE ok) FROM churn');
 	cmp_ok($ok, '>', 100, "churn during REINDEX CONCURRENTLY: $ok leases acquired, renewed and released");
-	$snapshot->query_safe('COMMIT');
-	$snapshot->quit;
-	$reindex->finish;
+	$release->();
 	$node->safe_psql('postgres', 'CREATE EXTENSION IF NOT EXISTS amcheck');
 	is($node->safe_psql('postgres',
 			"SELECT count(*) FROM (SELECT bt_index_parent_check('idgen_worker_lease_pkey', heapallindexed => true)) c"),
