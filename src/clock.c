@@ -65,6 +65,7 @@
 #include "utils/guc.h"
 #include "portability/instr_time.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "idgen.h"
 #include "idgen_layout.h"
@@ -132,7 +133,7 @@ idgen_takeover_point(void)
 	return base == 0 ? 0 : (TimestampTz) base + monotonic_us();
 }
 
-static void pg_attribute_noreturn()
+pg_noreturn static void
 clock_behind_error(const IdgenTickClock *c, uint64 last_tick, int64 now_ms)
 {
 	int64		last_ms = (int64) (last_tick >> c->tick_bits);
@@ -160,7 +161,7 @@ clock_behind_error(const IdgenTickClock *c, uint64 last_tick, int64 now_ms)
 			 errhint("Check the server's time source. No ID lower than one already issued is ever generated.")));
 }
 
-static void pg_attribute_noreturn()
+pg_noreturn static void
 horizon_error(const IdgenTickClock *c, int64 next_ms)
 {
 	idgen_count(c->kind, IDGEN_STAT_ERRORS, 1);

@@ -2,53 +2,33 @@
  *
  * compat.h
  *	  Every difference between the PostgreSQL versions idgen builds against,
- *	  in one place, as macros and static inline functions.  The code targets
- *	  PostgreSQL 15 (the version CI builds and tests); the branches for
- *	  13-14 and 16-18 follow those versions' headers and keep them possible,
- *	  but are not built by CI.
+ *	  in one place, as macros and static inline functions.  idgen supports
+ *	  PostgreSQL 15 and later; test/run.sh builds and tests it on 15, 17, 18
+ *	  and 19 in every run, so each branch below is compiled by every run.
+ *	  (16 is not tested: no current Debian release ships it.)
  *
- *	  A file that uses one of these includes this header after the server
- *	  headers the wrapped function needs: the macros expand only at the call
- *	  site, and the two inline functions are defined only where the headers
- *	  they need (access/heapam.h, funcapi.h) were included.
+ *	  idgen.h includes this header, so the macros are everywhere.  Two
+ *	  wrappers are inline functions that need a server header idgen.h does
+ *	  not include (access/heapam.h, executor/executor.h); they are defined
+ *	  in a file that includes this header again after that server header.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef IDGEN_COMPAT_H
 #define IDGEN_COMPAT_H
 
-/* PostgreSQL 15: shmem_request_hook; before, requests are made in _PG_init. */
-#if PG_VERSION_NUM >= 150000
-#define IDGEN_HAVE_SHMEM_REQUEST_HOOK 1
-#endif
-
-/* PostgreSQL 15: MarkGUCPrefixReserved replaced EmitWarningsOnPlaceholders. */
-#if PG_VERSION_NUM >= 150000
-#define idgen_mark_guc_prefix_reserved(prefix) MarkGUCPrefixReserved(prefix)
-#else
-#define idgen_mark_guc_prefix_reserved(prefix) EmitWarningsOnPlaceholders(prefix)
-#endif
-
-/* PostgreSQL 15: the pg_prng generator; before, random(). */
-#if PG_VERSION_NUM >= 150000
-#include "common/pg_prng.h"
-#define idgen_random_u32()	pg_prng_uint32(&pg_global_prng_state)
-#define idgen_random_below(n) \
-	((uint32) pg_prng_uint64_range(&pg_global_prng_state, 0, (uint64) (n) - 1))
-#else
-#define idgen_random_u32()	((uint32) random())
-#define idgen_random_below(n) ((uint32) (random() % (n)))
+#if PG_VERSION_NUM < 150000
+#error "idgen requires PostgreSQL 15 or later"
 #endif
 
 /*
- * PostgreSQL 15: MaxBackends is computed before shmem_request_hook; before,
- * it is not yet known when _PG_init runs, so it is derived the same way.
+ * PostgreSQL 18: a function that does not return is marked by the prefix
+ * pg_noreturn (C11's _Noreturn); before, by the attribute
+ * pg_attribute_noreturn() after its declarator, which GCC and Clang accept
+ * as a prefix too.
  */
-#if PG_VERSION_NUM >= 150000
-#define idgen_max_backends()	MaxBackends
-#else
-#define idgen_max_backends() \
-	(MaxConnections + autovacuum_max_workers + 1 + max_worker_processes + max_wal_senders)
+#if PG_VERSION_NUM < 180000
+#define pg_noreturn pg_attribute_noreturn()
 #endif
 
 /* PostgreSQL 17: a backend's slot is MyProcNumber (0-based), was MyBackendId. */
@@ -77,8 +57,14 @@
 	DecodeDateTime((field), (ftype), (nf), (dtype), (tm), (fsec), (tz))
 #endif
 
-/* PostgreSQL 18: index_beginscan() takes instrumentation. */
-#if PG_VERSION_NUM >= 180000
+/*
+ * PostgreSQL 18: index_beginscan() takes instrumentation (none here);
+ * 19: and scan options (none: the scan finds a row to update).
+ */
+#if PG_VERSION_NUM >= 190000
+#define idgen_index_beginscan(rel, index, snapshot, nkeys, norderbys) \
+	index_beginscan((rel), (index), (snapshot), NULL, (nkeys), (norderbys), SO_NONE)
+#elif PG_VERSION_NUM >= 180000
 #define idgen_index_beginscan(rel, index, snapshot, nkeys, norderbys) \
 	index_beginscan((rel), (index), (snapshot), NULL, (nkeys), (norderbys))
 #else
@@ -87,12 +73,27 @@
 #endif
 
 /*
+ * PostgreSQL 19: ShmemInitHash() takes one size, the number of entries; a
+ * shared hash never grows, so before 19 both sizes are that number.
+ */
+#if PG_VERSION_NUM >= 190000
+#define idgen_shmem_init_hash(name, nelems, info, flags) \
+	ShmemInitHash((name), (nelems), (info), (flags))
+#else
+#define idgen_shmem_init_hash(name, nelems, info, flags) \
+	ShmemInitHash((name), (nelems), (nelems), (info), (flags))
+#endif
+
+#endif							/* IDGEN_COMPAT_H */
+
+/*
  * PostgreSQL 16: simple_heap_update() says which indexes need new entries
  * (TU_UpdateIndexes: none, all, or only summarizing ones); before, a tuple
- * that is not heap-only needs them all.  Whether it needs entries, and
- * whether only in summarizing indexes.
+ * that is not heap-only needs them all.  Returns whether it needs entries,
+ * and sets whether only in summarizing indexes.
  */
-#ifdef HEAPAM_H					/* for files that include access/heapam.h */
+#if defined(HEAPAM_H) && !defined(IDGEN_COMPAT_HEAPAM)
+#define IDGEN_COMPAT_HEAPAM
 static inline bool
 idgen_simple_heap_update(Relation rel, ItemPointer otid, HeapTuple tup, bool *only_summarizing)
 {
@@ -110,48 +111,25 @@ idgen_simple_heap_update(Relation rel, ItemPointer otid, HeapTuple tup, bool *on
 }
 #endif
 
-/* PostgreSQL 14 and 16: ExecInsertIndexTuples() gained arguments. */
-#if PG_VERSION_NUM >= 160000
-#define idgen_exec_insert_index_tuples(rri, slot, estate, only_summarizing) \
-	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL, (only_summarizing))
-#elif PG_VERSION_NUM >= 140000
-#define idgen_exec_insert_index_tuples(rri, slot, estate, only_summarizing) \
-	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL)
-#else
-#define idgen_exec_insert_index_tuples(rri, slot, estate, only_summarizing) \
-	((estate)->es_result_relation_info = (rri), \
-	 ExecInsertIndexTuples((slot), (estate), false, NULL, NIL))
-#endif
-
 /*
- * PostgreSQL 15: InitMaterializedSRF() sets up a materialized set-returning
- * function; before, it is done by hand as it does.
+ * PostgreSQL 16: ExecInsertIndexTuples() can insert into summarizing
+ * indexes only; 19: its booleans became flags, and the slot follows the
+ * executor state.  Entries for a new or updated row, no arbiter indexes.
  */
-#ifdef FUNCAPI_H					/* for files that include funcapi.h */
+#if defined(EXECUTOR_H) && !defined(IDGEN_COMPAT_EXECUTOR)
+#define IDGEN_COMPAT_EXECUTOR
 static inline void
-idgen_init_materialized_srf(FunctionCallInfo fcinfo)
+idgen_exec_insert_index_tuples(ResultRelInfo *rri, TupleTableSlot *slot, EState *estate,
+							   bool only_summarizing)
 {
-#if PG_VERSION_NUM >= 150000
-	InitMaterializedSRF(fcinfo, 0);
+#if PG_VERSION_NUM >= 190000
+	(void) ExecInsertIndexTuples(rri, estate, only_summarizing ? EIIT_ONLY_SUMMARIZING : 0,
+								 slot, NIL, NULL);
+#elif PG_VERSION_NUM >= 160000
+	(void) ExecInsertIndexTuples(rri, slot, estate, false, false, NULL, NIL, only_summarizing);
 #else
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	TupleDesc	tupdesc;
-	MemoryContext old;
-
-	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
-		!(rsinfo->allowedModes & SFRM_Materialize))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("set-valued function called in context that cannot accept a set")));
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-	rsinfo->setDesc = CreateTupleDescCopy(tupdesc);
-	rsinfo->setResult = tuplestore_begin_heap(true, false, work_mem);
-	rsinfo->returnMode = SFRM_Materialize;
-	MemoryContextSwitchTo(old);
+	Assert(!only_summarizing);
+	(void) ExecInsertIndexTuples(rri, slot, estate, false, false, NULL, NIL);
 #endif
 }
 #endif
-
-#endif							/* IDGEN_COMPAT_H */

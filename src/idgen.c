@@ -23,7 +23,6 @@
 
 #include "idgen.h"
 #include "idgen_layout.h"
-#include "compat.h"
 #include "idgen_horizon.h"
 #include "idgen_registry.h"
 #include "idgen_seq.h"
@@ -59,7 +58,7 @@ _PG_init(void)
 	idgen_seq_cache_init();
 	idgen_seq_worker_init();
 
-	idgen_mark_guc_prefix_reserved("idgen");
+	MarkGUCPrefixReserved("idgen");
 
 	if (process_shared_preload_libraries_in_progress)
 		idgen_shmem_init();

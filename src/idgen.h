@@ -32,6 +32,8 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
+
 /*
  * The gene field selects one of 2^gene_bits generator words in shared
  * memory, 8 bytes each.  16 bits (65536 shards, 512 KiB) is far more than any

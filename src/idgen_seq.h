@@ -28,7 +28,7 @@ extern double idgen_seq_cache_prefetch;
 extern void idgen_seq_init(void);
 #define IDGEN_SEQ_MAX_KEY			256 /* longest key, in bytes */
 #define IDGEN_SEQ_MAX_CACHE			1000000 /* largest cache setting */
-extern void idgen_seq_batch_set_back(const char *key, int64 after) pg_attribute_noreturn();
+pg_noreturn extern void idgen_seq_batch_set_back(const char *key, int64 after);
 
 /* seq_row.c: a key's row in the table idgen_seq, and direct access to it */
 /* The table's columns, in order. */
@@ -129,7 +129,7 @@ extern void idgen_seq_cache_shmem_startup(void);
 extern bool idgen_seq_cache_available(void);
 extern int	idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out,
 								 int64 after, Oid relid);
-extern void idgen_seq_cache_timed_out(const char *key) pg_attribute_noreturn();
+pg_noreturn extern void idgen_seq_cache_timed_out(const char *key);
 extern void idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_ttl,
 								   Oid relid);
 extern void idgen_seq_cache_invalidate(const char *key, int keylen);

@@ -44,7 +44,6 @@
 
 #include "idgen.h"
 #include "idgen_layout.h"
-#include "compat.h"
 
 PG_FUNCTION_INFO_V1(idgen_gene);
 PG_FUNCTION_INFO_V1(idgen_snowflake_decode);

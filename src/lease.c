@@ -53,6 +53,7 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
+#include "common/pg_prng.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
@@ -65,7 +66,6 @@
 
 #include "idgen.h"
 #include "idgen_layout.h"
-#include "compat.h"
 #include "idgen_shmem.h"
 #include "idgen_sql.h"
 
@@ -998,7 +998,7 @@ lease_acquire(FunctionCallInfo fcinfo, const LeaseRequest *req)
 	if (req->want < 0)
 	{
 		load_busy(&scan, req->max_workers);
-		start = idgen_random_below(req->max_workers);	/* try in turn from there */
+		start = (int) pg_prng_uint64_range(&pg_global_prng_state, 0, req->max_workers - 1); /* try in turn from there */
 	}
 
 	for (int64 i = 0; i < tries && grant.id < 0; i++)

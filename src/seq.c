@@ -62,9 +62,9 @@
 #include "utils/relcache.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 #include "idgen.h"
-#include "compat.h"
 #include "idgen_seq.h"
 #include "idgen_sql.h"
 
@@ -913,7 +913,7 @@ idgen_seq_cache(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
-	idgen_init_materialized_srf(fcinfo);
+	InitMaterializedSRF(fcinfo, 0);
 	idgen_seq_cache_report(emit_cache_row, rsinfo, seq_relid(fcinfo));
 	return (Datum) 0;
 }

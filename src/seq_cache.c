@@ -283,8 +283,8 @@ idgen_seq_cache_shmem_startup(void)
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(SeqCacheTag);
 	info.entrysize = sizeof(SeqCacheMapEntry);
-	map = ShmemInitHash("idgen seq cache map", idgen_seq_cache_keys, idgen_seq_cache_keys,
-						&info, HASH_ELEM | HASH_BLOBS);
+	map = idgen_shmem_init_hash("idgen seq cache map", idgen_seq_cache_keys,
+								 &info, HASH_ELEM | HASH_BLOBS);
 }
 
 /* ----------

@@ -40,7 +40,6 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
-#include "compat.h"
 #include "idgen_seq.h"
 #include "idgen_sql.h"
 

@@ -87,7 +87,6 @@
 
 #include "idgen.h"
 #include "idgen_layout.h"
-#include "compat.h"
 #include "idgen_shmem.h"
 #include "idgen_horizon.h"
 #include "idgen_registry.h"
@@ -96,9 +95,7 @@
 IdgenShared *idgen_shared = NULL;
 bool		idgen_preloaded = false;
 
-#ifdef IDGEN_HAVE_SHMEM_REQUEST_HOOK
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
-#endif
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static void idgen_start_generators(IdgenShared *s);
@@ -113,7 +110,7 @@ idgen_ngenes(void)
 static int
 idgen_nslots(void)
 {
-	return idgen_max_backends() + 1;
+	return MaxBackends + 1;
 }
 
 static Size
@@ -147,10 +144,8 @@ idgen_shmem_size(void)
 static void
 idgen_shmem_request(void)
 {
-#ifdef IDGEN_HAVE_SHMEM_REQUEST_HOOK
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-#endif
 	RequestAddinShmemSpace(idgen_shmem_size());
 	RequestNamedLWLockTranche("idgen", 3);
 	RequestAddinShmemSpace(idgen_seq_cache_shmem_size());
@@ -258,12 +253,8 @@ idgen_shmem_init(void)
 {
 	idgen_preloaded = true;
 
-#ifdef IDGEN_HAVE_SHMEM_REQUEST_HOOK
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = idgen_shmem_request;
-#else
-	idgen_shmem_request();
-#endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = idgen_shmem_startup;
 }

@@ -26,6 +26,7 @@
 
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
+#include "common/pg_prng.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -36,7 +37,6 @@
 
 #include "idgen.h"
 #include "idgen_layout.h"
-#include "compat.h"
 #include "idgen_shmem.h"
 #include "idgen_horizon.h"
 #include "idgen_registry.h"
@@ -93,7 +93,7 @@ next_spread_gene(void)
 {
 	if (unlikely(!spread_started))
 	{
-		spread_next = idgen_random_u32();
+		spread_next = pg_prng_uint32(&pg_global_prng_state);
 		spread_started = true;
 	}
 	return (uint32) (spread_next++ & idgen_layout.gene_mask);

@@ -23,7 +23,6 @@
 
 #include "idgen.h"
 #include "idgen_layout.h"
-#include "compat.h"
 #include "idgen_shmem.h"
 
 PG_FUNCTION_INFO_V1(idgen_stats);
