@@ -8,9 +8,12 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
+use File::Basename qw(dirname);
+use File::Spec;
 
 use Exporter 'import';
-our @EXPORT = qw(idgen_node sql_error stress_client crash_twice faketime_clock hold_reindex);
+our @EXPORT = qw(idgen_node sql_error stress_client crash_twice faketime_clock hold_reindex
+  no_crash_logged);
 
 # A new cluster with idgen preloaded and the extension created in database
 # "postgres".  %conf holds extra settings (name => value); a setting named
@@ -31,6 +34,20 @@ sub idgen_node
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION idgen');
 	return $node;
+}
+
+# Pass if $node's server log shows no crash: no failed assertion (TRAP:),
+# no PANIC, and no process that died of a signal other than the SIGKILLs
+# the tests send themselves.  A crashed process is logged as "server
+# process (PID n) was terminated by signal 11" before 18 and by its type
+# since ("client backend (PID n) ..."), so the pattern names neither.
+sub no_crash_logged
+{
+	my ($node, $name) = @_;
+	my $crash = qr/TRAP:|PANIC:|\(PID \d+\) was terminated by signal (?!9:)/;
+	ok(!$node->log_contains($crash), $name)
+	  or diag(join "\n", grep { /$crash/ } split /\n/,
+		PostgreSQL::Test::Utils::slurp_file($node->logfile));
 }
 
 # Run $sql expecting it to fail; return its stderr (message, detail, hint
@@ -82,7 +99,8 @@ sub crash_twice
 	kill 'KILL', $victim or die "kill: $!";
 	$node->poll_query_until('postgres', 'SELECT 1', '1')
 	  or die 'server did not come back after the crash';
-	ok($node->log_contains(qr/server process \(PID $victim\) was terminated by signal 9/),
+	# "server process" before 18, the process's type ("client backend") since.
+	ok($node->log_contains(qr/\(PID $victim\) was terminated by signal 9/),
 		'SIGKILL of a backend: the postmaster crash-restarted');
 	sleep 2;
 	$node->stop('immediate');
@@ -121,10 +139,11 @@ sub step_clock
 	rename "$file.tmp", $file or die "$file: $!";
 }
 
-# Path of the libpq stress client built by `make stress`.
+# Path of the libpq stress client built by `make stress`, next to this
+# module (PGXS sets TESTDIR before 18 only).
 sub stress_client
 {
-	my $path = "$ENV{TESTDIR}/test/stress/idgen_stress";
+	my $path = dirname(File::Spec->rel2abs(__FILE__)) . '/stress/idgen_stress';
 	die "stress client not built: run make stress" unless -x $path;
 	return $path;
 }

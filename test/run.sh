@@ -1,138 +1,127 @@
 #!/usr/bin/env bash
 #
-# test/run.sh: the whole idgen test suite, from a fresh clone.
+# test/run.sh: the whole idgen test suite, from a fresh clone, on every
+# PostgreSQL major version Debian ships.
 #
-#   bash test/run.sh
+#   bash test/run.sh                 15, 17, 18 and 19
+#   IDGEN_PG="15 18" bash test/run.sh   only those
+#   PG_CONFIG=/path/to/pg_config bash test/run.sh
+#                                    only the installation PG_CONFIG names,
+#                                    on this machine
 #
-# Run as root on Debian it installs what it needs, builds with -Werror,
-# installs, then runs every suite as an unprivileged user (PostgreSQL
-# refuses to run as root) on a private copy of the tree:
+# Run as root on Debian 12 it installs what it needs.  PostgreSQL 15 is
+# tested on the machine itself, with Debian 12's packages; 17, 18 and 19
+# each inside a chroot of the Debian release that ships it, with that
+# release's packages (test/chroot.sh: trixie, sid, sid with experimental).
+# Each version runs test/suite.sh: the build with -Werror and idgen's
+# assertions, the regression and isolation suites, the TAP tests with the
+# libpq stress client, and the check that no test reached an internal
+# error.  Once, on the machine itself:
 #
 #   metadata       idgen.control, META.json and README.md agree on the version
-#   regress        pg_regress on a temporary preloaded instance, then the
-#                  isolation specs (specs/) on another
-#   regress-genes  pg_regress on a second instance with 4 gene bits
-#   tap            TAP tests (test/t/*.pl): concurrency, layouts, restart,
-#                  not preloaded, clock steps under libfaketime, the keeper
-#                  and crashes, per-key sequences, and the libpq stress client
-#   auto-failover  test/auto_failover.sh: pg_auto_failover, a switchover and a
-#                  failover under load (about a minute)
+#   auto-failover  test/auto_failover.sh: pg_auto_failover (PostgreSQL 15),
+#                  a switchover and a failover under load (about a minute)
 #
-# Run as another user, it assumes the packages are installed and that it
-# may run `make install` (PG_CONFIG may point at a writable installation).
-# It ends with one summary line and exits non-zero if anything failed.
+# As another user than root, or with PG_CONFIG set, it runs test/suite.sh
+# against that one installation, assuming the packages are installed and
+# that it may run `make install`; no chroot.
+#
+# It ends with one summary line, "idgen: N passed, M failed", counting every
+# version's suites, and exits non-zero if anything failed.
 #
 set -uo pipefail
 
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+HOST_VERSION=15
+HOST_PG_CONFIG=/usr/lib/postgresql/$HOST_VERSION/bin/pg_config
 PACKAGES=(postgresql-15 postgresql-server-dev-15 libpq-dev libipc-run-perl faketime make gcc
-	postgresql-15-auto-failover)
-# PostgreSQL's own headers trip -Wunused-parameter, so -Wextra is used
-# without it (as in PostgreSQL's own builds, which do not use -Wextra).
-WARN_FLAGS="-Wextra -Wno-unused-parameter -Werror"
+	postgresql-15-auto-failover debootstrap zstd)
 
 log() { printf '\n=== %s\n' "$*"; }
 
 # shellcheck source=test/lib.sh
 . "$SRC/test/lib.sh"
-idgen_prepare_host "${PACKAGES[@]}" || exit 2
 
-# idgen's own Assert()s are compiled in (IDGEN_ASSERTS, see the Makefile),
-# so that its invariants are checked under the whole suite; the build tree
-# is cleaned at exit, so that the next plain `make install` (a benchmark's)
-# builds without them.
-log "build with $WARN_FLAGS and idgen's assertions, and install"
-make -C "$SRC" -s clean >/dev/null 2>&1
-if ! make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" PG_CFLAGS="$WARN_FLAGS" IDGEN_ASSERTS=1 ||
-   ! make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" IDGEN_ASSERTS=1 install; then
-	echo "run.sh: build or install failed"
-	echo "idgen tests: 0 passed, 1 failed"
-	exit 1
+# What to run: each entry VERSION:WHERE, WHERE being "host" or "chroot".
+runs=()
+if [ -n "${PG_CONFIG:-}" ] || [ "$(id -u)" != 0 ]; then
+	PG_CONFIG=${PG_CONFIG:-$HOST_PG_CONFIG}
+	runs=("$("$PG_CONFIG" --version | sed 's/^PostgreSQL //; s/[^0-9].*//'):local")
+else
+	idgen_prepare_host "${PACKAGES[@]}" || exit 2
+	for v in ${IDGEN_PG:-15 17 18 19}; do
+		if [ "$v" = "$HOST_VERSION" ]; then runs+=("$v:host"); else runs+=("$v:chroot"); fi
+	done
 fi
-
-# A private, writable copy of the tree for the test user.
-WORK=$(mktemp -d /tmp/idgen-test.XXXXXX)
-trap 'rm -rf "$WORK"; make -C "$SRC" -s clean >/dev/null 2>&1' EXIT
-cp -a "$SRC/." "$WORK/src"
-[ "$(id -u)" = 0 ] && chown -R "$IDGEN_USER" "$WORK"
-chmod 755 "$WORK"
 
 passed=0
 failed=0
 failures=()
-run_suite() {
-	local name=$1 target=$2
-	log "$name"
-	# pg_regress's server log goes to log/postmaster.log, which the next
-	# temporary instance overwrites: keep each suite's.
-	if as_idgen_user "cd '$WORK/src' && make -s PG_CONFIG='$PG_CONFIG' PG_CFLAGS='$WARN_FLAGS' $target;
-			status=\$?; [ -f log/postmaster.log ] && mv log/postmaster.log log/postmaster-$name.log; exit \$status"; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-		failures+=("$name")
-		for f in "$WORK"/src/regression.diffs; do
-			[ -f "$f" ] && { echo "--- $f"; head -n 200 "$f"; }
-		done
-		for f in "$WORK"/src/tmp_check/log/regress_log_*; do
-			[ -f "$f" ] && grep -q "not ok" "$f" && { echo "--- $f"; tail -n 60 "$f"; }
-		done
-	fi
+results=()
+count() # NAME OK
+{
+	if [ "$2" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$1"); fi
 }
 
 # The version lives in idgen.control; META.json and the README must agree.
 log "metadata"
-version=$(make -s -C "$SRC" version PG_CONFIG="$PG_CONFIG")
+version=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$SRC/idgen.control")
 meta_versions=$(perl -MJSON::PP -0777 -ne '$m = decode_json($_);
 	print join("\n", sort { $a cmp $b } keys %{{ map { $_ => 1 } $m->{version},
 		map { $_->{version} } values %{ $m->{provides} } }}), "\n"' "$SRC/META.json")
 if [ -n "$version" ] && [ "$meta_versions" = "$version" ] &&
    [ -f "$SRC/sql/idgen--$version.sql" ] && grep -q "($version)" "$SRC/README.md"; then
 	echo "version $version: idgen.control, META.json, README.md and sql/idgen--$version.sql agree"
-	passed=$((passed + 1))
+	count metadata 0
 else
 	echo "version mismatch: control '$version', META.json '$meta_versions', or README.md / sql/idgen--$version.sql"
-	failed=$((failed + 1))
-	failures+=(metadata)
+	count metadata 1
 fi
 
-run_suite regress installcheck
-run_suite regress-genes installcheck-genes
-run_suite tap prove-installcheck
+# One version's suites; their last line is "PostgreSQL X.Y: N passed, M
+# failed", which is added to the totals.
+run_version() # VERSION WHERE
+{
+	local v=$1 where=$2 out line start=$SECONDS status
+	out=$(mktemp /tmp/idgen-run-$v.XXXXXX)
+	log "PostgreSQL $v ($where)"
+	case $where in
+		local) bash "$SRC/test/suite.sh" ;;
+		host) PG_CONFIG=$HOST_PG_CONFIG bash "$SRC/test/suite.sh" ;;
+		chroot) bash "$SRC/test/chroot.sh" "$v" "$SRC" \
+			"PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config bash test/suite.sh" ;;
+	esac 2>&1 | tee "$out"
+	status=${PIPESTATUS[0]}
+	line=$(grep -E '^PostgreSQL [^ ]+: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
+	rm -f "$out"
+	if [ -z "$line" ]; then
+		# The chroot or the build never reached the suites.
+		line="PostgreSQL $v: 0 passed, 1 failed"
+		status=1
+	fi
+	[[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]
+	passed=$((passed + BASH_REMATCH[1]))
+	failed=$((failed + BASH_REMATCH[2]))
+	[ "$status" -ne 0 ] && [ "${BASH_REMATCH[2]}" = 0 ] && failed=$((failed + 1))
+	[ "$status" -ne 0 ] && failures+=("postgresql-$v")
+	results+=("$line ($where, $((SECONDS - start)) s)")
+}
 
-# No test may reach an internal error: every message a user can cause has
-# its own SQLSTATE.  The servers log the SQLSTATE of every message
-# (log_line_prefix %e in test/*.conf and IdgenTest.pm), and psql shows it in
-# the regression outputs that use VERBOSITY verbose.  One XX000 is expected:
-# PostgreSQL's own FATAL for a standby that meets idgen's WAL records
-# without idgen preloaded, which 015_failover.pl provokes on purpose.
-log "no internal error (SQLSTATE XX000) in any test's output or server log"
-expected_xx000='resource manager with ID 147 not registered|Include the extension module that implements this resource manager'
-internal=$(grep -rnE "(^|[^0-9A-Z])XX000([^0-9A-Z]|$)" "$WORK/src/results" "$WORK/src/output_iso" \
-	"$WORK/src/log" "$WORK/src/tmp_check" 2>/dev/null | grep -vE "$expected_xx000")
-logs=$(find "$WORK/src/log" "$WORK/src/tmp_check/log" -name '*.log' 2>/dev/null | wc -l)
-if [ -z "$internal" ] && [ "$logs" -gt 0 ]; then
-	echo "none, in $logs server and test logs and the regression outputs"
-	passed=$((passed + 1))
-else
-	[ "$logs" -gt 0 ] || echo "no server log found: log_line_prefix or the paths changed"
-	printf '%s\n' "$internal" | head -n 40
-	failed=$((failed + 1))
-	failures+=(internal-errors)
-fi
+for r in "${runs[@]}"; do
+	run_version "${r%%:*}" "${r##*:}"
+done
 
 # pg_auto_failover: a planned and an unplanned failover under load (about
-# a minute); it runs its own servers as the test user.
-log "auto-failover"
-if bash "$SRC/test/auto_failover.sh"; then
-	passed=$((passed + 1))
-else
-	failed=$((failed + 1))
-	failures+=(auto-failover)
+# a minute), on the machine's PostgreSQL 15 (Debian 12 ships its
+# pg_auto_failover for 15).
+if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
+	log "auto-failover"
+	PG_CONFIG=$HOST_PG_CONFIG bash "$SRC/test/auto_failover.sh"
+	count auto-failover $?
 fi
 
 echo
-[ ${#failures[@]} -gt 0 ] && echo "failed suites: ${failures[*]}"
-echo "idgen tests: $passed passed, $failed failed"
+printf '%s\n' "${results[@]}"
+[ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
+echo "idgen: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

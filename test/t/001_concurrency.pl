@@ -120,5 +120,5 @@ cmp_ok($ids, '>=', $total + 300_000, 'idgen_stats counted every ID');
 is($errors, '0', 'no errors counted');
 
 $node->stop('fast');
-ok(!$node->log_contains('TRAP|PANIC|server process .* terminated'), 'clean shutdown');
+no_crash_logged($node, 'clean shutdown');
 done_testing();

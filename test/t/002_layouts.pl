@@ -146,5 +146,5 @@ cmp_ok($borrowed, '>', 0, "borrowed milliseconds counted ($borrowed)");
 cmp_ok($waits, '>', 0, "waits counted ($waits, $waited ms)");
 
 $node->stop('fast');
-ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+no_crash_logged($node, 'clean shutdown');
 done_testing();

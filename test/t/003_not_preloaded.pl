@@ -67,5 +67,5 @@ is( $node->safe_psql(
 	'a cached key falls back to the transactional mode without preload (a rollback gives 1 back)');
 
 $node->stop('fast');
-ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+no_crash_logged($node, 'clean shutdown');
 done_testing();

@@ -18,7 +18,7 @@ $node->safe_psql('postgres', q{
 
 for my $round (2 .. 4)
 {
-	$node->restart('fast');
+	$node->restart;
 	$node->safe_psql('postgres',
 		"INSERT INTO ids (epoch) SELECT $round FROM generate_series(1, 50000)");
 	is( $node->safe_psql(
@@ -31,5 +31,5 @@ is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM ids'),
 	'200000|200000', 'no duplicate across restarts');
 
 $node->stop('fast');
-ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+no_crash_logged($node, 'clean shutdown');
 done_testing();

@@ -63,5 +63,5 @@ ok(!$ok, 'the checker fails on duplicate values');
 like($out, qr/FAIL/, 'and says FAIL');
 
 $node->stop('fast');
-ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+no_crash_logged($node, 'clean shutdown');
 done_testing();

@@ -270,5 +270,5 @@ is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM ids'),
 	"$total|$total", 'no duplicate across the clock steps');
 
 $node->stop('fast');
-ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+no_crash_logged($node, 'clean shutdown');
 done_testing();

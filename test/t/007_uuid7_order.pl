@@ -36,5 +36,5 @@ cmp_ok($same_ms, '>', 100,
 	"consecutive UUIDs from different sessions shared a millisecond $same_ms times");
 
 $node->stop('fast');
-ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+no_crash_logged($node, 'clean shutdown');
 done_testing();

@@ -117,7 +117,7 @@ $node->poll_query_until('postgres',
 pass('keeper terminated: generation goes on');
 
 # A normal restart restores the horizon.
-$node->restart('fast');
+$node->restart;
 is($node->safe_psql('postgres', 'SELECT horizon_restored FROM idgen_info()'), 't',
 	'restart: the horizon was read back');
 is($node->safe_psql('postgres', 'SELECT idgen_snowflake() > (SELECT max(id) FROM ids)'), 't',
@@ -158,5 +158,5 @@ is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM ids'),
 	'no duplicate among the collected IDs');
 
 $node->stop('fast');
-ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+no_crash_logged($node, 'clean shutdown');
 done_testing();

@@ -50,5 +50,5 @@ my $lost = () = slurp_file($node->logfile) =~ /the idgen durable horizon was los
 is($lost, 1, 'the durable horizon was read back after each crash');
 
 $node->stop('fast');
-ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+no_crash_logged($node, 'clean shutdown');
 done_testing();

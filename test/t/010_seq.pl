@@ -208,5 +208,5 @@ is( $node->safe_psql(
 }
 
 $node->stop('fast');
-ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+no_crash_logged($node, 'clean shutdown');
 done_testing();

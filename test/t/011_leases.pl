@@ -227,5 +227,5 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 }
 
 $node->stop('fast');
-ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+no_crash_logged($node, 'clean shutdown');
 done_testing();

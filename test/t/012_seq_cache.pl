@@ -289,5 +289,5 @@ wait_for_worker();
 }
 
 $node->stop('fast');
-ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+no_crash_logged($node, 'clean shutdown');
 done_testing();

@@ -154,5 +154,5 @@ my $twin = idgen_node('twin', %layout, 'idgen.datacenter_id' => 1, 'idgen.worker
 push @nodes, $twin;
 
 $_->stop('fast') for @nodes;
-ok(!$_->log_contains('TRAP|PANIC'), $_->name . ': clean shutdown') for @nodes;
+no_crash_logged($_, $_->name . ': clean shutdown') for @nodes;
 done_testing();

@@ -332,6 +332,6 @@ is( $registry->safe_psql('postgres',
 for my $node ($na, $nb, $nc, $twin, $standby, $nd, $registry)
 {
 	$node->stop('fast');
-	ok(!$node->log_contains('TRAP|PANIC'), $node->name . ': no assertion failure or panic');
+	no_crash_logged($node, $node->name . ': no assertion failure or panic');
 }
 done_testing();

@@ -315,7 +315,7 @@ sub compare
 	$standby->start(fail_ok => 1);
 	ok($standby->wait_for_log(qr/FATAL:  resource manager with ID 147 not registered/, $offset),
 		'a standby without idgen preloaded stops at the first idgen WAL record');
-	ok($standby->log_contains(qr/HINT:  Include the extension module that implements this resource manager in shared_preload_libraries/),
+	ok($standby->log_contains(qr/HINT:  Include the extension module that implements this resource manager in "?shared_preload_libraries"?\./),
 		'with a hint naming shared_preload_libraries');
 	$standby->stop('immediate', fail_ok => 1);
 	$standby->adjust_conf('postgresql.conf', 'shared_preload_libraries', "'idgen'");

@@ -98,5 +98,5 @@ unlike($node->safe_psql('postgres', 'SELECT message FROM idgen_identity()'),
 	qr/not a valid connection string/, 'a bare database name is accepted as a connection string');
 
 $node->stop('fast');
-ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+no_crash_logged($node, 'clean shutdown');
 done_testing();

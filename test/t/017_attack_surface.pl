@@ -75,5 +75,5 @@ is($node->safe_psql('postgres', q{
 	'', 'every view has a COMMENT');
 
 $node->stop('fast');
-ok(!$node->log_contains('TRAP|PANIC'), 'clean shutdown');
+no_crash_logged($node, 'clean shutdown');
 done_testing();

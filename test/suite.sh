@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+#
+# test/suite.sh: idgen's suites against one PostgreSQL installation.
+#
+#   PG_CONFIG=/usr/lib/postgresql/18/bin/pg_config bash test/suite.sh
+#
+# test/run.sh calls it once per version (on the machine itself for 15,
+# inside a chroot for the others); it installs nothing but idgen.  It builds
+# with -Werror and idgen's assertions, installs, then runs every suite as an
+# unprivileged user (PostgreSQL refuses to run as root) on a private copy of
+# the tree:
+#
+#   regress        pg_regress on a temporary preloaded instance, then the
+#                  isolation specs (specs/) on another
+#   regress-genes  pg_regress on a second instance with 4 gene bits
+#   tap            TAP tests (test/t/*.pl): concurrency, layouts, restart,
+#                  not preloaded, clock steps under libfaketime, the keeper
+#                  and crashes, per-key sequences, the registry, failover,
+#                  and the libpq stress client
+#   internal-errors  no SQLSTATE XX000 in any output or server log
+#
+# Its last line is "PostgreSQL <version>: N passed, M failed"; it exits
+# non-zero if anything failed.
+#
+set -uo pipefail
+
+PG_CONFIG=${PG_CONFIG:-pg_config}
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# PostgreSQL's own headers trip -Wunused-parameter, so -Wextra is used
+# without it (as in PostgreSQL's own builds, which do not use -Wextra).
+WARN_FLAGS="-Wextra -Wno-unused-parameter -Werror"
+PG_VERSION=$("$PG_CONFIG" --version | sed 's/^PostgreSQL //; s/ .*//')
+
+log() { printf '\n=== %s\n' "$*"; }
+
+# shellcheck source=test/lib.sh
+. "$SRC/test/lib.sh"
+idgen_prepare_host || exit 2
+
+passed=0
+failed=0
+failures=()
+summary()
+{
+	[ ${#failures[@]} -gt 0 ] && echo "PostgreSQL $PG_VERSION failed suites: ${failures[*]}"
+	echo "PostgreSQL $PG_VERSION: $passed passed, $failed failed"
+	[ "$failed" -eq 0 ]
+}
+
+# idgen's own Assert()s are compiled in (IDGEN_ASSERTS, see the Makefile),
+# so that its invariants are checked under the whole suite; the build tree
+# is cleaned at exit, so that the next plain `make install` (a benchmark's)
+# builds without them.
+log "PostgreSQL $PG_VERSION: build with $WARN_FLAGS and idgen's assertions, and install"
+make -C "$SRC" -s clean >/dev/null 2>&1
+if ! make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" PG_CFLAGS="$WARN_FLAGS" IDGEN_ASSERTS=1 ||
+   ! make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" IDGEN_ASSERTS=1 install; then
+	echo "suite.sh: build or install failed"
+	failed=1
+	failures+=(build)
+	summary
+	exit 1
+fi
+
+# A private, writable copy of the tree for the test user.
+WORK=$(mktemp -d /tmp/idgen-test.XXXXXX)
+trap 'rm -rf "$WORK"; make -C "$SRC" -s clean >/dev/null 2>&1' EXIT
+cp -a "$SRC/." "$WORK/src"
+[ "$(id -u)" = 0 ] && chown -R "$IDGEN_USER" "$WORK"
+chmod 755 "$WORK"
+
+run_suite() {
+	local name=$1 target=$2
+	log "PostgreSQL $PG_VERSION: $name"
+	# pg_regress's server log goes to log/postmaster.log, which the next
+	# temporary instance overwrites: keep each suite's.
+	if as_idgen_user "cd '$WORK/src' && make -s PG_CONFIG='$PG_CONFIG' PG_CFLAGS='$WARN_FLAGS' $target;
+			status=\$?; [ -f log/postmaster.log ] && mv log/postmaster.log log/postmaster-$name.log; exit \$status"; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		failures+=("$name")
+		for f in "$WORK"/src/regression.diffs "$WORK"/src/output_iso/regression.diffs; do
+			[ -f "$f" ] && { echo "--- $f"; head -n 200 "$f"; }
+		done
+		for f in "$WORK"/src/tmp_check/log/regress_log_*; do
+			[ -f "$f" ] && grep -q "not ok" "$f" && { echo "--- $f"; tail -n 60 "$f"; }
+		done
+	fi
+}
+
+run_suite regress installcheck
+run_suite regress-genes installcheck-genes
+run_suite tap prove-installcheck
+
+# No test may reach an internal error: every message a user can cause has
+# its own SQLSTATE.  The servers log the SQLSTATE of every message
+# (log_line_prefix %e in test/*.conf and IdgenTest.pm), and psql shows it in
+# the regression outputs that use VERBOSITY verbose.  One XX000 is expected:
+# PostgreSQL's own FATAL for a standby that meets idgen's WAL records
+# without idgen preloaded, which 015_failover.pl provokes on purpose.
+log "PostgreSQL $PG_VERSION: no internal error (SQLSTATE XX000) in any test's output or server log"
+expected_xx000='resource manager with ID 147 not registered|Include the extension module that implements this resource manager'
+internal=$(grep -rnE "(^|[^0-9A-Z])XX000([^0-9A-Z]|$)" "$WORK/src/results" "$WORK/src/output_iso" \
+	"$WORK/src/log" "$WORK/src/tmp_check" 2>/dev/null | grep -vE "$expected_xx000")
+logs=$(find "$WORK/src/log" "$WORK/src/tmp_check/log" -name '*.log' 2>/dev/null | wc -l)
+if [ -z "$internal" ] && [ "$logs" -gt 0 ]; then
+	echo "none, in $logs server and test logs and the regression outputs"
+	passed=$((passed + 1))
+else
+	[ "$logs" -gt 0 ] || echo "no server log found: log_line_prefix or the paths changed"
+	printf '%s\n' "$internal" | head -n 40
+	failed=$((failed + 1))
+	failures+=(internal-errors)
+fi
+
+summary
