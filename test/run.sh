@@ -78,22 +78,45 @@ else
 	count metadata 1
 fi
 
-# One version's suites; their last line is "PostgreSQL X.Y: N passed, M
-# failed", which is added to the totals.
+# One version's suites, in a pristine copy of the tree, with their output
+# in a log file.  Their last line, "PostgreSQL X.Y: N passed, M failed", is
+# added to the totals when the version is reported.
+SNAPSHOT=$(mktemp -d /tmp/idgen-runs.XXXXXX)
+declare -A job_run job_start
+# On an interrupt, stop the versions still running (test/chroot.sh then
+# ends what runs in its chroot and removes it).
+stop_jobs()
+{
+	local pids=("${!job_run[@]}") all=() p
+	while [ ${#pids[@]} -gt 0 ]; do
+		all+=("${pids[@]}")
+		mapfile -t pids < <(for p in "${pids[@]}"; do pgrep -P "$p"; done)
+	done
+	[ ${#all[@]} -gt 0 ] && kill -TERM "${all[@]}" 2>/dev/null && wait
+}
+trap 'stop_jobs; rm -rf "$SNAPSHOT"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+tar -c -C "$SRC" --exclude=.git . | { mkdir "$SNAPSHOT/tree" && tar -x -C "$SNAPSHOT/tree"; }
 run_version() # VERSION WHERE
 {
-	local v=$1 where=$2 out line start=$SECONDS status
-	out=$(mktemp /tmp/idgen-run-$v.XXXXXX)
-	log "PostgreSQL $v ($where)"
+	local v=$1 where=$2 tree=$SNAPSHOT/$1
+	cp -a "$SNAPSHOT/tree" "$tree"
 	case $where in
-		local) bash "$SRC/test/suite.sh" ;;
-		host) PG_CONFIG=$HOST_PG_CONFIG bash "$SRC/test/suite.sh" ;;
-		chroot) bash "$SRC/test/chroot.sh" "$v" "$SRC" \
+		local) bash "$tree/test/suite.sh" ;;
+		host) PG_CONFIG=$HOST_PG_CONFIG bash "$tree/test/suite.sh" ;;
+		chroot) bash "$tree/test/chroot.sh" "$v" "$tree" \
 			"PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config bash test/suite.sh" ;;
-	esac 2>&1 | tee "$out"
-	status=${PIPESTATUS[0]}
-	line=$(grep -E '^PostgreSQL [^ ]+: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
-	rm -f "$out"
+	esac
+}
+
+# Print a finished version's log and count its results.
+report_version() # VERSION WHERE STATUS SECONDS
+{
+	local v=$1 where=$2 status=$3 seconds=$4 log=$SNAPSHOT/$1.log line
+	log "PostgreSQL $v ($where): its log"
+	cat "$log"
+	line=$(grep -E '^PostgreSQL [^ ]+: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
 	if [ -z "$line" ]; then
 		# The chroot or the build never reached the suites.
 		line="PostgreSQL $v: 0 passed, 1 failed"
@@ -104,11 +127,29 @@ run_version() # VERSION WHERE
 	failed=$((failed + BASH_REMATCH[2]))
 	[ "$status" -ne 0 ] && [ "${BASH_REMATCH[2]}" = 0 ] && failed=$((failed + 1))
 	[ "$status" -ne 0 ] && failures+=("postgresql-$v")
-	results+=("$line ($where, $((SECONDS - start)) s)")
+	results+=("$line ($where, $seconds s)")
 }
 
-for r in "${runs[@]}"; do
-	run_version "${r%%:*}" "${r##*:}"
+# Versions run IDGEN_JOBS at a time (default 2: the suites wait on servers
+# more than they compute, and two fit a 2-vCPU machine); each one's log is
+# printed when it ends.
+jobs_max=${IDGEN_JOBS:-2}
+next=0
+while [ $next -lt ${#runs[@]} ] || [ ${#job_run[@]} -gt 0 ]; do
+	if [ $next -lt ${#runs[@]} ] && [ ${#job_run[@]} -lt "$jobs_max" ]; then
+		r=${runs[$next]}
+		next=$((next + 1))
+		log "PostgreSQL ${r%%:*} (${r##*:}): started"
+		run_version "${r%%:*}" "${r##*:}" >"$SNAPSHOT/${r%%:*}.log" 2>&1 &
+		job_run[$!]=$r
+		job_start[$!]=$SECONDS
+		continue
+	fi
+	wait -n -p done_pid "${!job_run[@]}"
+	status=$?
+	r=${job_run[$done_pid]}
+	report_version "${r%%:*}" "${r##*:}" "$status" $((SECONDS - job_start[$done_pid]))
+	unset "job_run[$done_pid]" "job_start[$done_pid]"
 done
 
 # pg_auto_failover: a planned and an unplanned failover under load (about
