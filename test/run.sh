@@ -82,7 +82,7 @@ fi
 # in a log file.  Their last line, "PostgreSQL X.Y: N passed, M failed", is
 # added to the totals when the version is reported.
 SNAPSHOT=$(mktemp -d /tmp/idgen-runs.XXXXXX)
-declare -A job_run job_start
+declare -A job_run=() job_start=()
 # On an interrupt, stop the versions still running (test/chroot.sh then
 # ends what runs in its chroot and removes it).
 stop_jobs()
@@ -163,6 +163,10 @@ fi
 
 echo
 printf '%s\n' "${results[@]}"
+if [ ${#results[@]} -ne ${#runs[@]} ]; then
+	echo "run.sh: ${#results[@]} of ${#runs[@]} versions reported results"
+	count versions 1
+fi
 [ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
 echo "idgen: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
