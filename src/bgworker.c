@@ -26,9 +26,9 @@ idgen_register_worker(const char *name, const char *function, int flags,
 	worker.bgw_flags = flags;
 	worker.bgw_start_time = start_time;
 	worker.bgw_restart_time = restart_seconds;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "idgen");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
-	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", name);
+	snprintf(worker.bgw_library_name, sizeof(worker.bgw_library_name), "idgen");
+	snprintf(worker.bgw_function_name, sizeof(worker.bgw_function_name), "%s", function);
+	snprintf(worker.bgw_name, sizeof(worker.bgw_name), "%s", name);
+	snprintf(worker.bgw_type, sizeof(worker.bgw_type), "%s", name);
 	RegisterBackgroundWorker(&worker);
 }
