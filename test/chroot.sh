@@ -22,6 +22,8 @@
 # missing.  Every run unpacks it into a new directory and removes that
 # directory at the end, also after a failure or an interrupt.
 #
+# Packages come from $IDGEN_DEBIAN_MIRROR (default http://deb.debian.org/debian).
+#
 # Nothing is mounted on the machine itself: the chroot's /proc, /dev and
 # /dev/shm are mounted inside a private mount namespace (unshare), which
 # disappears with its last process; at the end, processes still running in
@@ -33,13 +35,13 @@ VERSION=${1:?usage: chroot.sh VERSION DIR COMMAND}
 TREE=${2:?usage: chroot.sh VERSION DIR COMMAND}
 COMMAND=${3:?usage: chroot.sh VERSION DIR COMMAND}
 CACHE=${IDGEN_CHROOT_CACHE:-/var/cache/idgen-test}
-MIRROR=http://deb.debian.org/debian
+MIRROR=${IDGEN_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 case $VERSION in
 	17) RELEASE=trixie; EXPERIMENTAL= ;;
 	18) RELEASE=sid; EXPERIMENTAL= ;;
 	19) RELEASE=sid; EXPERIMENTAL=yes ;;
-	*) echo "chroot.sh: no Debian release is known for PostgreSQL $VERSION (known: 17, 18, 19)" >&2
+	*) echo "chroot.sh: no current Debian release ships PostgreSQL $VERSION (17: trixie, 18: sid, 19: experimental)" >&2
 	   exit 2 ;;
 esac
 
@@ -74,7 +76,7 @@ cleanup()
 		ROOT=
 		return 1
 	fi
-	rm -rf --one-file-system "$ROOT"
+	rm -rf --one-file-system "$ROOT" "$ROOT.debootstrap.log"
 	ROOT=
 }
 trap 'cleanup' EXIT
@@ -102,7 +104,6 @@ setup_chroot()
 	local root=$1
 	debootstrap --variant=minbase "$RELEASE" "$root" "$MIRROR" >"$root.debootstrap.log" 2>&1 ||
 		{ tail -n 20 "$root.debootstrap.log" >&2; return 1; }
-	rm -f "$root.debootstrap.log"
 	cp /etc/resolv.conf "$root/etc/resolv.conf"
 	# sid's and experimental's Release files may be past their Valid-Until.
 	echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99idgen-test"
