@@ -82,10 +82,15 @@ include $(PGXS)
 # PGXS tracks no header dependencies.
 $(OBJS): $(wildcard src/*.h)
 
+# make clean also cleans the stress client, which PGXS does not know.
+clean: clean-stress
+clean-stress:
+	$(MAKE) -C test/stress clean PG_CONFIG=$(PG_CONFIG)
+
 # Makefile.global resets PROVE_FLAGS, so set it after the include.
 PROVE_FLAGS = -I test --timer
 
-.PHONY: installcheck-genes prove-installcheck stress version
+.PHONY: installcheck-genes prove-installcheck stress clean-stress version
 installcheck-genes:
 	$(pg_regress_installcheck) $(REGRESS_GENES_OPTS) $(REGRESS_GENES)
 

@@ -10,7 +10,8 @@
  *	  idgen.h includes this header, so the macros are everywhere.  Two
  *	  wrappers are inline functions that need a server header idgen.h does
  *	  not include (access/heapam.h, executor/executor.h); they are defined
- *	  in a file that includes this header again after that server header.
+ *	  where that header was included before idgen.h (seq_row.c), as server
+ *	  headers come first in every file.
  *
  *-------------------------------------------------------------------------
  */

@@ -58,8 +58,10 @@ digest=$( { printf '%s\n' "$RELEASE" "$EXPERIMENTAL" "${PACKAGES[@]}"; sed -n '/
 TARBALL=$CACHE/$RELEASE-pg$VERSION-$digest.tar.zst
 
 ROOT=
+tmp=
 cleanup()
 {
+	[ -n "$tmp" ] && rm -f "$tmp"
 	[ -n "$ROOT" ] || return 0
 	# Processes left in the chroot keep its namespace alive: end them.
 	local pid left=()
@@ -84,10 +86,12 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # run_in ROOT COMMAND: COMMAND as root in the chroot ROOT, with /proc, /dev
-# and a private /dev/shm mounted in a mount namespace of its own.
+# and a private /dev/shm mounted in a mount namespace of its own, and an IPC
+# namespace of its own (so a server killed there leaves no System V shared
+# memory behind on the machine).
 run_in()
 {
-	unshare --mount --propagation private -- /bin/bash -c '
+	unshare --mount --ipc --propagation private -- /bin/bash -c '
 		set -e
 		mount -t proc proc "$0/proc"
 		mount --rbind /dev "$0/dev"
@@ -102,7 +106,9 @@ run_in()
 setup_chroot()
 {
 	local root=$1
-	debootstrap --variant=minbase "$RELEASE" "$root" "$MIRROR" >"$root.debootstrap.log" 2>&1 ||
+	# debootstrap mounts /proc and /sys in the chroot: in a namespace too.
+	unshare --mount --propagation private -- \
+		debootstrap --variant=minbase "$RELEASE" "$root" "$MIRROR" >"$root.debootstrap.log" 2>&1 ||
 		{ tail -n 20 "$root.debootstrap.log" >&2; return 1; }
 	cp /etc/resolv.conf "$root/etc/resolv.conf"
 	# sid's and experimental's Release files may be past their Valid-Until.
@@ -130,8 +136,15 @@ else
 		echo "chroot.sh: could not make a $RELEASE chroot with PostgreSQL $VERSION from Debian's packages (${PACKAGES[*]})"
 		exit 1
 	fi
-	rm -f "$CACHE"/"$RELEASE-pg$VERSION-"*.tar.zst
-	tar -c -C "$ROOT" --zstd -f "$TARBALL.tmp" . && mv "$TARBALL.tmp" "$TARBALL"
+	# Another run may be making the same tarball: each writes its own file
+	# and renames it into place.
+	tmp=$(mktemp "$TARBALL.XXXXXX")
+	if tar -c -C "$ROOT" --zstd -f "$tmp" .; then
+		find "$CACHE" -maxdepth 1 -name "$RELEASE-pg$VERSION-*.tar.zst" ! -name "${TARBALL##*/}" -delete
+		mv "$tmp" "$TARBALL"
+	fi
+	rm -f "$tmp"
+	tmp=
 	echo "made in $((SECONDS - start)) s"
 fi
 

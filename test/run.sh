@@ -45,7 +45,7 @@ log() { printf '\n=== %s\n' "$*"; }
 # What to run: each entry VERSION:WHERE, WHERE being "host" or "chroot".
 runs=()
 if [ -n "${PG_CONFIG:-}" ] || [ "$(id -u)" != 0 ]; then
-	PG_CONFIG=${PG_CONFIG:-$HOST_PG_CONFIG}
+	export PG_CONFIG=${PG_CONFIG:-$HOST_PG_CONFIG}
 	runs=("$("$PG_CONFIG" --version | sed 's/^PostgreSQL //; s/[^0-9].*//'):local")
 else
 	idgen_prepare_host "${PACKAGES[@]}" || exit 2
@@ -87,12 +87,20 @@ declare -A job_run=() job_start=()
 # ends what runs in its chroot and removes it).
 stop_jobs()
 {
-	local pids=("${!job_run[@]}") all=() p
+	local pids=("${!job_run[@]}") all=() p alive
 	while [ ${#pids[@]} -gt 0 ]; do
 		all+=("${pids[@]}")
 		mapfile -t pids < <(for p in "${pids[@]}"; do pgrep -P "$p"; done)
 	done
-	[ ${#all[@]} -gt 0 ] && kill -TERM "${all[@]}" 2>/dev/null && wait
+	[ ${#all[@]} -gt 0 ] || return 0
+	kill -TERM "${all[@]}" 2>/dev/null
+	# Until each has ended (test/chroot.sh removing its chroot), 60 s at most.
+	for _ in $(seq 600); do
+		alive=
+		for p in "${all[@]}"; do kill -0 "$p" 2>/dev/null && alive=yes; done
+		[ -n "$alive" ] || return 0
+		sleep 0.1
+	done
 }
 trap 'stop_jobs; rm -rf "$SNAPSHOT"' EXIT
 trap 'exit 130' INT
@@ -134,6 +142,10 @@ report_version() # VERSION WHERE STATUS SECONDS
 # more than they compute, and two fit a 2-vCPU machine); each one's log is
 # printed when it ends.
 jobs_max=${IDGEN_JOBS:-2}
+if ! [[ $jobs_max =~ ^[1-9][0-9]*$ ]]; then
+	echo "run.sh: IDGEN_JOBS must be a whole number from 1, not '$jobs_max'" >&2
+	exit 2
+fi
 next=0
 while [ $next -lt ${#runs[@]} ] || [ ${#job_run[@]} -gt 0 ]; do
 	if [ $next -lt ${#runs[@]} ] && [ ${#job_run[@]} -lt "$jobs_max" ]; then

@@ -64,7 +64,8 @@ fi
 
 # A private, writable copy of the tree for the test user.
 WORK=$(mktemp -d /tmp/idgen-test.XXXXXX)
-trap 'rm -rf "$WORK"; make -C "$SRC" -s clean >/dev/null 2>&1' EXIT
+# Servers a test left running (an interrupted run) are ended first.
+trap 'pkill -KILL -f -- "$WORK/" 2>/dev/null; rm -rf "$WORK"; make -C "$SRC" -s clean >/dev/null 2>&1' EXIT
 cp -a "$SRC/." "$WORK/src"
 [ "$(id -u)" = 0 ] && chown -R "$IDGEN_USER" "$WORK"
 chmod 755 "$WORK"
