@@ -42,7 +42,8 @@ log() { printf '\n=== %s\n' "$*"; }
 # shellcheck source=test/lib.sh
 . "$SRC/test/lib.sh"
 
-# What to run: each entry VERSION:WHERE, WHERE being "host" or "chroot".
+# What to run: each entry VERSION:WHERE, WHERE being "host" (the machine's 15),
+# "chroot" (test/chroot.sh) or "local" (the installation PG_CONFIG names).
 runs=()
 if [ -n "${PG_CONFIG:-}" ] || [ "$(id -u)" != 0 ]; then
 	export PG_CONFIG=${PG_CONFIG:-$HOST_PG_CONFIG}
