@@ -998,7 +998,8 @@ lease_acquire(FunctionCallInfo fcinfo, const LeaseRequest *req)
 	if (req->want < 0)
 	{
 		load_busy(&scan, req->max_workers);
-		start = (int) pg_prng_uint64_range(&pg_global_prng_state, 0, req->max_workers - 1); /* try in turn from there */
+		/* Try in turn from a random id. */
+		start = (int) pg_prng_uint64_range(&pg_global_prng_state, 0, req->max_workers - 1);
 	}
 
 	for (int64 i = 0; i < tries && grant.id < 0; i++)
