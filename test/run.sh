@@ -66,7 +66,7 @@ count() # NAME OK
 
 # The version lives in idgen.control; META.json and the README must agree.
 log "metadata"
-version=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$SRC/idgen.control")
+version=$(make -s -C "$SRC" version PG_CONFIG="${PG_CONFIG:-$HOST_PG_CONFIG}")
 meta_versions=$(perl -MJSON::PP -0777 -ne '$m = decode_json($_);
 	print join("\n", sort { $a cmp $b } keys %{{ map { $_ => 1 } $m->{version},
 		map { $_->{version} } values %{ $m->{provides} } }}), "\n"' "$SRC/META.json")
