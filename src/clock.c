@@ -39,22 +39,29 @@
  *	    the same clock_wait_ms budget, then fail.
  *
  * Takeover (idgen.takeover_max_lead)
- *	  A server that took an identity over from another (a promoted standby,
- *	  horizon_wal.c; a registry lease handed over, registry.c) raises its
- *	  generator words above the last holder's horizon T.  If its clock is
- *	  behind T, the rule above would make it wait until its clock reaches T.
- *	  Instead it keeps a takeover point that starts at T and advances with
- *	  the monotonic clock, so that it runs at the pace of real time whatever
- *	  the wall clock does: point(t) = T + (mono(t) - mono(takeover)).  While
- *	  the point is ahead of the wall clock by at most takeover_max_lead,
- *	  generators go by the point instead of the wall clock ('now' above):
- *	  they continue from T at full speed, ahead of the wall clock by a
- *	  constant lead (counted as borrowed milliseconds), until the wall clock
- *	  catches up (it is corrected).  Beyond the bound they go by the wall
- *	  clock, and so wait and fail as above, with a message that names the
- *	  takeover, until the wall clock reaches T.  The point only decides how far ahead generators may run:
- *	  they never pass the durable horizon, which the keeper keeps ahead of
- *	  the point as it keeps it ahead of the clock.
+ *	  A server that took an identity over (a promoted standby, or a server
+ *	  at the end of crash recovery, horizon_wal.c; a registry lease handed
+ *	  over, registry.c) raises its generator words above the horizon T that
+ *	  bounds the IDs issued before.  If its clock is behind T, the rule
+ *	  above would make it wait until its clock reaches T.  Instead it keeps
+ *	  a takeover point that starts at T and advances with the monotonic
+ *	  clock at half the pace of real time, whatever the wall clock does:
+ *
+ *	    point(t) = T + (mono(t) - mono(takeover)) / 2
+ *
+ *	  While the point is ahead of the wall clock by at most
+ *	  takeover_max_lead, generators go by the point instead of the wall
+ *	  clock ('now' above): they continue from T at once (the milliseconds
+ *	  ahead of the clock counted as borrowed), and the lead shrinks by half
+ *	  a millisecond each millisecond, so that a lead of L is gone after 2L
+ *	  and IDs return to the wall clock.  So leads do not add up when one
+ *	  promotion follows another; the price is that, meanwhile, a gene
+ *	  issues at most half its usual IDs per millisecond before borrowing.
+ *	  Beyond the bound generators go by the wall clock, and so wait and fail
+ *	  as above, with a message that names the takeover, until the wall
+ *	  clock reaches T.  The point only decides how far ahead generators may
+ *	  run: they never pass the durable horizon, which the keeper keeps ahead
+ *	  of the point as it keeps it ahead of the clock.
  *
  *-------------------------------------------------------------------------
  */
@@ -123,14 +130,41 @@ monotonic_us(void)
 
 /*
  * The takeover point now (see the file header), 0 if this server took no
- * identity over.  idgen_shared->takeover holds T - mono(takeover).
+ * identity over.  idgen_shared->takeover holds 2T - mono(takeover), so
+ * that point(t) = (takeover + mono(t)) / 2, and a higher word is a later
+ * point at every t.
  */
 TimestampTz
 idgen_takeover_point(void)
 {
 	uint64		base = pg_atomic_read_u64(&idgen_shared->takeover.value);
 
-	return base == 0 ? 0 : (TimestampTz) base + monotonic_us();
+	return base == 0 ? 0 : ((TimestampTz) base + monotonic_us()) / 2;
+}
+
+/*
+ * Why this server took over, for messages (the latest takeover's): what it
+ * starts above, and whose clock to check.
+ */
+static void
+takeover_words(const char **what, const char **whose)
+{
+	switch (idgen_shared->takeover_cause)
+	{
+		case IDGEN_TAKEOVER_PROMOTION:
+			*what = "This server was promoted and starts above every ID its former primary may have issued";
+			*whose = "Synchronize this server's clock with the former primary's";
+			return;
+		case IDGEN_TAKEOVER_CRASH_RECOVERY:
+			*what = "After crash recovery this server starts above every ID it may have issued before, as its WAL says";
+			*whose = "Check this server's time source";
+			return;
+		case IDGEN_TAKEOVER_REGISTRY:
+		case IDGEN_TAKEOVER_NONE:
+			break;
+	}
+	*what = "This server leased its identity from the registry and starts above every ID the last holder may have issued";
+	*whose = "Synchronize this server's clock with the last holder's";
 }
 
 pg_noreturn static void
@@ -143,14 +177,21 @@ clock_behind_error(const IdgenTickClock *c, uint64 last_tick, int64 now_ms)
 	idgen_count(c->kind, IDGEN_STAT_ERRORS, 1);
 	/* Ahead of the clock because of a takeover beyond its bound: say so. */
 	if (takeover > now + (TimestampTz) idgen_takeover_max_lead_ms * 1000)
+	{
+		const char *what;
+		const char *whose;
+
+		takeover_words(&what, &whose);
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("could not generate %s: the system clock is " INT64_FORMAT " ms behind the IDs of this identity's last holder",
+				 errmsg("could not generate %s: the system clock is " INT64_FORMAT " ms behind the IDs this server must start above",
 						c->item, last_ms - now_ms),
-				 errdetail("This server took its identity over (a promotion, or a lease from the registry) and starts above every ID the last holder may have issued, up to %s. That is more than \"idgen.takeover_max_lead\" (%d ms) ahead of this server's clock.",
-						   timestamptz_to_str(c->epoch + (TimestampTz) last_ms * 1000),
+				 errdetail("%s, up to %s. That is more than \"idgen.takeover_max_lead\" (%d ms) ahead of this server's clock.",
+						   what, timestamptz_to_str(c->epoch + (TimestampTz) last_ms * 1000),
 						   idgen_takeover_max_lead_ms),
-				 errhint("Synchronize this server's clock with the last holder's; generation resumes once it is within \"idgen.takeover_max_lead\" of that clock, or once this clock reaches the time above.")));
+				 errhint("%s; generation resumes once this clock is within \"idgen.takeover_max_lead\" of the time above.",
+						 whose)));
+	}
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not generate %s: the system clock moved backwards by " INT64_FORMAT " ms",
@@ -165,6 +206,12 @@ pg_noreturn static void
 horizon_error(const IdgenTickClock *c, int64 next_ms)
 {
 	idgen_count(c->kind, IDGEN_STAT_ERRORS, 1);
+	if (idgen_shared->fenced)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not generate %s: the idgen keeper has stopped generation", c->item),
+				 errdetail("The keeper stops generation at what has been issued when it is asked to stop: the server is shutting down, or the process was terminated and starts again within a second."),
+				 errhint("Try again once the server, or the \"idgen keeper\" process, has started again.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not generate %s: the durable horizon has not advanced", c->item),
@@ -205,18 +252,42 @@ raise_word(pg_atomic_uint64 *word, uint64 value)
 }
 
 /*
+ * The end of the last millisecond any generator word has reached: no ID
+ * issued so far is later.  With 'uuid7', the UUIDv7 word counts too.
+ */
+TimestampTz
+idgen_issued_bound(bool uuid7)
+{
+	const IdgenLayout *l = &idgen_layout;
+	TimestampTz bound = 0;
+
+	if (l->valid)
+		for (int g = 0; g < idgen_shared->ngenes; g++)
+			bound = Max(bound, l->epoch + (TimestampTz)
+						((pg_atomic_read_u64(&idgen_shared->genes[g]) >> l->sequence_bits) + 1) * 1000);
+	if (uuid7)
+		bound = Max(bound, IDGEN_UNIX_EPOCH + (TimestampTz)
+					((pg_atomic_read_u64(&idgen_shared->uuid7_tick.value) >> IDGEN_UUID7_TICK_BITS) + 1) * 1000);
+	return bound;
+}
+
+/*
  * Take an identity over from a last holder that may have issued IDs up to
  * 'horizon': raise every Snowflake generator word (and, with 'uuid7', the
  * UUIDv7 word) so that its next tick starts after it, then record it so
  * that generators may continue from there ahead of the clock (see the file
- * header).  Only ever upwards, by compare-and-swap, so a generator running
- * at the same moment loses nothing: shmem.c's argument holds for any
- * upward move.  Returns how far 'horizon' is ahead of the clock, in ms.
+ * header).  The point starts at 'horizon', or where the words already are
+ * if that is later (after a restart they start above the horizon file),
+ * so that generators never wait for it.  Only ever upwards, by
+ * compare-and-swap, so a generator running at the same moment loses
+ * nothing: shmem.c's argument holds for any upward move.  Returns how far
+ * the point is ahead of the clock, in ms.
  */
 int64
-idgen_take_over(TimestampTz horizon, bool uuid7)
+idgen_take_over(TimestampTz horizon, bool uuid7, IdgenTakeoverCause cause)
 {
 	const IdgenLayout *l = &idgen_layout;
+	TimestampTz point;
 
 	if (l->valid)
 		for (int g = 0; g < idgen_shared->ngenes; g++)
@@ -225,8 +296,10 @@ idgen_take_over(TimestampTz horizon, bool uuid7)
 	if (uuid7)
 		raise_word(&idgen_shared->uuid7_tick.value,
 				   idgen_horizon_start_tick(horizon, IDGEN_UNIX_EPOCH, IDGEN_UUID7_TICK_BITS));
-	raise_word(&idgen_shared->takeover.value, (uint64) (horizon - monotonic_us()));
-	return (horizon - GetCurrentTimestamp()) / 1000;
+	point = Max(horizon, idgen_issued_bound(uuid7) - 1000);
+	idgen_shared->takeover_cause = cause;
+	raise_word(&idgen_shared->takeover.value, (uint64) (2 * point - monotonic_us()));
+	return (point - GetCurrentTimestamp()) / 1000;
 }
 
 /*
@@ -315,6 +388,21 @@ idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *c)
 		/* On failure 'old' receives the current value; try again from it. */
 		if (pg_atomic_compare_exchange_u64(word, &old, next))
 		{
+			/*
+			 * The keeper lowers the horizon to what has been issued when it
+			 * stops (horizon.c, keeper_fence), then reads the words.  Read
+			 * after the compare-and-swap (a full barrier), the horizon
+			 * tells whether this tick was taken before the keeper read the
+			 * words (it counted it) or after the horizon was lowered: then
+			 * the tick is given to nobody, and the loop waits for the
+			 * horizon as above.
+			 */
+			if (unlikely(c->epoch + next_ms * 1000 >
+						 (TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value)))
+			{
+				old = next;
+				continue;
+			}
 			if (next_ms > wall_ms && (int64) (old >> bits) < next_ms)
 				idgen_count(c->kind, IDGEN_STAT_BORROWED, 1);
 			idgen_count(c->kind, IDGEN_STAT_IDS, 1);

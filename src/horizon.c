@@ -24,6 +24,23 @@
  * horizon then makes generation wait or fail with the clock-back error, as
  * at run time.
  *
+ * In recovery the keeper persists horizons too (redo may need the file
+ * ahead, and a standby with an identity of its own generates), but none
+ * of them is in WAL.  So it publishes them only while this server may
+ * generate in recovery, and not at all once recovery has ended: the end
+ * of recovery (horizon_wal.c) lowers the published horizon to the highest
+ * one replayed from WAL and sets recovery_ended, under file_lock, which
+ * the keeper holds to publish; a round that began in recovery then
+ * publishes nothing, and the next round writes a horizon into WAL first.
+ * From the first ID after any end of recovery, every ID is at or below a
+ * horizon in this server's WAL.
+ *
+ * When the keeper is asked to stop (a shutdown), it stops generation at
+ * what has been issued and makes that the horizon, in the file and in WAL
+ * (keeper_fence): a standby promoted after a clean shutdown then starts
+ * just above the last ID, not a lead ahead of it, and a restart starts
+ * there too.
+ *
  * The keeper wakes every idgen.horizon_interval.  Generators may run up
  * to idgen.max_drift ahead of the clock, so when the horizon is less than
  * max_drift_ms + horizon_lead_ms / 2 ahead of the clock, the keeper persists
@@ -46,6 +63,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "portability/instr_time.h"
@@ -235,9 +253,27 @@ idgen_horizon_start_tick(TimestampTz horizon, TimestampTz epoch, int tick_bits)
 	return ((uint64) ms << tick_bits) - 1;
 }
 
+/*
+ * Let generators use 'horizon', which is durable, and in WAL if 'logged'
+ * (see the file header).
+ */
+static void
+publish(TimestampTz horizon, bool logged)
+{
+	LWLockAcquire(idgen_shared->file_lock, LW_EXCLUSIVE);
+	if (logged || (!idgen_shared->recovery_ended && idgen_recovery_may_generate()))
+	{
+		/* Only now may generators use it. */
+		pg_write_barrier();
+		pg_atomic_write_u64(&idgen_shared->horizon.value, (uint64) horizon);
+		idgen_shared->fenced = false;
+	}
+	LWLockRelease(idgen_shared->file_lock);
+}
+
 /* Record the outcome of a persist attempt for idgen_info(). */
 static void
-note_persist(bool ok, TimestampTz horizon, TimestampTz now)
+note_persist(bool ok, TimestampTz now)
 {
 	IdgenKeeperStatus *k = &idgen_shared->keeper;
 
@@ -253,12 +289,6 @@ note_persist(bool ok, TimestampTz horizon, TimestampTz now)
 		k->last_failure = now;
 	}
 	SpinLockRelease(&k->mutex);
-	if (ok)
-	{
-		/* Only now may generators use it (see the file header). */
-		pg_write_barrier();
-		pg_atomic_write_u64(&idgen_shared->horizon.value, (uint64) horizon);
-	}
 }
 
 /*
@@ -288,6 +318,8 @@ keeper_round(ClockPair *last)
 {
 	ClockPair	cur;
 	TimestampTz horizon = (TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value);
+	/* Read first: a round that began in recovery writes nothing into WAL. */
+	bool		logged = !RecoveryInProgress();
 	int64		lead_us = (int64) idgen_horizon_lead_ms * 1000;
 	int64		drift_us = (int64) idgen_max_drift_ms * 1000;
 	TimestampTz base;			/* what generators may run ahead of */
@@ -350,7 +382,7 @@ keeper_round(ClockPair *last)
 		bool		ok = idgen_horizon_persist(target, say ? LOG : DEBUG1);
 
 		/* Into WAL, and to synchronous standbys, before anyone uses it. */
-		if (ok && !idgen_wal_log_horizon(target))
+		if (ok && logged && !idgen_wal_log_horizon(target))
 			return;				/* shutting down: the wait was cut short */
 
 		if (!ok && say)
@@ -365,8 +397,49 @@ keeper_round(ClockPair *last)
 							   (cur.wall - failing_since) / 1000)));
 			failing_since = 0;
 		}
-		note_persist(ok, target, cur.wall);
+		note_persist(ok, cur.wall);
+		if (ok)
+			publish(target, logged);
 	}
+}
+
+/*
+ * At a request to stop: stop generation at what has been issued, and make
+ * that the horizon, in the file and in WAL (see the file header).
+ *
+ * The keeper lowers the published horizon to the bound of the IDs issued,
+ * then reads the generator words again.  A generator reads the horizon
+ * again after its compare-and-swap (clock.c).  Both sides have a full
+ * barrier between their write and their read, so for any tick either the
+ * keeper's second reading counts it or the generator sees the lowered
+ * horizon and gives the tick to nobody: no ID returned is later than the
+ * bound.  Until the keeper publishes again (it is started again unless the
+ * server is shutting down), generators wait and fail with a message that
+ * says why.  Not in recovery: nothing could be written into WAL.
+ */
+static void
+keeper_fence(void)
+{
+	TimestampTz bound;
+
+	if (RecoveryInProgress())
+		return;
+
+	bound = idgen_issued_bound(true);
+	LWLockAcquire(idgen_shared->file_lock, LW_EXCLUSIVE);
+	idgen_shared->fenced = true;
+	pg_atomic_write_u64(&idgen_shared->horizon.value, (uint64) bound);
+	pg_memory_barrier();
+	bound = Max(bound, idgen_issued_bound(true));
+
+	/* The file may go down to it: nothing above it can be issued now. */
+	if (bound < idgen_shared->file_horizon && horizon_write(bound, LOG))
+		idgen_shared->file_horizon = bound;
+	LWLockRelease(idgen_shared->file_lock);
+
+	idgen_wal_log_stop(bound);
+	ereport(DEBUG1,
+			(errmsg_internal("idgen keeper stopped generation at %s", timestamptz_to_str(bound))));
 }
 
 /*
@@ -431,7 +504,12 @@ idgen_keeper_main(Datum main_arg)
 			 errdetail("The durable horizon is %s; it is kept %d ms ahead of the clock, checked every %d ms.",
 					   horizon != 0 ? timestamptz_to_str(horizon) : "not set",
 					   idgen_horizon_lead_ms, idgen_horizon_interval_ms)));
-	if (horizon - GetCurrentTimestamp() > (int64) idgen_horizon_lead_ms * 1000)
+	/*
+	 * Not on a standby or in point-in-time recovery: what it generates from
+	 * comes from WAL at the end of recovery, not from its own restart.
+	 */
+	if (access(STANDBY_SIGNAL_FILE, F_OK) != 0 && access(RECOVERY_SIGNAL_FILE, F_OK) != 0 &&
+		horizon - GetCurrentTimestamp() > (int64) idgen_horizon_lead_ms * 1000)
 		ereport(LOG,
 				(errmsg("the system clock is " INT64_FORMAT " ms behind the idgen durable horizon",
 						(horizon - GetCurrentTimestamp()) / 1000),
@@ -462,6 +540,7 @@ idgen_keeper_main(Datum main_arg)
 						 idgen_horizon_interval_ms, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
+	keeper_fence();
 
 	/*
 	 * Exit code 1: the postmaster restarts the worker after

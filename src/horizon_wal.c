@@ -40,22 +40,42 @@
  *	  Records are marked XLOG_MARK_UNIMPORTANT, so an idle server's horizon
  *	  renewals do not cause checkpoints or archive_timeout segment switches.
  *
+ * Two records
+ *	  HORIZON: a new durable horizon, written before generators may use it.
+ *	  STOP: the keeper stopped generation (a shutdown, horizon.c): the
+ *	  bound of every ID issued, usually below the last HORIZON.  Without
+ *	  it a standby promoted after a clean switchover would start at its
+ *	  old primary's horizon, a lead ahead of the clock, and the next
+ *	  switchover a lead further: leads would add up.
+ *
  * Redo (startup process, on a standby, in archive recovery and in crash
  *	  recovery)
  *	  raises the horizon file to the record's horizon (horizon.c, under the
  *	  file lock, fsynced: a restartpoint may then drop the record), and
- *	  records in shared memory the highest horizon replayed and the
- *	  Snowflake identity of the server that wrote it.
+ *	  records in shared memory the horizon that bounds the writer's IDs
+ *	  (the highest replayed since its last STOP, or that STOP's bound) and
+ *	  the Snowflake identity of the server that wrote it.
  *
  * End of recovery (rm_cleanup, startup process, before any backend sees
  *	  recovery as finished)
- *	  raises every generator word (each gene's, and UUIDv7's) so that its
- *	  next tick starts after the highest horizon replayed: the promoted
- *	  server issues nothing its primary may have issued, whatever its own
- *	  clock says.  If its clock is behind that by at most
- *	  idgen.takeover_max_lead, generators continue from there, ahead of the
- *	  clock; further behind, they fail until it catches up (clock.c).
- *	  idgen_info() shows how far (recovery_lead_ms) and the log says so.
+ *	  First, under the file lock, lowers the horizon generators may use to
+ *	  the one replayed (the keeper may have published horizons of its own
+ *	  while in recovery, which are in no WAL) and sets recovery_ended: from
+ *	  then on the keeper publishes only horizons it wrote into WAL
+ *	  (horizon.c), and generators wait for its first, which it is woken to
+ *	  write as soon as WAL may be written.
+ *	  Then raises every generator word (each gene's, and UUIDv7's) so that
+ *	  its next tick starts after the replayed horizon and, at the end of
+ *	  archive recovery (a promotion, the end of point-in-time recovery),
+ *	  after this server's clock plus idgen.max_drift: the promoted server
+ *	  issues nothing its primary may have issued, whatever its own clock
+ *	  says, and with clocks in agreement nothing the primary issued since
+ *	  its last horizon reached this server, however fast the promotion.
+ *	  If its clock is behind that by at most idgen.takeover_max_lead,
+ *	  generators continue from there, ahead of the clock, the lead
+ *	  shrinking until they are back on the clock; further behind, they
+ *	  fail until it catches up (clock.c).  idgen_info() shows how far
+ *	  (recovery_lead_ms) and the log says so.
  *	  The raise is a compare-and-swap loop that only moves a word up, so a
  *	  generator of the standby's own identity running at the same moment
  *	  loses nothing (shmem.c's argument holds for any upward move).  A
@@ -79,6 +99,7 @@
 #include "access/xlogreader.h"
 #include "miscadmin.h"
 #include "replication/syncrep.h"
+#include "storage/lwlock.h"
 #include "storage/spin.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
@@ -88,8 +109,9 @@
 #include "idgen_shmem.h"
 #include "idgen_horizon.h"
 
-/* The one record type: a new durable horizon. */
+/* The record types: a new durable horizon; generation stopped. */
 #define XLOG_IDGEN_HORIZON		0x00
+#define XLOG_IDGEN_STOP			0x10
 
 typedef struct xl_idgen_horizon
 {
@@ -151,14 +173,11 @@ current_identity(int *datacenter_id, int *worker_id)
  * Nothing is written in recovery, or with wal_level = minimal (no standby
  * or archive could read it; the file covers crash recovery).
  */
-bool
-idgen_wal_log_horizon(TimestampTz horizon)
+static XLogRecPtr
+log_record(uint8 info, TimestampTz horizon)
 {
 	xl_idgen_horizon xlrec;
 	XLogRecPtr	lsn;
-
-	if (RecoveryInProgress() || !XLogIsNeeded())
-		return true;
 
 	xlrec.horizon = horizon;
 	xlrec.written_at = GetCurrentTimestamp();
@@ -168,8 +187,20 @@ idgen_wal_log_horizon(TimestampTz horizon)
 	XLogBeginInsert();
 	XLogSetRecordFlags(XLOG_MARK_UNIMPORTANT);
 	XLogRegisterData((char *) &xlrec, sizeof(xlrec));
-	lsn = XLogInsert(IDGEN_RMGR_ID, XLOG_IDGEN_HORIZON);
+	lsn = XLogInsert(IDGEN_RMGR_ID, info);
 	XLogFlush(lsn);
+	return lsn;
+}
+
+bool
+idgen_wal_log_horizon(TimestampTz horizon)
+{
+	XLogRecPtr	lsn;
+
+	if (RecoveryInProgress() || !XLogIsNeeded())
+		return true;
+
+	lsn = log_record(XLOG_IDGEN_HORIZON, horizon);
 
 	/*
 	 * As a commit does (with interrupts held: the keeper's SIGTERM handler
@@ -179,6 +210,18 @@ idgen_wal_log_horizon(TimestampTz horizon)
 	SyncRepWaitForLSN(lsn, false);
 	RESUME_INTERRUPTS();
 	return !ProcDiePending;
+}
+
+/*
+ * Write the bound of every ID issued when the keeper stopped generation
+ * (horizon.c, keeper_fence).  Not waited for: a standby that misses it
+ * still has the higher horizon before it.
+ */
+void
+idgen_wal_log_stop(TimestampTz bound)
+{
+	if (!RecoveryInProgress() && XLogIsNeeded())
+		(void) log_record(XLOG_IDGEN_STOP, bound);
 }
 
 /* ----------
@@ -192,7 +235,8 @@ idgen_rmgr_redo(XLogReaderState *record)
 	xl_idgen_horizon xlrec;
 	IdgenReplayStatus *r = &idgen_shared->replay;
 
-	if (info != XLOG_IDGEN_HORIZON || XLogRecGetDataLen(record) != sizeof(xlrec))
+	if ((info != XLOG_IDGEN_HORIZON && info != XLOG_IDGEN_STOP) ||
+		XLogRecGetDataLen(record) != sizeof(xlrec))
 		elog(PANIC, "idgen redo: unknown record (info 0x%02X, %u bytes)",
 			 info, (unsigned int) XLogRecGetDataLen(record));
 	memcpy(&xlrec, XLogRecGetData(record), sizeof(xlrec));
@@ -205,8 +249,9 @@ idgen_rmgr_redo(XLogReaderState *record)
 	(void) idgen_horizon_persist(xlrec.horizon, ERROR);
 
 	SpinLockAcquire(&r->mutex);
-	if (xlrec.horizon > r->horizon)
+	if (xlrec.horizon > r->horizon || info == XLOG_IDGEN_STOP)
 	{
+		/* STOP: nothing above its bound was issued (see the file header). */
 		r->horizon = xlrec.horizon;
 		r->written_at = xlrec.written_at;
 	}
@@ -226,35 +271,61 @@ idgen_rmgr_desc(StringInfo buf, XLogReaderState *record)
 	if (XLogRecGetDataLen(record) != sizeof(xlrec))
 		return;
 	memcpy(&xlrec, XLogRecGetData(record), sizeof(xlrec));
-	appendStringInfo(buf, "horizon %s; datacenter %d, worker %d",
+	appendStringInfo(buf, "%s %s; datacenter %d, worker %d",
+					 (XLogRecGetInfo(record) & ~XLR_INFO_MASK) == XLOG_IDGEN_STOP ?
+					 "issued up to" : "horizon",
 					 timestamptz_to_str(xlrec.horizon), xlrec.datacenter_id, xlrec.worker_id);
 }
 
 static const char *
 idgen_rmgr_identify(uint8 info)
 {
-	return (info & ~XLR_INFO_MASK) == XLOG_IDGEN_HORIZON ? "HORIZON" : NULL;
+	switch (info & ~XLR_INFO_MASK)
+	{
+		case XLOG_IDGEN_HORIZON:
+			return "HORIZON";
+		case XLOG_IDGEN_STOP:
+			return "STOP";
+	}
+	return NULL;
 }
 
 /*
- * End of recovery: start every generator above the highest horizon
- * replayed (see the file header).  Runs in the startup process.
+ * End of recovery: generators may use only horizons in WAL, and start above
+ * the replayed horizon (see the file header).  Runs in the startup process.
  */
 static void
 idgen_rmgr_cleanup(void)
 {
 	IdgenReplayStatus *r = &idgen_shared->replay;
+	bool		promotion = GetRecoveryState() == RECOVERY_STATE_ARCHIVE;
+	TimestampTz replayed;
 	TimestampTz horizon;
 	TimestampTz now = GetCurrentTimestamp();
 	int64		lead_ms;
 
 	SpinLockAcquire(&r->mutex);
-	horizon = r->horizon;
+	replayed = r->horizon;
 	SpinLockRelease(&r->mutex);
+
+	LWLockAcquire(idgen_shared->file_lock, LW_EXCLUSIVE);
+	idgen_shared->recovery_ended = true;
+	if ((TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value) > replayed)
+		pg_atomic_write_u64(&idgen_shared->horizon.value, (uint64) replayed);
+	LWLockRelease(idgen_shared->file_lock);
+	idgen_keeper_wake();
+
+	/*
+	 * A primary may have issued IDs up to idgen.max_drift ahead of its
+	 * clock; with clocks in agreement, this one's clock plus that covers
+	 * them, however little WAL reached this server.
+	 */
+	horizon = promotion ? Max(replayed, now + (TimestampTz) idgen_max_drift_ms * 1000) : replayed;
 	if (horizon == 0)
 		return;
 
-	lead_ms = idgen_take_over(horizon, true);
+	lead_ms = idgen_take_over(horizon, true,
+							  promotion ? IDGEN_TAKEOVER_PROMOTION : IDGEN_TAKEOVER_CRASH_RECOVERY);
 	SpinLockAcquire(&r->mutex);
 	r->lifted_at = now;
 	r->lifted_to = horizon;
@@ -265,14 +336,22 @@ idgen_rmgr_cleanup(void)
 		ereport(LOG,
 				(errmsg("idgen generators start above the horizon replayed from WAL, " INT64_FORMAT " ms ahead of this server's clock",
 						lead_ms),
+				 promotion ?
 				 errdetail("The last primary may have issued IDs up to %s. That is more than \"idgen.takeover_max_lead\" (%d ms) ahead: generation fails until this server's clock is within it.",
+						   timestamptz_to_str(horizon), idgen_takeover_max_lead_ms) :
+				 errdetail("This server may have issued IDs up to %s before its restart. That is more than \"idgen.takeover_max_lead\" (%d ms) ahead: generation fails until this server's clock is within it.",
 						   timestamptz_to_str(horizon), idgen_takeover_max_lead_ms),
-				 errhint("Synchronize this server's clock with the old primary's.")));
+				 promotion ?
+				 errhint("Synchronize this server's clock with the old primary's.") :
+				 errhint("Check this server's time source: its clock is behind the IDs it issued before.")));
 	else if (lead_ms > idgen_max_drift_ms)
 		ereport(LOG,
 				(errmsg("idgen generators start above the horizon replayed from WAL, " INT64_FORMAT " ms ahead of this server's clock",
 						lead_ms),
-				 errdetail("The last primary may have issued IDs up to %s; generation continues from there, ahead of this clock (\"idgen.takeover_max_lead\" is %d ms).",
+				 promotion ?
+				 errdetail("The last primary may have issued IDs up to %s; generation continues from there, ahead of this clock, and returns to it at half speed (\"idgen.takeover_max_lead\" is %d ms).",
+						   timestamptz_to_str(horizon), idgen_takeover_max_lead_ms) :
+				 errdetail("This server may have issued IDs up to %s before its restart; generation continues from there, ahead of this clock, and returns to it at half speed (\"idgen.takeover_max_lead\" is %d ms).",
 						   timestamptz_to_str(horizon), idgen_takeover_max_lead_ms)));
 	else
 		ereport(LOG,
@@ -285,6 +364,42 @@ idgen_rmgr_cleanup(void)
  * ----------
  */
 
+/* Why a server in recovery may not generate (see the file header). */
+typedef enum RecoveryRefusal
+{
+	RECOVERY_MAY_GENERATE,
+	RECOVERY_NO_IDENTITY,		/* the registry gave it none */
+	RECOVERY_PRIMARY_UNKNOWN,	/* no record replayed since start */
+	RECOVERY_PRIMARY_IDENTITY	/* it has its primary's identity */
+} RecoveryRefusal;
+
+static RecoveryRefusal
+recovery_refusal(int *dc, int *w)
+{
+	IdgenReplayStatus copy;
+
+	if (!current_identity(dc, w))
+		return RECOVERY_NO_IDENTITY;
+	SpinLockAcquire(&idgen_shared->replay.mutex);
+	copy = idgen_shared->replay;
+	SpinLockRelease(&idgen_shared->replay.mutex);
+	if (!copy.known)
+		return RECOVERY_PRIMARY_UNKNOWN;
+	if (copy.datacenter_id == *dc && copy.worker_id == *w)
+		return RECOVERY_PRIMARY_IDENTITY;
+	return RECOVERY_MAY_GENERATE;
+}
+
+/* Whether this server, in recovery, may generate (the keeper asks). */
+bool
+idgen_recovery_may_generate(void)
+{
+	int			dc;
+	int			w;
+
+	return recovery_refusal(&dc, &w) == RECOVERY_MAY_GENERATE;
+}
+
 /*
  * Called by the generators when RecoveryInProgress(): refuse unless this
  * server holds an identity of its own (see the file header).  'item' names
@@ -293,41 +408,29 @@ idgen_rmgr_cleanup(void)
 void
 idgen_recovery_check(IdgenKind kind, const char *item)
 {
-	IdgenReplayStatus copy;
 	int			dc;
 	int			w;
+	RecoveryRefusal refusal = recovery_refusal(&dc, &w);
 
-	if (!current_identity(&dc, &w))
-	{
-		idgen_count(kind, IDGEN_STAT_ERRORS, 1);
+	if (refusal == RECOVERY_MAY_GENERATE)
+		return;
+	idgen_count(kind, IDGEN_STAT_ERRORS, 1);
+	if (refusal == RECOVERY_NO_IDENTITY)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("could not generate %s: this standby holds no Snowflake identity", item),
 				 errdetail("Its identity comes from the registry (\"idgen.registry\"), which has not given it one; see idgen_identity()."),
 				 errhint("Generate on the primary, or wait until the registry gives this server an identity.")));
-	}
-
-	SpinLockAcquire(&idgen_shared->replay.mutex);
-	copy = idgen_shared->replay;
-	SpinLockRelease(&idgen_shared->replay.mutex);
-
-	if (!copy.known)
-	{
-		idgen_count(kind, IDGEN_STAT_ERRORS, 1);
+	if (refusal == RECOVERY_PRIMARY_UNKNOWN)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("could not generate %s: this standby does not know its primary's Snowflake identity yet", item),
 				 errdetail("A standby generates only with an identity other than its primary's. The primary's identity reaches standbys in WAL with its durable horizon, about twice a second; none has been replayed since this server started."),
 				 errhint("Generate on the primary, or try again once this standby replays WAL from a primary that has idgen preloaded.")));
-	}
-	if (copy.datacenter_id == dc && copy.worker_id == w)
-	{
-		idgen_count(kind, IDGEN_STAT_ERRORS, 1);
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("could not generate %s: this standby has the Snowflake identity of its primary (datacenter %d, worker %d)",
-						item, dc, w),
-				 errdetail("It would issue the primary's IDs. Once promoted it generates with this identity, above every ID the primary may have issued."),
-				 errhint("Generate on the primary, or give the standby an identity of its own with \"idgen.identity\" = 'registry'.")));
-	}
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("could not generate %s: this standby has the Snowflake identity of its primary (datacenter %d, worker %d)",
+					item, dc, w),
+			 errdetail("It would issue the primary's IDs. Once promoted it generates with this identity, above every ID the primary may have issued."),
+			 errhint("Generate on the primary, or give the standby an identity of its own with \"idgen.identity\" = 'registry'.")));
 }

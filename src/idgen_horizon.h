@@ -31,6 +31,8 @@ extern void idgen_horizon_init(void);
 
 extern void idgen_wal_register(void);	/* from idgen_horizon_init */
 extern bool idgen_wal_log_horizon(TimestampTz horizon);
+extern void idgen_wal_log_stop(TimestampTz bound);
+extern bool idgen_recovery_may_generate(void);
 extern void idgen_recovery_check(IdgenKind kind, const char *item);
 
 #endif							/* IDGEN_HORIZON_H */

@@ -85,6 +85,15 @@ typedef struct IdgenReplayStatus
 	int64		lift_lead_ms;	/* how far ahead of the clock that was */
 } IdgenReplayStatus;
 
+/* Why generators went above a horizon ahead of the clock (clock.c). */
+typedef enum IdgenTakeoverCause
+{
+	IDGEN_TAKEOVER_NONE,
+	IDGEN_TAKEOVER_PROMOTION,	/* the end of archive recovery */
+	IDGEN_TAKEOVER_CRASH_RECOVERY,	/* the end of crash recovery */
+	IDGEN_TAKEOVER_REGISTRY		/* a lease handed over by the registry */
+} IdgenTakeoverCause;
+
 /* Where a leased identity stands (registry.c). */
 typedef enum IdgenIdentityState
 {
@@ -157,13 +166,15 @@ typedef struct IdgenShared
 	IdgenPaddedAtomic horizon;
 
 	/*
-	 * The horizon of an identity's last holder that this server took over
-	 * (a promotion, a registry handover), less the monotonic clock's
-	 * reading then, in microseconds (0: none); raised only.  Generators may
-	 * continue from it, as the monotonic clock advances, ahead of the wall
-	 * clock within idgen.takeover_max_lead: idgen_takeover_point (clock.c).
+	 * The takeover point (clock.c): twice the horizon this server took over
+	 * (a promotion, the end of crash recovery, a registry handover), less
+	 * the monotonic clock's reading then, in microseconds (0: none); raised
+	 * only.  Generators may continue from it, as the monotonic clock
+	 * advances, ahead of the wall clock within idgen.takeover_max_lead:
+	 * idgen_takeover_point.  takeover_cause says why, for messages.
 	 */
 	IdgenPaddedAtomic takeover;
+	IdgenTakeoverCause takeover_cause;
 
 	/* With identity_leased (set at start): the lease (registry.c). */
 	IdgenLeaseLine lease;
@@ -173,9 +184,16 @@ typedef struct IdgenShared
 	IdgenKeeperStatus keeper;
 	bool		horizon_restored;	/* read from the file at start */
 
-	/* the horizon file's content; under file_lock, which its writers take */
+	/*
+	 * The horizon file's content; under file_lock, which its writers take.
+	 * Also under it: whether recovery has ended (then the keeper publishes
+	 * only horizons it wrote into WAL), and whether the keeper has stopped
+	 * generation at what was issued (horizon.c).
+	 */
 	LWLock	   *file_lock;
 	TimestampTz file_horizon;
+	bool		recovery_ended;
+	bool		fenced;
 
 	IdgenReplayStatus replay;
 
@@ -216,7 +234,8 @@ typedef struct IdgenTickClock
 
 /* clock.c */
 extern uint64 idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *clock);
-extern int64 idgen_take_over(TimestampTz horizon, bool uuid7);
+extern int64 idgen_take_over(TimestampTz horizon, bool uuid7, IdgenTakeoverCause cause);
+extern TimestampTz idgen_issued_bound(bool uuid7);
 extern TimestampTz idgen_takeover_point(void);
 
 /* shmem.c */

@@ -481,7 +481,7 @@ claim(void)
 	{
 		int64		lead_ms;
 
-		lead_ms = idgen_take_over(handover, false);
+		lead_ms = idgen_take_over(handover, false, IDGEN_TAKEOVER_REGISTRY);
 		if (lead_ms > 0)
 			ereport(LOG,
 					(errmsg("idgen identity (datacenter %d, worker %d) taken over " INT64_FORMAT " ms ahead of this server's clock",

@@ -47,22 +47,29 @@
  *	  reader into a negative figure, and owners never have their slots
  *	  written by anyone else.
  *
- * horizon: the durable horizon; written only by the keeper, after the same
- *	  value is on disk (a write barrier orders the two), and only upwards.
- *	  Generators read it without a lock: a stale value is smaller, so it can
- *	  only make a generator wait, never let it pass the durable value.
+ * horizon: the durable horizon; written by the keeper, after the same
+ *	  value is on disk and, after recovery, in WAL (a write barrier orders
+ *	  them), and upwards.  Generators read it without a lock: a stale value
+ *	  is smaller, so it can only make a generator wait, never let it pass
+ *	  the durable value.  It is lowered in two places, under file_lock: at
+ *	  the end of recovery (horizon_wal.c), before any generator of this
+ *	  identity may run, and when the keeper stops generation (horizon.c,
+ *	  keeper_fence), where generators check it again after their
+ *	  compare-and-swap (clock.c).
  *
  * keeper: the keeper's pid, latch and counters, under keeper.mutex.
  *
- * file_horizon: what the horizon file holds; read and written only under
- *	  file_lock, by whoever writes the file (the keeper, redo).
+ * file_horizon, recovery_ended, fenced: read and written only under
+ *	  file_lock, by whoever writes the file (the keeper, redo) and the end
+ *	  of recovery.
  *
  * takeover: written with compare-and-swap, upwards only, by whoever takes
  *	  an identity over (the end of recovery, the registry worker), after it
  *	  raised the generator words; read without a lock by generators that
  *	  are ahead of the clock (clock.c).  A stale value is smaller: it can
- *	  only make a generator wait.  It is a TimestampTz less a reading of the
- *	  monotonic clock, which is one time line for all processes.
+ *	  only make a generator wait.  It is twice a TimestampTz less a reading
+ *	  of the monotonic clock, which is one time line for all processes.
+ *	  takeover_cause is written just before it, for messages only.
  *
  * replay: what redo learnt from WAL, under replay.mutex (horizon_wal.c).
  *	  The end of recovery raises the generator words with compare-and-swap
@@ -233,8 +240,10 @@ idgen_start_generators(IdgenShared *s)
 	}
 
 	s->file_horizon = horizon;
+	s->recovery_ended = s->fenced = false;
 	pg_atomic_init_u64(&s->horizon.value, (uint64) horizon);
 	pg_atomic_init_u64(&s->takeover.value, 0);
+	s->takeover_cause = IDGEN_TAKEOVER_NONE;
 	for (int g = 0; g < s->ngenes; g++)
 		pg_atomic_init_u64(&s->genes[g],
 						   idgen_layout.valid ?

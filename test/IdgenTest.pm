@@ -13,7 +13,7 @@ use File::Spec;
 
 use Exporter 'import';
 our @EXPORT = qw(idgen_node sql_error stress_client crash_twice faketime_clock hold_reindex
-  no_crash_logged);
+  no_crash_logged start_load read_values compare_values);
 
 # A new cluster with idgen preloaded and the extension created in database
 # "postgres".  %conf holds extra settings (name => value); a setting named
@@ -137,6 +137,44 @@ sub step_clock
 	print $fh "$offset\n";
 	close $fh;
 	rename "$file.tmp", $file or die "$file: $!";
+}
+
+# Start a client that runs $sql on $node again and again until the server
+# has stopped (a failed call is retried while the server still answers),
+# appending every value it was answered to $file.
+sub start_load
+{
+	my ($node, $file, $sql) = @_;
+	return IPC::Run::start(
+		[
+			'bash', '-c',
+			'while psql -X -A -t -q -d "$0" -c "$1" >> "$2" 2>/dev/null ||
+				psql -X -q -d "$0" -c "SELECT 1" > /dev/null 2>&1; do :; done',
+			$node->connstr('postgres'), $sql, $file
+		]);
+}
+
+# The values a start_load client wrote to $file.
+sub read_values
+{
+	my ($file) = @_;
+	open my $fh, '<', $file or die "$file: $!";
+	my @v = grep { $_ ne '' } map { chomp; $_ } <$fh>;
+	close $fh;
+	return @v;
+}
+
+# Compare the values a server issued ($new) with those issued before it
+# ($old): how many repeat, and how many are not above every old one.
+# $numeric: Snowflake IDs (else UUIDs, compared as text).
+sub compare_values
+{
+	my ($old, $new, $numeric) = @_;
+	my %seen = map { $_ => 1 } @$old;
+	my $dups = grep { $seen{$_} } @$new;
+	my $max = (sort { $numeric ? $a <=> $b : $a cmp $b } @$old)[-1];
+	my $not_above = defined $max ? grep { $numeric ? $_ <= $max : $_ le $max } @$new : 0;
+	return ($dups, $not_above);
 }
 
 # Path of the libpq stress client built by `make stress`, next to this

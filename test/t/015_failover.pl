@@ -30,31 +30,10 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
+use Time::HiRes;
 use IdgenTest;
 
 my ($clock_file, $faketime) = faketime_clock();
-
-# Start a client that runs $sql on $node again and again until it fails
-# (the server has stopped), appending every value it was answered to $file.
-sub start_load
-{
-	my ($node, $file, $sql) = @_;
-	return IPC::Run::start(
-		[
-			'bash', '-c',
-			'while psql -X -A -t -q -d "$0" -c "$1" >> "$2" 2>/dev/null; do :; done',
-			$node->connstr('postgres'), $sql, $file
-		]);
-}
-
-sub read_values
-{
-	my ($file) = @_;
-	open my $fh, '<', $file or die "$file: $!";
-	my @v = grep { $_ ne '' } map { chomp; $_ } <$fh>;
-	close $fh;
-	return @v;
-}
 
 # A primary with worker id 1 and a streaming standby of it whose clock is
 # $offset (faketime) behind, or real if undef (libfaketime, reading its
@@ -128,17 +107,6 @@ sub generate_after
 	return (\@ids, \@uuids);
 }
 
-# Compare: duplicates, and how many new values are not above every old one.
-sub compare
-{
-	my ($old, $new, $numeric) = @_;
-	my %seen = map { $_ => 1 } @$old;
-	my $dups = grep { $seen{$_} } @$new;
-	my $max = (sort { $numeric ? $a <=> $b : $a cmp $b } @$old)[-1];
-	my $not_above = grep { $numeric ? $_ <= $max : $_ le $max } @$new;
-	return ($dups, $not_above);
-}
-
 ########################################################################
 # Synchronous replication, standby 30 s behind.
 ########################################################################
@@ -164,10 +132,10 @@ sub compare
 
 	$standby->promote;
 	my ($new_ids, $new_uuids) = generate_after($standby, 100000);
-	my ($dups, $not_above) = compare($old_ids, $new_ids, 1);
+	my ($dups, $not_above) = compare_values($old_ids, $new_ids, 1);
 	is($dups, 0, 'synchronous, 30 s behind: no Snowflake ID repeated');
 	is($not_above, 0, 'every new Snowflake ID is greater than every ID the primary returned');
-	($dups, $not_above) = compare($old_uuids, $new_uuids, 0);
+	($dups, $not_above) = compare_values($old_uuids, $new_uuids, 0);
 	is($dups + $not_above, 0, 'every new UUIDv7 is greater than every UUIDv7 the primary returned');
 
 	my ($lead, $ended) = split /\|/, $standby->safe_psql('postgres',
@@ -178,12 +146,14 @@ sub compare
 	is($standby->safe_psql('postgres', "SELECT borrowed_ms > 0 FROM idgen_stats WHERE kind = 'snowflake'"),
 		't', 'idgen_stats counts the milliseconds issued ahead of the clock');
 
-	# Ahead of its clock, the promoted server runs at full speed: more IDs
+	# Ahead of its clock, the promoted server keeps generating: more IDs
 	# than 2^sequence_bits x (max_drift_ms + 1) = 409 600 (once all a
 	# generator frozen at the horizon could issue), their timestamps
-	# advancing with real time, the lead constant.
-	my $before = $standby->safe_psql('postgres',
-		'SELECT extract(epoch FROM idgen_snowflake_time(idgen_snowflake()) - now())');
+	# advancing at half the pace of real time, so that the lead shrinks by
+	# half the time that passes.
+	my $lead_sql = 'SELECT extract(epoch FROM idgen_snowflake_time(idgen_snowflake()) - clock_timestamp())';
+	my $t0 = Time::HiRes::time();
+	my $before = $standby->safe_psql('postgres', $lead_sql);
 	is($standby->safe_psql('postgres', q{
 			SELECT count(DISTINCT id) FROM (SELECT idgen_snowflake() AS id
 				FROM generate_series(1, 1000000)) s}),
@@ -193,10 +163,11 @@ sub compare
 				FROM generate_series(1, 1000000)) s}),
 		1000000, 'and 1 000 000 distinct UUIDv7');
 	sleep 2;
-	my $after = $standby->safe_psql('postgres',
-		'SELECT extract(epoch FROM idgen_snowflake_time(idgen_snowflake()) - now())');
-	cmp_ok(abs($after - $before), '<', 1,
-		sprintf('the lead stays constant: %.1f s ahead of the clock, then %.1f s', $before, $after));
+	my $after = $standby->safe_psql('postgres', $lead_sql);
+	my $elapsed = Time::HiRes::time() - $t0;
+	cmp_ok(abs(($before - $after) - $elapsed / 2), '<', 0.2 + $elapsed / 10,
+		sprintf('the lead shrinks by half the time that passes: %.1f s ahead of the clock, %.1f s later %.1f s',
+			$before, $elapsed, $after));
 	$standby->stop;
 }
 
@@ -209,14 +180,18 @@ sub compare
 	my ($old_ids, $old_uuids) = load_then_crash($primary, 2);
 	$standby->promote;
 	my $err = sql_error($standby, 'SELECT idgen_snowflake()');
-	like($err, qr/ERROR:  55000: could not generate Snowflake ID: the system clock is \d+ ms behind the IDs of this identity's last holder/,
-		'10 min behind: the promoted server refuses, naming the takeover');
+	like($err, qr/ERROR:  55000: could not generate Snowflake ID: the system clock is \d+ ms behind the IDs this server must start above/,
+		'10 min behind: the promoted server refuses');
+	like($err, qr/DETAIL:  This server was promoted and starts above every ID its former primary may have issued/,
+		'naming the promotion');
+	like($err, qr/HINT:  Synchronize this server's clock with the former primary's/,
+		'and whose clock to check');
 	like($err, qr/idgen.takeover_max_lead/, 'and the setting that bounds it');
 	IdgenTest::step_clock($clock_file, '+0');
 	my ($new_ids, $new_uuids) = generate_after($standby, 100000);
-	my ($dups, $not_above) = compare($old_ids, $new_ids, 1);
+	my ($dups, $not_above) = compare_values($old_ids, $new_ids, 1);
 	is($dups + $not_above, 0, 'once its clock is right: no duplicate, every new ID greater');
-	($dups, $not_above) = compare($old_uuids, $new_uuids, 0);
+	($dups, $not_above) = compare_values($old_uuids, $new_uuids, 0);
 	is($dups + $not_above, 0, 'and every new UUIDv7 greater');
 	$standby->stop;
 }
@@ -229,10 +204,10 @@ sub compare
 	my ($old_ids, $old_uuids) = load_then_crash($primary, 3);
 	$standby->promote;
 	my ($new_ids, $new_uuids) = generate_after($standby, 100000);
-	my ($dups, $not_above) = compare($old_ids, $new_ids, 1);
+	my ($dups, $not_above) = compare_values($old_ids, $new_ids, 1);
 	is($dups, 0, 'asynchronous, 30 s behind: no Snowflake ID repeated (' . scalar(@$old_ids) . ' before, 100000 after)');
 	is($not_above, 0, 'every new Snowflake ID greater than every old one');
-	($dups, $not_above) = compare($old_uuids, $new_uuids, 0);
+	($dups, $not_above) = compare_values($old_uuids, $new_uuids, 0);
 	is($dups + $not_above, 0, 'and every new UUIDv7 greater');
 	$standby->stop;
 }
@@ -250,10 +225,10 @@ sub compare
 	my ($old_ids, $old_uuids) = load_then_crash($primary, 5);
 	$standby->promote;
 	my ($new_ids, $new_uuids) = generate_after($standby, 100000);
-	my ($dups, $not_above) = compare($old_ids, $new_ids, 1);
+	my ($dups, $not_above) = compare_values($old_ids, $new_ids, 1);
 	is($dups, 0, 'asynchronous, 3 s behind after 6 s: no Snowflake ID repeated (' . scalar(@$old_ids) . ' before, 100000 after)');
 	is($not_above, 0, 'every new Snowflake ID greater than every old one');
-	($dups, $not_above) = compare($old_uuids, $new_uuids, 0);
+	($dups, $not_above) = compare_values($old_uuids, $new_uuids, 0);
 	is($dups + $not_above, 0, 'and every new UUIDv7 greater');
 	$standby->stop;
 }
@@ -276,7 +251,7 @@ sub compare
 	}
 	$standby->promote;
 	my ($new_ids) = generate_after($standby, 100000);
-	my ($dups, $not_above) = compare($old_ids, $new_ids, 1);
+	my ($dups, $not_above) = compare_values($old_ids, $new_ids, 1);
 	cmp_ok($not_above, '>', 0,
 		"lagging 3 s with a clock 30 s behind: $not_above new IDs are not above the primary's last ($dups repeated)");
 	my $min_new = (sort { $a <=> $b } @$new_ids)[0];
@@ -297,7 +272,7 @@ sub compare
 	$standby->start;
 	$standby->promote;
 	my ($new_ids) = generate_after($standby, 100000);
-	my ($dups, $not_above) = compare($old_ids, $new_ids, 1);
+	my ($dups, $not_above) = compare_values($old_ids, $new_ids, 1);
 	is($dups + $not_above, 0, 'lagging 3 s with clocks in agreement: no repeat, every new ID greater');
 	$standby->stop;
 }
@@ -391,14 +366,14 @@ sub compare
 	$taker->reload;
 	$taker->poll_query_until('postgres', q{SELECT setting = '10000' FROM pg_settings WHERE name = 'idgen.takeover_max_lead'});
 	like(sql_error($taker, 'SELECT idgen_snowflake()'),
-		qr/ERROR:  55000: could not generate Snowflake ID: the system clock is \d+ ms behind the IDs of this identity's last holder/,
-		'more than idgen.takeover_max_lead behind the last holder: refused, naming the takeover');
+		qr/ERROR:  55000: could not generate Snowflake ID: the system clock is \d+ ms behind the IDs this server must start above\nDETAIL:  This server leased its identity from the registry and starts above every ID the last holder may have issued/,
+		'more than idgen.takeover_max_lead behind the last holder: refused, naming the registry');
 	$taker->append_conf('postgresql.conf', "idgen.takeover_max_lead = '60s'");
 	$taker->reload;
 	$taker->poll_query_until('postgres', q{SELECT setting = '60000' FROM pg_settings WHERE name = 'idgen.takeover_max_lead'});
 
 	my ($new_ids) = generate_after($taker, 100000);
-	my ($dups, $not_above) = compare($old_ids, $new_ids, 1);
+	my ($dups, $not_above) = compare_values($old_ids, $new_ids, 1);
 	is($dups, 0, 'registry takeover by a server 30 s behind: no ID repeated ('
 		  . scalar(@$old_ids) . ' before, 100000 after)');
 	is($not_above, 0, "every ID of the new holder is greater than every ID of the last");
@@ -439,7 +414,7 @@ sub compare
 	my @pids = split /\n/, $primary->safe_psql('postgres',
 		'SELECT idgen_snowflake() FROM generate_series(1, 50000)');
 	is(scalar(@sids), 50000, 'the hot standby generates');
-	my ($dups) = compare(\@pids, \@sids, 1);
+	my ($dups) = compare_values(\@pids, \@sids, 1);
 	is($dups, 0, 'its IDs and its primary\'s are distinct');
 	is($standby->safe_psql('postgres',
 			"SELECT count(DISTINCT datacenter_id || ':' || worker_id) || ' ' || min(datacenter_id || ':' || worker_id)
@@ -494,9 +469,9 @@ sub compare
 	my @all = (@$ids1, @$ids2, @ids3, @$ids4);
 	my %seen;
 	is(scalar(grep { $seen{$_}++ } @all), 0, 'pg_rewind switch-back: no ID repeated over the four phases (' . scalar(@all) . ' IDs)');
-	my ($d, $n2) = compare($ids1, $ids2, 1);
-	my ($d3, $n3) = compare([ @$ids1, @$ids2 ], \@ids3, 1);
-	my ($d4, $n4) = compare([ @$ids1, @$ids2, @ids3 ], $ids4, 1);
+	my ($d, $n2) = compare_values($ids1, $ids2, 1);
+	my ($d3, $n3) = compare_values([ @$ids1, @$ids2 ], \@ids3, 1);
+	my ($d4, $n4) = compare_values([ @$ids1, @$ids2, @ids3 ], $ids4, 1);
 	is($n2 + $n3 + $n4, 0, 'each phase\'s IDs are above every earlier one');
 	$primary->stop;
 }
@@ -526,7 +501,7 @@ sub compare
 		my @old = map { read_values("$dir/$key$_") } (1, 2);
 		my @new = split /\n/, $standby->safe_psql('postgres',
 			"SELECT idgen_seq_next('$key') FROM generate_series(1, 2000)");
-		my ($dups, $not_above) = compare(\@old, \@new, 1);
+		my ($dups, $not_above) = compare_values(\@old, \@new, 1);
 		cmp_ok(scalar(@old), '>', 100, scalar(@old) . " values of the $key key answered by the primary");
 		is($dups, 0, "synchronous failover: no value of the $key key handed out again");
 		is($not_above, 0, "the promoted server's values of the $key key are above the primary's");

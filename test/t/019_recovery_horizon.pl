@@ -1,0 +1,192 @@
+# Scenario: IDs issued right after an end of recovery, then a failover.
+# Every ID a primary issues must lie at or below a horizon that is in its
+# WAL, from the first ID after any end of recovery: a keeper that ran
+# during recovery persisted horizons of its own, which no WAL holds, and a
+# server that published one of those after recovery issued IDs that the
+# next promoted standby issued again.
+#
+#   - double failover: primary P, standby S, standby S1 cascaded from S.
+#     P is stopped, S promoted and loaded, then stopped with -m immediate;
+#     S1 is promoted.  Nothing S issued may repeat on S1.
+#   - crash restart then failover: P with a synchronous standby S.  P is
+#     stopped with -m immediate and started again (crash recovery, the
+#     keeper already running), loaded, stopped with -m immediate again; S
+#     is promoted.  Nothing P issued after its restart may repeat on S.
+#
+# Each is run once made certain (a keeper in recovery that made its horizon
+# 60 s ahead, so that, published after recovery, it would serve for a
+# minute without any record), then IDGEN_FAILOVER_ROUNDS times (default 2)
+# as it happens, with all clocks equal and with the last server promoted
+# 5 s behind (libfaketime).
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(sleep time);
+use IdgenTest;
+
+my ($clock_file, $faketime) = faketime_clock();
+my $rounds = $ENV{IDGEN_FAILOVER_ROUNDS} // 2;
+my $seq = 0;
+
+# A streaming standby of $upstream (a fresh backup of it), its clock
+# $behind seconds behind (libfaketime), with extra settings %conf.
+sub standby_of
+{
+	my ($upstream, $name, $behind, %conf) = @_;
+	$seq++;
+	$upstream->backup("backup$seq");
+	my $node = PostgreSQL::Test::Cluster->new("${name}_$seq");
+	$node->init_from_backup($upstream, "backup$seq", has_streaming => 1);
+	$node->append_conf('postgresql.conf',
+		join('', "wal_retrieve_retry_interval = '100ms'\n", map { "$_ = $conf{$_}\n" } sort keys %conf));
+	IdgenTest::step_clock($clock_file, "-$behind");
+	{
+		local @ENV{ keys %$faketime } = values %$faketime;
+		$node->start;
+	}
+	$node->poll_query_until('postgres', 'SELECT wal_records > 0 FROM idgen_info()')
+	  or die "$name replayed no horizon record";
+	return $node;
+}
+
+# Load $node with Snowflake IDs and UUIDv7 until it stops; returns a
+# function that waits for the clients and returns what they were answered.
+sub load
+{
+	my ($node) = @_;
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	my @clients = (
+		start_load($node, "$dir/ids", 'SELECT idgen_snowflake() FROM generate_series(1, 500)'),
+		start_load($node, "$dir/ids2", 'SELECT idgen_snowflake() FROM generate_series(1, 500)'),
+		start_load($node, "$dir/uuids", 'SELECT idgen_uuid7() FROM generate_series(1, 500)'));
+	return sub {
+		$_->finish for @clients;
+		return ([ read_values("$dir/ids"), read_values("$dir/ids2") ], [ read_values("$dir/uuids") ]);
+	};
+}
+
+# Generate on $node for $seconds: enough IDs that they span as many
+# milliseconds as the server before it issued in.
+sub generate_for
+{
+	my ($node, $seconds) = @_;
+	my (@ids, @uuids);
+	my $end = time + $seconds;
+	while (time < $end)
+	{
+		push @ids, split /\n/, $node->safe_psql('postgres',
+			'SELECT idgen_snowflake() FROM generate_series(1, 5000)');
+		push @uuids, split /\n/, $node->safe_psql('postgres',
+			'SELECT idgen_uuid7() FROM generate_series(1, 2000)');
+	}
+	return (\@ids, \@uuids);
+}
+
+# Check that nothing in $new repeats or falls below $old.
+sub check_after
+{
+	my ($what, $old, $new) = @_;
+	my ($dups, $not_above) = compare_values($old->[0], $new->[0], 1);
+	is("$dups|$not_above", '0|0',
+		sprintf('%s: no Snowflake ID repeated, none below an old one (%d before, %d after)',
+			$what, scalar @{ $old->[0] }, scalar @{ $new->[0] }));
+	($dups, $not_above) = compare_values($old->[1], $new->[1], 0);
+	is("$dups|$not_above", '0|0', "$what: no UUIDv7 repeated, none below an old one");
+}
+
+# Double failover P -> S -> S1.  $certain: S's keeper makes its horizon
+# 60 s ahead while in recovery.  $delay: how long S runs after its
+# promotion before it dies.
+sub double_failover
+{
+	my ($what, $behind, $certain, $delay) = @_;
+	my $p = idgen_node("p$seq", _init => { allows_streaming => 1 }, 'idgen.worker_id' => 1);
+	my $s = standby_of($p, 's', 0);
+	my $s1 = standby_of($s, 's1', $behind);
+	if ($certain)
+	{
+		# (After S1's backup, which would copy the horizon file.)  Then
+		# renewed only when less than 0.6 s is left: none for a minute.
+		$s->append_conf('postgresql.conf', "idgen.horizon_lead = '60s'\n");
+		$s->reload;
+		sleep 1;
+		$s->append_conf('postgresql.conf', "idgen.horizon_lead = '1s'\n");
+		$s->reload;
+	}
+	my $p_done = load($p);
+	sleep 1;
+	$p->stop('immediate');
+	my ($p_ids, $p_uuids) = $p_done->();
+	$s->promote;
+	my $s_done = load($s);
+	sleep $delay;
+	$s->wait_for_catchup($s1, 'replay', $s->lsn('flush')) if $certain;
+	$s->stop('immediate');
+	my ($s_ids, $s_uuids) = $s_done->();
+	cmp_ok(scalar @$s_ids, '>', 0, "$what: the promoted standby issued IDs before it died");
+	$s1->promote;
+	my ($ids, $uuids) = generate_for($s1, 2);
+	check_after($what, [ [ @$p_ids, @$s_ids ], [ @$p_uuids, @$s_uuids ] ], [ $ids, $uuids ]);
+	$s1->stop;
+	$p->clean_node;
+}
+
+# Crash restart then failover: P with synchronous standby S.  $certain:
+# P's keeper makes its horizon 60 s ahead during crash recovery (the WAL of
+# a large insert to replay makes sure it runs before recovery ends).
+# $delay: how long P runs after its restart before it dies again.
+sub crash_restart_then_failover
+{
+	my ($what, $behind, $certain, $delay) = @_;
+	my $p = idgen_node("p$seq", _init => { allows_streaming => 1 }, 'idgen.worker_id' => 1,
+		checkpoint_timeout => "'1h'", max_wal_size => "'4GB'");
+	$p->safe_psql('postgres', 'CREATE TABLE big (n int, pad text)');
+	my $s = standby_of($p, 's', $behind, 'idgen.takeover_max_lead' => "'5min'");
+	$p->safe_psql('postgres',
+		"ALTER SYSTEM SET synchronous_standby_names = '*'; SELECT pg_reload_conf()");
+	$p->poll_query_until('postgres', "SELECT sync_state = 'sync' FROM pg_stat_replication")
+	  or die 'the standby did not become synchronous';
+	my $p_done = load($p);
+	$p->safe_psql('postgres',
+		"INSERT INTO big SELECT g, repeat('x', 200) FROM generate_series(1, 300000) g") if $certain;
+	sleep 1;
+	$p->stop('immediate');
+	$p_done->();
+	$p->append_conf('postgresql.conf', "idgen.horizon_lead = '60s'\n") if $certain;
+	$p->start;
+	if ($certain)
+	{
+		$p->append_conf('postgresql.conf', "idgen.horizon_lead = '1s'\n");
+		$p->reload;
+	}
+	$p_done = load($p);
+	sleep $delay;
+	$p->stop('immediate');
+	my ($p_ids, $p_uuids) = $p_done->();
+	cmp_ok(scalar @$p_ids, '>', 0, "$what: the restarted primary issued IDs before it died");
+	$s->promote;
+	my ($ids, $uuids) = generate_for($s, 2);
+	check_after($what, [ $p_ids, $p_uuids ], [ $ids, $uuids ]);
+	$s->stop;
+	$p->clean_node;
+}
+
+double_failover('double failover, horizon made in recovery, S1 5 s behind', 5, 1, 1.5);
+crash_restart_then_failover('crash restart then failover, horizon made in recovery, S 5 s behind', 5, 1, 1.5);
+
+for my $round (1 .. $rounds)
+{
+	for my $behind (0, 5)
+	{
+		my $delay = 0.04 + rand(0.485);
+		double_failover(sprintf('double failover %d, S1 %d s behind, S died %d ms after its promotion',
+				$round, $behind, $delay * 1000), $behind, 0, $delay);
+		crash_restart_then_failover(sprintf('crash restart then failover %d, S %d s behind', $round, $behind),
+			$behind, 0, 0.2);
+	}
+}
+
+done_testing();
