@@ -42,7 +42,9 @@
  *	  A server that took an identity over (a promoted standby, or a server
  *	  at the end of crash recovery, horizon_wal.c; a registry lease handed
  *	  over, registry.c) raises its generator words above the horizon T that
- *	  bounds the IDs issued before.  If its clock is behind T, the rule
+ *	  bounds the IDs issued before.  So does a server that starts with a
+ *	  horizon file ahead of its clock, when the clock has not gone back
+ *	  since the file was written (shmem.c).  If its clock is behind T, the rule
  *	  above would make it wait until its clock reaches T.  Instead it keeps
  *	  a takeover point that starts at T and advances with the monotonic
  *	  clock at half the pace of real time, whatever the wall clock does:
@@ -157,6 +159,10 @@ takeover_words(const char **what, const char **whose)
 			return;
 		case IDGEN_TAKEOVER_CRASH_RECOVERY:
 			*what = "After crash recovery this server starts above every ID it may have issued before, as its WAL says";
+			*whose = "Check this server's time source";
+			return;
+		case IDGEN_TAKEOVER_RESTART:
+			*what = "After its restart this server starts above every ID it may have issued before, as its horizon file says";
 			*whose = "Check this server's time source";
 			return;
 		case IDGEN_TAKEOVER_REGISTRY:

@@ -46,9 +46,14 @@
  * max_drift_ms + horizon_lead_ms / 2 ahead of the clock, the keeper persists
  * now + max_drift_ms + horizon_lead_ms: about two writes a second with the
  * defaults, while the horizon stays at least lead/2 - interval = 400 ms
- * beyond anything a generator may issue.  After a fast restart generators
- * wait at most horizon_lead_ms for the clock to pass the stored horizon
- * (less max_drift_ms).
+ * beyond anything a generator may issue.
+ *
+ * The file also records when it was written, by this server's clock.  At
+ * start, a horizon ahead of the clock that has not gone back since is
+ * taken over like a promoted standby's (shmem.c, clock.c): generators
+ * continue above it at once and return to the clock at half speed.  A
+ * clock that went back makes them wait for it, at most
+ * idgen.horizon_lead plus the step, or fail with the clock-back error.
  * A generator that reaches the horizon because the keeper is late nudges
  * the keeper's latch and waits, within idgen.clock_wait, then fails.
  *
@@ -87,7 +92,8 @@
 
 #define HORIZON_FILE		"idgen.horizon"
 #define HORIZON_TMP_FILE	"idgen.horizon.tmp"
-#define HORIZON_MAGIC		"idgen horizon 1"
+#define HORIZON_MAGIC_1		"idgen horizon 1"
+#define HORIZON_MAGIC		"idgen horizon 2"
 
 PGDLLEXPORT void idgen_keeper_main(Datum main_arg);
 
@@ -96,8 +102,10 @@ int			idgen_horizon_lead_ms = 1000;
 int			idgen_horizon_interval_ms = 100;
 
 /* ----------
- * The file: "idgen horizon 1 <horizon, microseconds since 2000> <crc>\n",
- * the CRC-32C taken over everything before the last space.
+ * The file: "idgen horizon 2 <horizon> <written at> <crc>\n", both times in
+ * microseconds since 2000 ('written at' by this server's clock), the
+ * CRC-32C taken over everything before the last space.  Version 1, without
+ * 'written at', is still read.
  * ----------
  */
 static pg_crc32c
@@ -112,18 +120,20 @@ horizon_crc(const char *text, size_t len)
 }
 
 /*
- * Read the durable horizon.  Returns false, with the reason in 'why', if
- * the file is missing or not exactly what idgen_horizon_write writes.
- * Never throws: it runs in the postmaster.
+ * Read the durable horizon, and the time it was written (0 if the file
+ * does not say).  Returns false, with the reason in 'why', if the file is
+ * missing or not exactly what horizon_write writes.  Never throws: it runs
+ * in the postmaster.
  */
 bool
-idgen_horizon_read(TimestampTz *horizon, char *why, size_t whylen)
+idgen_horizon_read(TimestampTz *horizon, TimestampTz *written_at, char *why, size_t whylen)
 {
 	char		buf[128];
 	char		body[96];
 	int			fd;
 	ssize_t		n;
 	long long	value;
+	long long	written = 0;
 	unsigned int crc;
 	int			bodylen;
 	char		tail;
@@ -144,26 +154,34 @@ idgen_horizon_read(TimestampTz *horizon, char *why, size_t whylen)
 	}
 	buf[n] = '\0';
 
-	if (sscanf(buf, HORIZON_MAGIC " %lld %8x%c", &value, &crc, &tail) != 3 ||
-		tail != '\n' || (size_t) n != strlen(buf) || buf[n - 1] != '\n')
+	if (sscanf(buf, HORIZON_MAGIC " %lld %lld %8x%c", &value, &written, &crc, &tail) == 4 &&
+		tail == '\n')
+		bodylen = snprintf(body, sizeof(body), HORIZON_MAGIC " %lld %lld", value, written);
+	else if (sscanf(buf, HORIZON_MAGIC_1 " %lld %8x%c", &value, &crc, &tail) == 3 &&
+			 tail == '\n')
+		bodylen = snprintf(body, sizeof(body), HORIZON_MAGIC_1 " %lld", value);
+	else
+		bodylen = -1;
+	if (bodylen < 0 || (size_t) n != strlen(buf) || buf[n - 1] != '\n')
 	{
 		snprintf(why, whylen, "The file \"%s\" is corrupt (not in the expected format).",
 				 HORIZON_FILE);
 		return false;
 	}
-	bodylen = snprintf(body, sizeof(body), HORIZON_MAGIC " %lld", value);
 	if (bodylen >= (int) sizeof(body) || strncmp(buf, body, bodylen) != 0 ||
 		horizon_crc(body, bodylen) != (pg_crc32c) crc)
 	{
 		snprintf(why, whylen, "The file \"%s\" is corrupt (checksum mismatch).", HORIZON_FILE);
 		return false;
 	}
-	if (value <= 0 || !IS_VALID_TIMESTAMP((TimestampTz) value))
+	if (value <= 0 || !IS_VALID_TIMESTAMP((TimestampTz) value) ||
+		written < 0 || !IS_VALID_TIMESTAMP((TimestampTz) written))
 	{
 		snprintf(why, whylen, "The file \"%s\" holds an impossible horizon.", HORIZON_FILE);
 		return false;
 	}
 	*horizon = (TimestampTz) value;
+	*written_at = (TimestampTz) written;
 	return true;
 }
 
@@ -183,7 +201,8 @@ horizon_write(TimestampTz horizon, int elevel)
 	int			len;
 	int			fd;
 
-	bodylen = snprintf(body, sizeof(body), HORIZON_MAGIC " %lld", (long long) horizon);
+	bodylen = snprintf(body, sizeof(body), HORIZON_MAGIC " %lld %lld",
+					   (long long) horizon, (long long) GetCurrentTimestamp());
 	len = snprintf(line, sizeof(line), "%s %08x\n", body,
 				   (unsigned int) horizon_crc(body, bodylen));
 
@@ -471,6 +490,32 @@ keeper_exit(int code, Datum arg)
 }
 
 /*
+ * At start, say so when the horizon is further ahead of the clock than the
+ * keeper keeps it.  Not on a standby or in point-in-time recovery: what they
+ * generate from comes from WAL at the end of recovery.
+ */
+static void
+log_start_lead(TimestampTz horizon)
+{
+	int64		lead_ms = (horizon - GetCurrentTimestamp()) / 1000;
+
+	if (lead_ms <= idgen_horizon_lead_ms ||
+		access(STANDBY_SIGNAL_FILE, F_OK) == 0 || access(RECOVERY_SIGNAL_FILE, F_OK) == 0)
+		return;
+	if (idgen_shared->takeover_cause == IDGEN_TAKEOVER_RESTART)
+		ereport(LOG,
+				(errmsg("idgen generators continue above the durable horizon, " INT64_FORMAT " ms ahead of this server's clock",
+						lead_ms),
+				 errdetail("The IDs issued before the restart ran ahead of this clock, which has not gone back since; generation continues above them and returns to the clock at half speed.")));
+	else
+		ereport(LOG,
+				(errmsg("the system clock is " INT64_FORMAT " ms behind the idgen durable horizon",
+						lead_ms),
+				 errdetail("No identifier issued before the restart is beyond %s; generators wait or fail until the clock is within \"idgen.max_drift\" of it.",
+						   timestamptz_to_str(horizon))));
+}
+
+/*
  * Main entry point of the keeper background worker.
  */
 void
@@ -504,17 +549,7 @@ idgen_keeper_main(Datum main_arg)
 			 errdetail("The durable horizon is %s; it is kept %d ms ahead of the clock, checked every %d ms.",
 					   horizon != 0 ? timestamptz_to_str(horizon) : "not set",
 					   idgen_horizon_lead_ms, idgen_horizon_interval_ms)));
-	/*
-	 * Not on a standby or in point-in-time recovery: what it generates from
-	 * comes from WAL at the end of recovery, not from its own restart.
-	 */
-	if (access(STANDBY_SIGNAL_FILE, F_OK) != 0 && access(RECOVERY_SIGNAL_FILE, F_OK) != 0 &&
-		horizon - GetCurrentTimestamp() > (int64) idgen_horizon_lead_ms * 1000)
-		ereport(LOG,
-				(errmsg("the system clock is " INT64_FORMAT " ms behind the idgen durable horizon",
-						(horizon - GetCurrentTimestamp()) / 1000),
-				 errdetail("No identifier issued before the restart is beyond %s; generators wait or fail until the clock is within \"idgen.max_drift\" of it.",
-						   timestamptz_to_str(horizon))));
+	log_start_lead(horizon);
 
 	round_context = AllocSetContextCreate(TopMemoryContext, "idgen keeper",
 										  ALLOCSET_DEFAULT_SIZES);
@@ -577,7 +612,7 @@ idgen_horizon_init(void)
 							"Sets how far beyond what generators may issue the keeper makes the durable horizon.",
 							"Generators may issue up to \"idgen.max_drift\" ahead of the clock; the keeper "
 							"renews the horizon when less than half of this lead is left beyond that. "
-							"This is also the longest wait for the clock after a fast restart.",
+							"A restart whose clock went back waits for it up to this much plus the step.",
 							&idgen_horizon_lead_ms, 1000, 100, 60 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("idgen.horizon_interval",

@@ -91,6 +91,7 @@ typedef enum IdgenTakeoverCause
 	IDGEN_TAKEOVER_NONE,
 	IDGEN_TAKEOVER_PROMOTION,	/* the end of archive recovery */
 	IDGEN_TAKEOVER_CRASH_RECOVERY,	/* the end of crash recovery */
+	IDGEN_TAKEOVER_RESTART,		/* a start, from the horizon file */
 	IDGEN_TAKEOVER_REGISTRY		/* a lease handed over by the registry */
 } IdgenTakeoverCause;
 
@@ -102,7 +103,8 @@ typedef enum IdgenIdentityState
 	IDGEN_IDENTITY_HELD,		/* leased (valid until valid_until) */
 	IDGEN_IDENTITY_REFUSED,		/* the registry said no */
 	IDGEN_IDENTITY_UNREACHABLE, /* the registry could not be asked */
-	IDGEN_IDENTITY_STOPPED		/* released at shutdown */
+	IDGEN_IDENTITY_STOPPED,		/* released at shutdown */
+	IDGEN_IDENTITY_STANDBY		/* in recovery: the claim waits for promotion */
 } IdgenIdentityState;
 
 /* The registry worker's state, for idgen_identity(); under 'mutex'. */

@@ -70,6 +70,7 @@ static const char *const state_names[] = {
 	[IDGEN_IDENTITY_REFUSED] = "refused",
 	[IDGEN_IDENTITY_UNREACHABLE] = "unreachable",
 	[IDGEN_IDENTITY_STOPPED] = "stopped",
+	[IDGEN_IDENTITY_STANDBY] = "standby",
 };
 
 /*
@@ -210,13 +211,14 @@ idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 ge
 
 		/*
 		 * No lease covers it.  While the worker is still on its first
-		 * attempt (the server has just started), wait for it a little, as
-		 * for the clock.
+		 * attempt (the server has just started, or been promoted), wait
+		 * for it a little, as for the clock.
 		 */
 		SpinLockAcquire(&idgen_shared->registry.mutex);
 		copy = idgen_shared->registry;
 		SpinLockRelease(&idgen_shared->registry.mutex);
-		if (copy.state == IDGEN_IDENTITY_STARTING)
+		if (copy.state == IDGEN_IDENTITY_STARTING ||
+			(copy.state == IDGEN_IDENTITY_STANDBY && !RecoveryInProgress()))
 		{
 			TimestampTz now = GetCurrentTimestamp();
 

@@ -33,6 +33,17 @@
  *	  writing it (a compare-and-swap and a full barrier on either side), and
  *	  generators may run up to idgen.max_drift ahead of the clock.
  *
+ * Standbys
+ *	  A server in recovery whose identity comes from its settings does not
+ *	  claim it until it is promoted.  A standby has its primary's settings
+ *	  (pg_basebackup copies them), so the identity it would claim is its
+ *	  primary's: were the primary's registry process to stop for longer
+ *	  than the ttl and the quarantine (a network partition), the standby
+ *	  would take it, and the primary, back, would be refused for as long
+ *	  as the standby lived.  A standby that leases any free identity
+ *	  (idgen.identity = 'registry') claims one in recovery, and generates
+ *	  under it.
+ *
  * Clock
  *	  The next holder of an identity starts no earlier than the registry's
  *	  expiry plus the quarantine (10 s by default): IDs of the two can only
@@ -729,6 +740,7 @@ idgen_registry_main(Datum main_arg)
 		TimestampTz now;
 		long		wait_ms;
 		bool		ok = true;
+		bool		standby = false;
 		int			retry_ms = Min(REGISTRY_RETRY_MS, idgen_registry_ttl_ms / 3);
 
 		CHECK_FOR_INTERRUPTS();
@@ -752,7 +764,15 @@ idgen_registry_main(Datum main_arg)
 			idgen_remote_set_limits(timeout_ms, now + (TimestampTz) timeout_ms * 1000, false);
 			if (!idgen_remote_connected())
 				ok = connect_registry();
-			if (ok && r->token == 0)
+			if (ok && r->token == 0 && !idgen_identity_from_registry && RecoveryInProgress())
+			{
+				/* See "Standbys" in the file header; checked every round. */
+				idgen_registry_set_state(IDGEN_IDENTITY_STANDBY,
+						  "this server is in recovery: it claims the identity of its settings (its primary's) once promoted");
+				ok = false;
+				standby = true;
+			}
+			else if (ok && r->token == 0)
 				ok = claim();
 			else if (ok)
 			{
@@ -772,7 +792,9 @@ idgen_registry_main(Datum main_arg)
 				}
 			}
 			now = GetCurrentTimestamp();
-			next = now + (TimestampTz) (ok ? idgen_registry_ttl_ms / 3 : retry_ms) * 1000;
+			/* A standby claims within 100 ms of its promotion. */
+			next = now + (TimestampTz) (ok ? idgen_registry_ttl_ms / 3 :
+										standby ? 100 : retry_ms) * 1000;
 			if (ok && renew_at_once)
 			{
 				/* Extend the bound past the horizon taken over. */

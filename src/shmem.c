@@ -227,9 +227,10 @@ static void
 idgen_start_generators(IdgenShared *s)
 {
 	TimestampTz horizon = 0;
+	TimestampTz written_at = 0;
 	char		why[256];
 
-	s->horizon_restored = idgen_horizon_read(&horizon, why, sizeof(why));
+	s->horizon_restored = idgen_horizon_read(&horizon, &written_at, why, sizeof(why));
 	if (!s->horizon_restored)
 	{
 		horizon = 0;
@@ -252,6 +253,16 @@ idgen_start_generators(IdgenShared *s)
 	pg_atomic_init_u64(&s->uuid7_tick.value,
 					   idgen_horizon_start_tick(horizon, IDGEN_UNIX_EPOCH,
 												IDGEN_UUID7_TICK_BITS));
+
+	/*
+	 * A horizon ahead of the clock that has not gone back since the file was
+	 * written (the IDs before ran ahead of the clock, after a takeover or by
+	 * borrowing): continue from it as after a takeover, rather than wait for
+	 * the clock to reach it.  A clock that went back waits or fails as the
+	 * clock policy says.
+	 */
+	if (written_at != 0 && horizon > GetCurrentTimestamp() && GetCurrentTimestamp() >= written_at)
+		(void) idgen_take_over(horizon, true, IDGEN_TAKEOVER_RESTART);
 }
 
 /*

@@ -16,7 +16,9 @@
 # Each version runs test/suite.sh: the build with -Werror and idgen's
 # assertions, the regression and isolation suites, the TAP tests with the
 # libpq stress client, and the check that no test reached an internal
-# error.  Once, on the machine itself:
+# error.  On the machine's own 15, test/t/019_recovery_horizon.pl runs its
+# failover scenarios 10 times each (IDGEN_FAILOVER_ROUNDS; 2 elsewhere).
+# Once, on the machine itself:
 #
 #   metadata       idgen.control, META.json and README.md agree on the version
 #   auto-failover  test/auto_failover.sh: pg_auto_failover (PostgreSQL 15),
@@ -113,7 +115,8 @@ run_version() # VERSION WHERE
 	cp -a "$SNAPSHOT/tree" "$tree"
 	case $where in
 		local) bash "$tree/test/suite.sh" ;;
-		host) PG_CONFIG=$HOST_PG_CONFIG bash "$tree/test/suite.sh" ;;
+		host) IDGEN_FAILOVER_ROUNDS=${IDGEN_FAILOVER_ROUNDS:-10} PG_CONFIG=$HOST_PG_CONFIG \
+			bash "$tree/test/suite.sh" ;;
 		chroot) bash "$tree/test/chroot.sh" "$v" "$tree" \
 			"PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config bash test/suite.sh" ;;
 	esac

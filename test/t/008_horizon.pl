@@ -31,8 +31,8 @@ like($keeper_pid, qr/^\d+$/, 'idgen_info reports the keeper pid');
 like(slurp_file("/proc/$keeper_pid/cmdline"), qr/idgen keeper/,
 	'that process is the "idgen keeper" background worker');
 
-like(slurp_file($horizon_file), qr/^idgen horizon 1 \d+ [0-9a-f]{8}\n$/,
-	'the horizon file is one checksummed line');
+like(slurp_file($horizon_file), qr/^idgen horizon 2 \d+ \d+ [0-9a-f]{8}\n$/,
+	'the horizon file is one checksummed line: the horizon and when it was written');
 
 # The horizon stays ahead of the clock, and is renewed about twice a second,
 # not on every round (idgen.horizon_interval = 100).
@@ -50,7 +50,7 @@ is($failures, '0', 'no failed persist');
 # Horizon as written in the file, as a timestamptz.
 sub file_horizon
 {
-	my ($us) = slurp_file($horizon_file) =~ /^idgen horizon 1 (\d+) /;
+	my ($us) = slurp_file($horizon_file) =~ /^idgen horizon 2 (\d+) /;
 	return "'2000-01-01 00:00:00+00'::timestamptz + $us * interval '1 microsecond'";
 }
 
@@ -149,8 +149,33 @@ for my $case (@bad)
 	is($node->safe_psql('postgres',
 			'SELECT horizon_restored, idgen_snowflake() > 0, idgen_uuid7() IS NOT NULL FROM idgen_info()'),
 		'f|t|t', "$name horizon file: generators start from the wall clock");
-	like(slurp_file($horizon_file), qr/^idgen horizon 1 \d+ [0-9a-f]{8}\n$/,
+	like(slurp_file($horizon_file), qr/^idgen horizon 2 \d+ \d+ [0-9a-f]{8}\n$/,
 		"$name horizon file: the keeper writes a good one again");
+}
+
+# A file of version 1 (the horizon alone) is still read.
+sub crc32c
+{
+	my ($data) = @_;
+	my $crc = 0xFFFFFFFF;
+	for my $byte (unpack 'C*', $data)
+	{
+		$crc ^= $byte;
+		$crc = ($crc >> 1) ^ (($crc & 1) ? 0x82F63B78 : 0) for 1 .. 8;
+	}
+	return $crc ^ 0xFFFFFFFF;
+}
+{
+	my ($horizon) = slurp_file($horizon_file) =~ /^idgen horizon 2 (\d+) /;
+	$node->stop('fast');
+	my $body = "idgen horizon 1 $horizon";
+	open my $fh, '>', $horizon_file or die $!;
+	printf $fh "%s %08x\n", $body, crc32c($body);
+	close $fh;
+	$node->start;
+	is($node->safe_psql('postgres',
+			'SELECT horizon_restored, idgen_snowflake() > (SELECT max(id) FROM ids) FROM idgen_info()'),
+		't|t', 'a version 1 horizon file is read back; IDs above every earlier one');
 }
 
 is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM ids'),

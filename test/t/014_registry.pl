@@ -7,9 +7,11 @@
 #   c          idgen.identity = 'settings' (2:5) claimed from the registry
 #   twin       an unrelated server configured as 2:5: refused
 #   standby    a streaming standby of c (same system identifier, same
-#              settings): refused while c holds 2:5, also once promoted;
-#              takes 2:5 only after c is gone and its lease has run out;
-#              then c, restarted, is the one refused (fencing)
+#              settings): claims nothing while in recovery, even when c's
+#              lease has run out (a partition: c's registry process
+#              stopped); refused while c holds 2:5 once promoted; takes
+#              2:5 only after c is gone and its lease has run out; then c,
+#              restarted, is the one refused (fencing)
 #
 # Then: the registry stopped (a keeps generating on its lease until it
 # runs out, then refuses with a clear error, and recovers when the registry
@@ -119,19 +121,48 @@ is(id_identity($nc), '2:5', 'c goes on generating');
 # (Stopped now: it retries every second and would take 2:5 once c is gone.)
 $twin->stop('fast');
 
-# A standby of c has c's system identifier and settings: refused too, and
-# still refused once promoted while c is alive.
+# A standby of c has c's system identifier and settings: in recovery it
+# claims nothing (the identity of its settings is its primary's), and says
+# so.
 $nc->backup('c_backup');
 my $standby = PostgreSQL::Test::Cluster->new('standby');
 $standby->init_from_backup($nc, 'c_backup', has_streaming => 1);
 $standby->start;
-$standby->poll_query_until('postgres', q{SELECT state = 'refused' FROM idgen_identity()})
-  or die 'the standby was not refused';
+$standby->poll_query_until('postgres', q{SELECT state = 'standby' FROM idgen_identity()})
+  or die 'the standby is not waiting for its promotion';
 is(sysid($standby), sysid($nc), 'the standby has the system identifier of c');
 like($standby->safe_psql('postgres', 'SELECT message FROM idgen_identity()'),
-	qr/system identifier ${\ sysid($nc)}/, 'it is refused: its own system identifier holds 2:5');
+	qr/in recovery: it claims the identity of its settings \(its primary's\) once promoted/,
+	'a standby with the identity of its settings claims nothing in recovery');
+
+# A partition between c and the registry (c's registry process stopped
+# for longer than the lease and the quarantine): the standby does not take
+# 2:5 meanwhile, and c, back, holds 2:5 again.  (Before, the standby took
+# it, generated under it in recovery, and c was refused until the standby
+# restarted.)
+{
+	my $pid = $nc->safe_psql('postgres', 'SELECT process_pid FROM idgen_identity()');
+	kill 'STOP', $pid or die "kill: $!";
+	$registry->poll_query_until('postgres',
+		q{SELECT expires_at < now() - interval '2s' FROM idgen_worker_leases WHERE datacenter_id = 2 AND worker_id = 5})
+	  or die "c's lease did not run out";
+	sleep 2;
+	is($standby->safe_psql('postgres', 'SELECT state FROM idgen_identity()'), 'standby',
+		"c's lease ran out and rested: its standby still claims nothing");
+	is($registry->safe_psql('postgres',
+			q{SELECT count(*) FROM idgen_worker_leases WHERE datacenter_id = 2 AND worker_id = 5 AND expires_at > now()}),
+		'0', 'nobody holds 2:5 meanwhile');
+	kill 'CONT', $pid or die "kill: $!";
+	is(held($nc), '2:5', 'c, reconnected, holds 2:5 again');
+	is(id_identity($nc), '2:5', 'and generates under it');
+}
+
+# Promoted while c is alive: refused, and says why.
 $standby->promote;
-$standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()') or die 'no promotion';
+$standby->poll_query_until('postgres', q{SELECT state = 'refused' FROM idgen_identity()})
+  or die 'the promoted standby was not refused';
+like($standby->safe_psql('postgres', 'SELECT message FROM idgen_identity()'),
+	qr/system identifier ${\ sysid($nc)}/, 'promoted, it is refused: its own system identifier holds 2:5');
 sleep 2;
 like(sql_error($standby, 'SELECT idgen_snowflake()'), qr/holds no Snowflake identity/,
 	'promoted while c lives: it still does not generate under 2:5');

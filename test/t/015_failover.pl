@@ -168,6 +168,20 @@ sub generate_after
 	cmp_ok(abs(($before - $after) - $elapsed / 2), '<', 0.2 + $elapsed / 10,
 		sprintf('the lead shrinks by half the time that passes: %.1f s ahead of the clock, %.1f s later %.1f s',
 			$before, $elapsed, $after));
+
+	# A clean restart while still ahead: its clock has not gone back, so it
+	# continues above its last IDs, ahead of the clock, instead of failing
+	# with "the system clock moved backwards".
+	my $max_before = $standby->safe_psql('postgres', 'SELECT idgen_snowflake()');
+	{
+		local @ENV{ keys %$faketime } = values %$faketime;
+		$standby->restart;
+	}
+	my ($ret, $stdout, $stderr) = $standby->psql('postgres', "SELECT idgen_snowflake() > $max_before");
+	is("$ret|$stdout", '0|t', 'a clean restart, still ahead of its clock: generates at once, above its last IDs')
+	  or diag($stderr);
+	ok($standby->log_contains(qr/idgen generators continue above the durable horizon, \d+ ms ahead of this server's clock/),
+		'the log says why it is ahead');
 	$standby->stop;
 }
 

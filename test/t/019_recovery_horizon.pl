@@ -174,6 +174,35 @@ sub crash_restart_then_failover
 	$p->clean_node;
 }
 
+# Clocks in agreement, a lagging asynchronous standby and a primary far
+# ahead of its clock: a primary may issue IDs up to idgen.max_drift ahead
+# of its clock (here 2 s, with 4 IDs a millisecond, so that a steady load
+# borrows that far), and the standby, down for the primary's last second,
+# replayed a horizon below some of them.  Promoted at once, it starts
+# above its own clock plus idgen.max_drift, past everything the primary
+# issued.  (Before, it started at the replayed horizon, and issued the
+# primary's last IDs again.)
+{
+	my %fast = ('idgen.max_drift' => "'2s'", 'idgen.timestamp_bits' => 51, 'idgen.sequence_bits' => 2);
+	my $p = idgen_node('fast_primary', _init => { allows_streaming => 1 }, 'idgen.worker_id' => 1, %fast);
+	my $s = standby_of($p, 'fast_standby', 0);
+	my $p_done = load($p);
+	sleep 2;
+	$s->stop;
+	sleep 1;
+	is($p->safe_psql('postgres',
+			'SELECT idgen_snowflake_time(idgen_snowflake()) > clock_timestamp() + interval \'1.5 s\''),
+		't', 'the primary borrows more than 1.5 s ahead of its clock');
+	$p->stop('immediate');
+	my ($p_ids, $p_uuids) = $p_done->();
+	$s->start;
+	$s->promote;
+	my ($ids, $uuids) = generate_for($s, 1);
+	check_after('a promotion faster than idgen.max_drift, clocks in agreement, standby lagging 1 s',
+		[ $p_ids, $p_uuids ], [ $ids, $uuids ]);
+	$s->stop;
+}
+
 double_failover('double failover, horizon made in recovery, S1 5 s behind', 5, 1, 1.5);
 crash_restart_then_failover('crash restart then failover, horizon made in recovery, S 5 s behind', 5, 1, 1.5);
 

@@ -1,0 +1,91 @@
+# Scenario: quorum and priority synchronous replication with two standbys,
+# both with clocks 30 s behind (libfaketime).  The synchronous guarantee
+# (nothing the old primary issued repeats, whatever the clocks) holds for a
+# standby that confirmed the horizon records: with FIRST 1 (s1, s2) the one
+# whose sync_state is 'sync', with ANY 1 (s1, s2) one at least as far as
+# the furthest.  A standby whose walreceiver was cut confirmed nothing: it
+# has the asynchronous guarantee only, and with a clock behind it issues
+# the old primary's last IDs again.  The check the documentation gives
+# before a promotion by hand (each standby's pg_last_wal_receive_lsn(),
+# promote the furthest) picks the right one.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IdgenTest;
+
+my ($clock_file, $faketime) = faketime_clock();
+IdgenTest::step_clock($clock_file, '-30');
+
+sub scenario
+{
+	my ($method) = @_;
+	my $primary = idgen_node("${method}_primary", _init => { allows_streaming => 1 },
+		'idgen.worker_id' => 1);
+	$primary->backup("${method}_backup");
+	my %standby;
+	for my $name ("${method}_s1", "${method}_s2")
+	{
+		my $node = PostgreSQL::Test::Cluster->new($name);
+		$node->init_from_backup($primary, "${method}_backup", has_streaming => 1);
+		local @ENV{ keys %$faketime } = values %$faketime;
+		$node->start;
+		$standby{$name} = $node;
+	}
+	my ($s1, $s2) = @standby{ "${method}_s1", "${method}_s2" };
+	$primary->wait_for_catchup($_) for ($s1, $s2);
+	$primary->safe_psql('postgres',
+		"ALTER SYSTEM SET synchronous_standby_names = '$method 1 (${method}_s1, ${method}_s2)'; SELECT pg_reload_conf()");
+	my $expect = $method eq 'FIRST' ? 'sync|potential' : 'quorum|quorum';
+	$primary->poll_query_until('postgres',
+		"SELECT string_agg(sync_state, '|' ORDER BY application_name) FROM pg_stat_replication", $expect)
+	  or die "the standbys are not $expect";
+	pass("$method 1: the standbys are $expect");
+
+	# Cut s2's walreceiver: it streams nothing more.
+	$s2->append_conf('postgresql.conf', "primary_conninfo = 'host=/nonexistent port=1'\n");
+	$s2->reload;
+	$primary->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_replication")
+	  or die 's2 is still streaming';
+
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	my @loads = map { start_load($primary, "$dir/ids$_", 'SELECT idgen_snowflake() FROM generate_series(1, 1000)') } (1, 2);
+	sleep 3;
+	$primary->stop('immediate');
+	$_->finish for @loads;
+	my @old = map { read_values("$dir/ids$_") } (1, 2);
+
+	# The check before a promotion by hand.
+	my %received = map {
+		$_ => $standby{$_}->safe_psql('postgres', "SELECT pg_last_wal_receive_lsn() - '0/0'")
+	} keys %standby;
+	my ($furthest, $other) = sort { $received{$b} <=> $received{$a} } keys %received;
+	is($furthest, "${method}_s1", "$method 1: the standby that received the most WAL is the one that confirmed");
+
+	for my $name ($furthest, $other)
+	{
+		$standby{$name}->promote;
+		my @new = split /\n/, $standby{$name}->safe_psql('postgres',
+			'SELECT idgen_snowflake() FROM generate_series(1, 200000)');
+		my ($dups, $not_above) = compare_values(\@old, \@new, 1);
+		if ($name eq $furthest)
+		{
+			is("$dups|$not_above", '0|0',
+				"$method 1, promoting the standby that confirmed: nothing repeats (" . scalar(@old) . ' IDs before)');
+		}
+		else
+		{
+			cmp_ok($not_above, '>', 0,
+				"$method 1, promoting the standby that did not confirm, 30 s behind: $not_above IDs not above the old primary's ($dups repeated), the asynchronous case");
+		}
+		$standby{$name}->stop;
+	}
+}
+
+scenario('FIRST');
+scenario('ANY');
+
+done_testing();
