@@ -203,6 +203,70 @@ sub crash_restart_then_failover
 	$s->stop;
 }
 
+# A crash restart with the clock back by more than idgen.takeover_max_lead:
+# the refusal names the server's own IDs before the crash, not a takeover
+# from another server.
+{
+	my $node = idgen_node('crash_back', _init => { allows_streaming => 1 },
+		'idgen.takeover_max_lead' => "'1s'");
+	$node->safe_psql('postgres', 'SELECT idgen_snowflake() FROM generate_series(1, 1000)');
+	$node->stop('immediate');
+	IdgenTest::step_clock($clock_file, '-5');
+	{
+		local @ENV{ keys %$faketime } = values %$faketime;
+		$node->start;
+	}
+	my $err = sql_error($node, 'SELECT idgen_snowflake()');
+	like($err, qr/ERROR:  55000: could not generate Snowflake ID: the system clock is \d+ ms behind the IDs this server must start above\nDETAIL:  After crash recovery this server starts above every ID it may have issued before, as its WAL says/,
+		'a crash restart with the clock 5 s back: the refusal names the IDs before the crash');
+	like($err, qr/HINT:  Check this server's time source/, 'and asks to check the time source');
+	$node->stop;
+}
+
+# Point-in-time recovery with the original gone and the restored server's
+# clock 30 s behind: it starts above the horizons it replayed (the
+# original's IDs up to about the target), but the original's IDs after the
+# target are in no WAL it read, and it issues them again: the
+# asynchronous-lag case, with a lag of now - target, as documented.
+{
+	my $p = idgen_node('pitr_original', _init => { has_archiving => 1, allows_streaming => 1 },
+		'idgen.worker_id' => 1);
+	$p->safe_psql('postgres', 'CREATE TABLE t (n int)');
+	$p->backup('pitr_backup');
+	my $p_done = load($p);
+	sleep 1;
+	my $target = $p->safe_psql('postgres', 'SELECT clock_timestamp()');
+	sleep 0.5;
+	# A commit after the target, archived, for recovery to stop at.
+	$p->safe_psql('postgres', 'INSERT INTO t VALUES (1)');
+	my $walfile = $p->safe_psql('postgres', 'SELECT pg_walfile_name(pg_current_wal_lsn())');
+	$p->safe_psql('postgres', 'SELECT pg_switch_wal()');
+	$p->poll_query_until('postgres', "SELECT last_archived_wal >= '$walfile' FROM pg_stat_archiver")
+	  or die 'the WAL was not archived';
+	sleep 1.5;
+	$p->stop('immediate');
+	my ($p_ids) = $p_done->();
+
+	my $r = PostgreSQL::Test::Cluster->new('pitr_restored');
+	$r->init_from_backup($p, 'pitr_backup', has_restoring => 1);
+	$r->append_conf('postgresql.conf',
+		"recovery_target_time = '$target'\nrecovery_target_action = 'promote'\n");
+	IdgenTest::step_clock($clock_file, '-30');
+	{
+		local @ENV{ keys %$faketime } = values %$faketime;
+		$r->start;
+	}
+	$r->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()') or die 'no end of recovery';
+	my ($ids) = generate_for($r, 1);
+	my ($dups, $not_above) = compare_values($p_ids, $ids, 1);
+	cmp_ok($not_above, '>', 0,
+		"point-in-time recovery, original gone, clock 30 s behind: $not_above IDs not above the original's ($dups repeated)");
+	my $min_new = (sort { $a <=> $b } @$ids)[0];
+	is($r->safe_psql('postgres', "SELECT idgen_snowflake_time($min_new) > wal_horizon FROM idgen_info()"),
+		't', 'every new ID above the last horizon the restored server replayed');
+	$r->stop;
+}
+
 double_failover('double failover, horizon made in recovery, S1 5 s behind', 5, 1, 1.5);
 crash_restart_then_failover('crash restart then failover, horizon made in recovery, S 5 s behind', 5, 1, 1.5);
 

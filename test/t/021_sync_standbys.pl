@@ -88,4 +88,36 @@ sub scenario
 scenario('FIRST');
 scenario('ANY');
 
+# A standby with recovery_min_apply_delay: while the primary commits, replay
+# waits before each commit and the horizon records behind it wait too, so
+# wal_horizon lags by about the delay and "it stopped while replication
+# streams" is no alarm there.  The check the documentation gives instead
+# holds: the primary's keeper persisted its horizon less than a second ago,
+# and the standby's flush_lsn in pg_stat_replication passes what the
+# primary has written.
+{
+	IdgenTest::step_clock($clock_file, '+0');
+	my $primary = idgen_node('delay_primary', _init => { allows_streaming => 1 });
+	$primary->safe_psql('postgres', 'CREATE TABLE t (n int)');
+	$primary->backup('delay_backup');
+	my $standby = PostgreSQL::Test::Cluster->new('delay_standby');
+	$standby->init_from_backup($primary, 'delay_backup', has_streaming => 1);
+	$standby->append_conf('postgresql.conf', "recovery_min_apply_delay = '3s'\n");
+	$standby->start;
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	my $commits = start_load($primary, "$dir/commits", 'INSERT INTO t VALUES (1)');
+	sleep 5;
+	is($standby->safe_psql('postgres', 'SELECT wal_horizon < now() FROM idgen_info()'), 't',
+		'delayed standby, primary committing: wal_horizon lags behind the clock');
+	is($primary->safe_psql('postgres', q{SELECT now() - horizon_persisted_at < interval '1 s' FROM idgen_info()}),
+		't', 'the documented check on the primary: its keeper persisted a horizon within the last second');
+	my $lsn = $primary->lsn('write');
+	ok($primary->poll_query_until('postgres',
+			"SELECT flush_lsn >= '$lsn' FROM pg_stat_replication"),
+		'and the delayed standby flushes what the primary writes');
+	$primary->stop;
+	$commits->finish;
+	$standby->stop;
+}
+
 done_testing();
