@@ -130,6 +130,13 @@ monotonic_us(void)
 	return (int64) INSTR_TIME_GET_MICROSEC(now);
 }
 
+/* The takeover point now, of the takeover word 'base' (not 0). */
+static inline TimestampTz
+takeover_point_of(uint64 base)
+{
+	return ((TimestampTz) base + monotonic_us()) / 2;
+}
+
 /*
  * The takeover point now (see the file header), 0 if this server took no
  * identity over.  idgen_shared->takeover holds 2T - mono(takeover), so
@@ -141,7 +148,7 @@ idgen_takeover_point(void)
 {
 	uint64		base = pg_atomic_read_u64(&idgen_shared->takeover.value);
 
-	return base == 0 ? 0 : ((TimestampTz) base + monotonic_us()) / 2;
+	return base == 0 ? 0 : takeover_point_of(base);
 }
 
 /*
@@ -231,19 +238,25 @@ horizon_error(const IdgenTickClock *c, int64 next_ms)
 /*
  * The time generators go by: the wall clock 'wall', or the takeover point
  * while that is ahead of it within idgen.takeover_max_lead (see the file
- * header).
+ * header).  Once the wall clock has caught up with the point (which runs
+ * slower), the takeover is over: the word is cleared, by compare-and-swap
+ * from the value read (a takeover raising it meanwhile wins), and later
+ * calls take the fast path again.  A wall clock that steps back after that
+ * is met by the clock policy, as on any server.
  */
 static inline TimestampTz
 effective_now(TimestampTz wall)
 {
+	uint64		base = pg_atomic_read_u64(&idgen_shared->takeover.value);
 	TimestampTz takeover;
 
-	if (likely(pg_atomic_read_u64(&idgen_shared->takeover.value) == 0))
+	if (likely(base == 0))
 		return wall;
-	takeover = idgen_takeover_point();
-	if (takeover > wall &&
-		takeover - wall <= (TimestampTz) idgen_takeover_max_lead_ms * 1000)
-		return takeover;
+	takeover = takeover_point_of(base);
+	if (takeover > wall)
+		return takeover - wall <= (TimestampTz) idgen_takeover_max_lead_ms * 1000 ?
+			takeover : wall;
+	(void) pg_atomic_compare_exchange_u64(&idgen_shared->takeover.value, &base, 0);
 	return wall;
 }
 
