@@ -18,6 +18,11 @@
 # minute without any record), then IDGEN_FAILOVER_ROUNDS times (default 2)
 # as it happens, with all clocks equal and with the last server promoted
 # 5 s behind (libfaketime).
+#
+# Also at the end of recovery: a promotion faster than idgen.max_drift
+# with clocks in agreement; a crash restart with the clock back beyond
+# idgen.takeover_max_lead (the refusal names the server's own IDs); and
+# point-in-time recovery with the original gone (the documented hole).
 use strict;
 use warnings;
 
