@@ -8,6 +8,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
+use Time::HiRes;
 use File::Basename qw(dirname);
 use File::Spec;
 
@@ -97,11 +98,20 @@ sub crash_twice
 		"SELECT pid FROM pg_stat_activity WHERE application_name = 'idgen_stress' LIMIT 1");
 	like($victim, qr/^\d+$/, "found a backend $what");
 	kill 'KILL', $victim or die "kill: $!";
+	# The postmaster logs the death when it reaps the process, then
+	# restarts every process; a connection made before it reaped it would
+	# answer at once.  So wait for the line first, then for the server.
+	# ("server process" before 18, the process's type ("client backend")
+	# since.)
+	my $logged = 0;
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		last if $logged = $node->log_contains(qr/\(PID $victim\) was terminated by signal 9/);
+		Time::HiRes::usleep(100_000);
+	}
+	ok($logged, 'SIGKILL of a backend: the postmaster crash-restarted');
 	$node->poll_query_until('postgres', 'SELECT 1', '1')
 	  or die 'server did not come back after the crash';
-	# "server process" before 18, the process's type ("client backend") since.
-	ok($node->log_contains(qr/\(PID $victim\) was terminated by signal 9/),
-		'SIGKILL of a backend: the postmaster crash-restarted');
 	sleep 2;
 	$node->stop('immediate');
 	$node->start;
