@@ -267,6 +267,14 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'idgen_worker_purge'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- The horizon of an id whose lease has ended, set by an administrator who
+-- knows how far its holders issued; the horizon it had.
+CREATE FUNCTION @extschema@.idgen_worker_reset_horizon(datacenter_id int, worker_id int,
+    horizon timestamptz DEFAULT NULL)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'idgen_worker_reset_horizon'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 -- A server's own identity, when this server is the registry of others
 -- (idgen.registry on those): called by their "idgen registry" workers, and
 -- renewed and released with idgen_worker_renew / idgen_worker_release.
@@ -291,7 +299,8 @@ REVOKE ALL ON FUNCTION @extschema@.idgen_server_lease(bigint, text, interval, in
 REVOKE ALL ON FUNCTION @extschema@.idgen_worker_acquire(text, interval, int, boolean),
     @extschema@.idgen_worker_renew(int, bigint, interval, timestamptz),
     @extschema@.idgen_worker_release(int, bigint, timestamptz),
-    @extschema@.idgen_worker_purge() FROM PUBLIC;
+    @extschema@.idgen_worker_purge(),
+    @extschema@.idgen_worker_reset_horizon(int, int, timestamptz) FROM PUBLIC;
 
 -- Every lease with its state: held, quarantine (ended, the id resting for
 -- idgen.worker_quarantine) or free.  A session-bound lease is held while its
@@ -487,6 +496,8 @@ COMMENT ON FUNCTION @extschema@.idgen_worker_release(int, bigint, timestamptz) I
     'end a worker-id lease; false if already released (granted roles)';
 COMMENT ON FUNCTION @extschema@.idgen_worker_purge() IS
     'end the leases of closed sessions and delete the leases whose id has rested (admin)';
+COMMENT ON FUNCTION @extschema@.idgen_worker_reset_horizon(int, int, timestamptz) IS
+    'set the horizon of an id whose lease has ended; the horizon it had (admin)';
 COMMENT ON VIEW @extschema@.idgen_worker_leases IS
     'every worker-id lease with its state: held, quarantine or free (admin)';
 COMMENT ON FUNCTION @extschema@.idgen_server_lease(bigint, text, interval, int, int, timestamptz) IS

@@ -64,21 +64,74 @@ SELECT holder, system_identifier, state FROM idgen_worker_leases WHERE datacente
 
 -- Handover: a holder reports the bound of its IDs with its claim and every
 -- renewal (the greatest is kept), and with its release what it did issue;
--- the next holder of the id is told it, and starts above it.
+-- the next holder of the id is told it, and starts above it.  Times are
+-- shown relative to t0.
+SELECT now() AS t0 \gset
 SELECT token AS h1, handover_horizon IS NULL AS first_holder
-FROM idgen_server_lease(404, 'server D', '30 s', 1, 1, horizon => '2030-01-01 00:00:10+00') \gset
+FROM idgen_server_lease(404, 'server D', '30 s', 1, 1, horizon => :'t0'::timestamptz + interval '10 s') \gset
 SELECT :'first_holder' AS first_holder;
-SELECT idgen_worker_renew(1, :h1, horizon => '2030-01-01 00:00:30+00') > now() AS renewed;
-SELECT idgen_worker_renew(1, :h1, horizon => '2030-01-01 00:00:20+00') > now() AS renewed_lower;
-SELECT horizon, handover_horizon FROM idgen_worker_leases WHERE datacenter_id = 1 AND worker_id = 1;
-SELECT idgen_worker_release(1, :h1, '2030-01-01 00:00:05+00');
-SELECT horizon FROM idgen_worker_leases WHERE datacenter_id = 1 AND worker_id = 1;
-SELECT token AS h2, handover_horizon
-FROM idgen_server_lease(505, 'server E', '30 s', 1, 1, horizon => '2030-01-01 00:00:01+00') \gset
+SELECT idgen_worker_renew(1, :h1, horizon => :'t0'::timestamptz + interval '30 s') > now() AS renewed;
+SELECT idgen_worker_renew(1, :h1, horizon => :'t0'::timestamptz + interval '20 s') > now() AS renewed_lower;
+SELECT horizon - :'t0' AS horizon, handover_horizon - :'t0' AS handover_horizon
+FROM idgen_worker_leases WHERE datacenter_id = 1 AND worker_id = 1;
+SELECT idgen_worker_release(1, :h1, :'t0'::timestamptz + interval '5 s');
+SELECT horizon - :'t0' AS horizon FROM idgen_worker_leases WHERE datacenter_id = 1 AND worker_id = 1;
+SELECT token AS h2, handover_horizon - :'t0' AS handover_horizon
+FROM idgen_server_lease(505, 'server E', '30 s', 1, 1, horizon => :'t0'::timestamptz + interval '1 s') \gset
 SELECT :'handover_horizon' AS handover_horizon;
 -- A release never brings it below where the lease began.
-SELECT idgen_worker_release(1, :h2, '2029-01-01 00:00:00+00');
-SELECT horizon, handover_horizon FROM idgen_worker_leases WHERE datacenter_id = 1 AND worker_id = 1;
+SELECT idgen_worker_release(1, :h2, :'t0'::timestamptz - interval '1 year');
+SELECT horizon - :'t0' AS horizon, handover_horizon - :'t0' AS handover_horizon
+FROM idgen_worker_leases WHERE datacenter_id = 1 AND worker_id = 1;
+
+-- A horizon beyond what the lease's holder can issue is refused: beyond
+-- the lease's end (now + ttl; now for a release) plus idgen.worker_quarantine,
+-- idgen.takeover_max_lead and idgen.max_drift (0 + 60 s + 100 ms here).
+\set VERBOSITY sqlstate
+SELECT * FROM idgen_server_lease(707, 'server G', '30 s', 1, 2, horizon => now() + interval '91 s');
+SELECT token AS g1 FROM idgen_server_lease(707, 'server G', '30 s', 1, 2,
+    horizon => now() + interval '89 s') \gset
+SELECT idgen_worker_renew(2, :g1, horizon => now() + interval '99 years');
+SELECT idgen_worker_release(2, :g1, now() + interval '61 s');
+\set VERBOSITY default
+SELECT idgen_worker_release(2, :g1, now());
+-- A horizon written before that rule (or by hand) is handed over only as far
+-- as its lease's end plus the same reach: the next holder starts there, not
+-- 99 years ahead.
+UPDATE idgen_worker_lease SET horizon = now() + interval '99 years',
+    released_at = :'t0'::timestamptz - interval '1 min'
+WHERE id = (1 << 5) | 2;
+SELECT token AS g2, handover_horizon - :'t0' AS handover_horizon
+FROM idgen_server_lease(808, 'server H', '30 s', 1, 2) \gset
+SELECT :'handover_horizon' AS handover_horizon;
+SELECT horizon - :'t0' AS horizon FROM idgen_worker_leases WHERE datacenter_id = 1 AND worker_id = 2;
+
+-- idgen_worker_reset_horizon: an administrator sets the horizon of an id
+-- whose lease has ended; it returns the one it had.  A held lease's is
+-- its holder's.
+\set VERBOSITY terse
+SELECT idgen_worker_reset_horizon(1, 2, now());
+\set VERBOSITY default
+SELECT idgen_worker_release(2, :g2);
+SELECT idgen_worker_reset_horizon(1, 2, :'t0'::timestamptz + interval '3 s') - :'t0' AS was;
+SELECT horizon - :'t0' AS horizon FROM idgen_worker_leases WHERE datacenter_id = 1 AND worker_id = 2;
+SELECT idgen_worker_reset_horizon(1, 2) - :'t0' AS was;
+SELECT horizon FROM idgen_worker_leases WHERE datacenter_id = 1 AND worker_id = 2;
+SELECT idgen_worker_reset_horizon(1, 30);
+SELECT idgen_worker_reset_horizon(1, 32);
+SELECT idgen_worker_reset_horizon(NULL, 2);
+SELECT idgen_worker_reset_horizon(1, 2, 'infinity');
+
+-- A new token is above every token in the table, also when this server's
+-- clock is behind the one that gave them (a table restored elsewhere):
+-- here the last token of id (1, 2) is made an hour ahead of the clock.
+UPDATE idgen_worker_lease SET token = token + (3600000::bigint << 12) WHERE id = (1 << 5) | 2
+RETURNING token AS ahead \gset
+SELECT token AS i1, token > :ahead AS above_the_table
+FROM idgen_server_lease(909, 'server I', '30 s', 1, 2) \gset
+SELECT :'above_the_table' AS above_the_table;
+SELECT idgen_worker_release(2, :i1);
+
 -- The purge keeps a row with a horizon (the id's only record of it), even
 -- long after its release, and deletes a row without one that has rested.
 UPDATE idgen_worker_lease SET released_at = now() - interval '1 day' WHERE token = :h2;
@@ -87,7 +140,7 @@ FROM idgen_server_lease(606, 'server F', '30 s', 2, 9) \gset
 SELECT idgen_worker_release(9, :horizonless_token);
 UPDATE idgen_worker_lease SET released_at = now() - interval '1 day' WHERE token = :horizonless_token;
 SELECT idgen_worker_purge() AS purged;
-SELECT datacenter_id, worker_id, horizon FROM idgen_worker_leases
+SELECT datacenter_id, worker_id, horizon - :'t0' AS horizon FROM idgen_worker_leases
 WHERE (datacenter_id, worker_id) IN ((1, 1), (2, 9));
 -- Any free identity: never this server's own, never one that is held.
 SELECT (datacenter_id, worker_id) NOT IN ((3, 7), (2, 5)) AS free_one

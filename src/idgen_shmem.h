@@ -147,10 +147,31 @@ typedef struct IdgenLeaseFence
 	TimestampTz dropped[IDGEN_LEASE_FENCE_IDS + 1];
 } IdgenLeaseFence;
 
+/*
+ * When a lease bound to a session was first seen to have lost its session
+ * (its id's advisory lock free), per database, id and token (0: a lease of
+ * a dropped table, known only from the fence): its quarantine runs from
+ * then, even if the transaction that saw it rolls back.  A full table
+ * forgets its oldest entry; a forgotten lease rests again from the next
+ * time it is seen, which is later, so forgetting is safe.
+ */
+#define IDGEN_LEASE_SESSION_ENDS	64
+
+typedef struct IdgenSessionEnd
+{
+	Oid			dbid;			/* InvalidOid: a free entry */
+	int32		id;
+	int64		token;
+	TimestampTz seen_at;
+} IdgenSessionEnd;
+
 typedef struct IdgenLeaseFences
 {
 	LWLock	   *lock;			/* rarely taken: a grant, renewal or claim */
 	IdgenLeaseFence db[IDGEN_LEASE_FENCE_DATABASES];
+	IdgenSessionEnd session_ends[IDGEN_LEASE_SESSION_ENDS];
+	/* the last lease token given out (lease.c: above every token in the table) */
+	int64		last_token;
 } IdgenLeaseFences;
 
 /*

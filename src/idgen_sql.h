@@ -12,7 +12,7 @@
 #include "executor/spi.h"
 
 /* owner_sql.c: see there */
-#define IDGEN_MAX_SQL_ARGS			12
+#define IDGEN_MAX_SQL_ARGS			13
 
 typedef struct IdgenFunction
 {

@@ -43,7 +43,38 @@
  *	  (sub)transaction aborts, or the lease is released).  Whoever can lock
  *	  such an id knows the session is gone and ends the lease then: the
  *	  purge (the purge worker, every idgen.purge_interval) or an acquirer
- *	  passing by; the quarantine runs from that moment.
+ *	  passing by; the quarantine runs from that moment, which shared memory
+ *	  keeps (IdgenSessionEnd) so that an acquirer whose transaction fails
+ *	  does not take it back with its rollback.
+ *
+ * Horizons
+ *	  A server's lease (idgen_server_lease, registry.c) carries a horizon:
+ *	  no ID of the id's holders reaches it.  The next holder starts above
+ *	  it, so a horizon too far ahead would stop that holder for as long as
+ *	  it is ahead.  A holder's IDs are near its clock: ahead of it by at
+ *	  most idgen.takeover_max_lead plus idgen.max_drift, and its clock ahead
+ *	  of this server's by at most idgen.worker_quarantine (the rest an id
+ *	  takes covers that much skew anyway).  So no ID of a lease is beyond
+ *	  its end plus that sum, the "reach": a horizon reported beyond the
+ *	  lease's end plus the reach is refused, and one taken over is never
+ *	  taken beyond the end of the lease that reported it plus the reach.
+ *	  Only servers' leases report horizons: an application's lease cannot,
+ *	  so no role granted the application functions can make a server
+ *	  start anywhere.  idgen_worker_reset_horizon() lets an administrator
+ *	  see and set an ended lease's horizon.
+ *
+ * Limits
+ *	  idgen.worker_max_ttl caps a lease's ttl, idgen.worker_max_per_role the
+ *	  leases a role holds at once (counted under a lock on the role, so two
+ *	  sessions of one role cannot both take the last).  Both can be set per
+ *	  role by a superuser (ALTER ROLE ... SET) and not by the role itself.
+ *
+ * Tokens
+ *	  A new token is the next tick of the UUIDv7 clock, but above every
+ *	  token in the table and every token given out since the server
+ *	  started: a table restored onto a server whose clock is behind the
+ *	  one that made it still gets tokens above its own, so a store that
+ *	  fences holders by the highest token never takes an old holder back.
  *
  *-------------------------------------------------------------------------
  */
@@ -74,9 +105,12 @@ PG_FUNCTION_INFO_V1(idgen_worker_renew);
 PG_FUNCTION_INFO_V1(idgen_worker_release);
 PG_FUNCTION_INFO_V1(idgen_worker_purge);
 PG_FUNCTION_INFO_V1(idgen_server_lease);
+PG_FUNCTION_INFO_V1(idgen_worker_reset_horizon);
 
-/* Setting: how long a worker id rests after its lease ends. */
+/* Settings: how long a worker id rests after its lease ends; limits. */
 int			idgen_worker_quarantine_ms = 10 * 1000;
+int			idgen_worker_max_ttl_s = SECS_PER_DAY;
+int			idgen_worker_max_per_role = 0;
 
 /* Longest holder name, in bytes. */
 #define IDGEN_LEASE_MAX_HOLDER	256
@@ -97,11 +131,24 @@ enum
 	Q_SESSIONS,					/* session-bound leases not known to have ended */
 	Q_ENDED,					/* leases that ended before $1 */
 	Q_DELETE,					/* delete lease $2 of id $1 if it ended before $3 */
+	Q_MAX_TOKEN,				/* the greatest token in the table */
+	Q_ROLE_HELD,				/* leases of role $1 not ended before $2 */
+	Q_HORIZON,					/* id $1's horizon and when its lease ended */
+	Q_SET_HORIZON,				/* set id $1's horizon to $2 */
 	NUM_QUERIES
 };
 
 #define LEASE_ENDED_BEFORE(ts) \
 	"COALESCE((COALESCE(released_at, expires_at) OPERATOR(pg_catalog.<=) " ts "), false)"
+
+/*
+ * The horizon an ended lease's holders can have reached (see "Horizons"
+ * below): the one they reported, but no further than the lease's end plus
+ * the reach ($13).  NULL stays NULL (LEAST alone would ignore it).
+ */
+#define REACHED_HORIZON \
+	"CASE WHEN l.horizon IS NULL THEN NULL ELSE LEAST(l.horizon, " \
+	"COALESCE(l.released_at, l.expires_at) OPERATOR(pg_catalog.+) $13) END"
 
 static const IdgenStatement statement_list[NUM_QUERIES] = {
 	[Q_BUSY] = {
@@ -121,11 +168,13 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"acquired_by = excluded.acquired_by, acquired_at = excluded.acquired_at, "
 		"renewed_at = excluded.renewed_at, expires_at = excluded.expires_at, released_at = NULL, "
 		"system_identifier = excluded.system_identifier, "
-		"horizon = GREATEST(l.horizon, excluded.horizon), handover_horizon = l.horizon "
+		"horizon = GREATEST(" REACHED_HORIZON ", excluded.horizon), "
+		"handover_horizon = " REACHED_HORIZON " "
 		"WHERE COALESCE((COALESCE(l.released_at, l.expires_at) OPERATOR(pg_catalog.<=) $9), false) "
 		"RETURNING token, handover_horizon",
-		12, {INT4OID, TEXTOID, INT8OID, INTERVALOID, BOOLOID, OIDOID,
-		TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, BOOLOID}
+		13, {INT4OID, TEXTOID, INT8OID, INTERVALOID, BOOLOID, OIDOID,
+		TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, BOOLOID,
+		INTERVALOID}
 	},
 	[Q_HOLDER] = {
 		"SELECT holder, system_identifier, COALESCE(released_at, expires_at) "
@@ -139,7 +188,8 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		3, {INT4OID, INT8OID, TIMESTAMPTZOID}
 	},
 	[Q_BY_TOKEN] = {
-		"SELECT id, holder, ttl, session_bound, acquired_by, expires_at, released_at "
+		"SELECT id, holder, ttl, session_bound, acquired_by, expires_at, released_at, "
+		"system_identifier IS NOT NULL "
 		"FROM %1$s.idgen_worker_lease WHERE token OPERATOR(pg_catalog.=) $1",
 		1, {INT8OID}
 	},
@@ -181,6 +231,24 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"AND horizon IS NULL AND " LEASE_ENDED_BEFORE("$3"),
 		3, {INT4OID, INT8OID, TIMESTAMPTZOID}
 	},
+	[Q_MAX_TOKEN] = {
+		"SELECT max(token) FROM %1$s.idgen_worker_lease",
+		0, {InvalidOid}
+	},
+	[Q_ROLE_HELD] = {
+		"SELECT count(*) FROM %1$s.idgen_worker_lease "
+		"WHERE (acquired_by OPERATOR(pg_catalog.=) $1) AND NOT " LEASE_ENDED_BEFORE("$2"),
+		2, {OIDOID, TIMESTAMPTZOID}
+	},
+	[Q_HORIZON] = {
+		"SELECT horizon, COALESCE(released_at, expires_at), holder "
+		"FROM %1$s.idgen_worker_lease WHERE id OPERATOR(pg_catalog.=) $1",
+		1, {INT4OID}
+	},
+	[Q_SET_HORIZON] = {
+		"UPDATE %1$s.idgen_worker_lease SET horizon = $2 WHERE id OPERATOR(pg_catalog.=) $1",
+		2, {INT4OID, TIMESTAMPTZOID}
+	},
 };
 
 static SPIPlanPtr plans[NUM_QUERIES];
@@ -209,6 +277,8 @@ static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, Invalid
  */
 #define IDGEN_LEASE_LOCK_CLASS		0x6964
 #define IDGEN_LEASE_LOCK_KEY		0x69646765
+/* The lock on a role while its leases are counted (check_role_limit): "ro" */
+#define IDGEN_LEASE_ROLE_LOCK_CLASS	0x726f
 
 static void
 lease_locktag(LOCKTAG *tag, int32 id)
@@ -274,6 +344,18 @@ static bool
 held_by_me(Oid relid, int32 id)
 {
 	return session_lease(relid, id) != NULL;
+}
+
+/* Whether this session holds a lease of 'id' in any lease table, dropped or not. */
+static bool
+holds_id(int32 id)
+{
+	ListCell   *lc;
+
+	foreach(lc, session_leases)
+		if (((SessionLease *) lfirst(lc))->id == id)
+			return true;
+	return false;
 }
 
 /*
@@ -450,6 +532,20 @@ ttl_arg(FunctionCallInfo fcinfo, int n)
 				 errhint("A lease that lasts as long as its session is taken with session_bound => true.")));
 	ttl = PG_GETARG_INTERVAL_P(n);
 	idgen_ttl_check(ttl);
+	if (idgen_worker_max_ttl_s > 0)
+	{
+		Interval	max_ttl = {.time = (int64) idgen_worker_max_ttl_s * USECS_PER_SEC};
+
+		if (DatumGetInt32(DirectFunctionCall2(interval_cmp, IntervalPGetDatum(ttl),
+											  IntervalPGetDatum(&max_ttl))) > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("ttl \"%s\" is longer than \"idgen.worker_max_ttl\" (%d s)",
+							DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(ttl))),
+							idgen_worker_max_ttl_s),
+					 errdetail("A lease is renewed every third of its ttl; a longer one would keep its id from everyone else for longer after its holder is gone."),
+					 errhint("Renew a shorter lease, or use session_bound => true for a lease that lasts as long as its session.")));
+	}
 	return ttl;
 }
 
@@ -502,6 +598,53 @@ free_before(TimestampTz now)
 }
 
 /* ----------
+ * Horizons (see the file header)
+ * ----------
+ */
+
+/* How far beyond its lease's end a holder's IDs can reach, in microseconds. */
+static int64
+horizon_reach(void)
+{
+	return ((int64) idgen_worker_quarantine_ms + idgen_takeover_max_lead_ms + idgen_max_drift_ms) * 1000;
+}
+
+/*
+ * Refuse a horizon reported for a lease that ends at 'end' (its new
+ * expiry, or now for a release) if it lies beyond the reach.
+ */
+static void
+check_horizon_reach(NullableDatum horizon, TimestampTz end)
+{
+	TimestampTz h;
+
+	if (horizon.isnull)
+		return;
+	h = DatumGetTimestampTz(horizon.value);
+	if (h > end + horizon_reach())
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("horizon \"%s\" is beyond what the lease's holder can issue",
+						timestamptz_to_str(h)),
+				 errdetail("The lease ends at %s. A holder's IDs are ahead of its clock by at most \"idgen.takeover_max_lead\" (%d ms) plus \"idgen.max_drift\" (%d ms), and its clock is ahead of this server's by at most \"idgen.worker_quarantine\" (%d ms): no later than %s.",
+						   timestamptz_to_str(end), idgen_takeover_max_lead_ms, idgen_max_drift_ms,
+						   idgen_worker_quarantine_ms, timestamptz_to_str(end + horizon_reach())),
+				 errhint("Check the holder's clock against this server's.")));
+}
+
+/* Refuse a horizon reported for an application's lease (no system identifier). */
+static void
+check_horizon_holder(NullableDatum horizon, bool server_lease)
+{
+	if (!horizon.isnull && !server_lease)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("only a server's lease on its identity reports a horizon"),
+				 errdetail("The next holder of a worker id leased through \"idgen.identity\" = 'registry' starts above the id's horizon; an application's lease (idgen_worker_acquire) may not move it."),
+				 errhint("Renew or release without horizon.")));
+}
+
+/* ----------
  * Leases of a dropped lease table
  *
  * DROP EXTENSION takes the lease table, and with it every record of the
@@ -514,8 +657,10 @@ free_before(TimestampTz now)
  * follows the row.  This covers leases granted since the server started
  * (not across a restart or a crash restart), in the first
  * IDGEN_LEASE_FENCE_DATABASES databases that lease.  A lease bound to a
- * session needs no record: its session keeps holding the id's advisory
- * lock, whose key does not depend on the table (see above).
+ * session is recorded as ending never (DT_NOEND): its session keeps
+ * holding the id's advisory lock, whose key does not depend on the table
+ * (see above), and once whoever claims the id can take that lock, the
+ * session is gone and the id rests from then (session_gone_at).
  * ----------
  */
 
@@ -608,29 +753,75 @@ fence_new_id(Oid relid, int32 id)
 	if (f != NULL)
 		end = (f->relid == relid) ? f->dropped[i] : Max(f->dropped[i], f->current[i]);
 	LWLockRelease(idgen_shared->lease_fences.lock);
-	return end == 0 ? 0 : end + (TimestampTz) idgen_worker_quarantine_ms * 1000;
+	if (end == 0 || end == DT_NOEND)
+		return end;
+	return end + (TimestampTz) idgen_worker_quarantine_ms * 1000;
+}
+
+/*
+ * When the session of the session-bound lease 'token' of 'id' (0: a lease
+ * of a dropped table) was first seen gone: 'now' unless an earlier time is
+ * in shared memory.  The caller holds the id's lock.
+ */
+static TimestampTz
+session_gone_at(int32 id, int64 token, TimestampTz now)
+{
+	IdgenSessionEnd *ends;
+	IdgenSessionEnd *slot = NULL;
+	TimestampTz seen = now;
+
+	if (idgen_shared == NULL)
+		return now;
+	LWLockAcquire(idgen_shared->lease_fences.lock, LW_EXCLUSIVE);
+	ends = idgen_shared->lease_fences.session_ends;
+	for (int i = 0; i < IDGEN_LEASE_SESSION_ENDS; i++)
+	{
+		IdgenSessionEnd *e = &ends[i];
+
+		if (e->dbid == MyDatabaseId && e->id == id && e->token == token)
+		{
+			slot = e;
+			seen = e->seen_at;
+			break;
+		}
+		/* else the free entry, or the oldest, to take */
+		if (slot == NULL || (slot->dbid != InvalidOid &&
+							 (e->dbid == InvalidOid || e->seen_at < slot->seen_at)))
+			slot = e;
+	}
+	if (slot->dbid != MyDatabaseId || slot->id != id || slot->token != token)
+	{
+		slot->dbid = MyDatabaseId;
+		slot->id = id;
+		slot->token = token;
+		slot->seen_at = now;
+	}
+	LWLockRelease(idgen_shared->lease_fences.lock);
+	return seen;
 }
 
 /*
  * If the session that holds the session-bound lease 'token' of 'id' is gone
- * (its lock can be taken), end the lease at 'now'; whether it did.  The
- * quarantine runs from then, so it counts only once this transaction
- * commits: an acquirer that fails leaves it to the next one, or to the
- * purge.
+ * (its lock can be taken), end the lease when that was first seen
+ * (session_gone_at: 'now', or earlier if an acquirer that failed saw it
+ * before); that time, or 0 if the lease was not ended.  The quarantine runs
+ * from then, whether or not this transaction commits.
  */
-static bool
+static TimestampTz
 end_session_lease(IdgenSqlContext *cx, Oid relid, int32 id, int64 token, TimestampTz now)
 {
 	Datum		args[3];
+	TimestampTz end;
 
 	if (held_by_me(relid, id))
-		return false;			/* bound to this very session */
+		return 0;				/* bound to this very session */
 	if (!lock_id(id, false, false))
-		return false;			/* its session still holds it */
+		return 0;				/* its session still holds it */
+	end = session_gone_at(id, token, now);
 	args[0] = Int32GetDatum(id);
 	args[1] = Int64GetDatum(token);
-	args[2] = TimestampTzGetDatum(now);
-	return idgen_sql_run_latest(cx, Q_END_SESSION, args, NULL) == 1;
+	args[2] = TimestampTzGetDatum(end);
+	return idgen_sql_run_latest(cx, Q_END_SESSION, args, NULL) == 1 ? end : 0;
 }
 
 /* ----------
@@ -872,8 +1063,9 @@ load_busy(LeaseScan *scan, int32 max_workers)
 
 /*
  * Whether 'id' was not free when the scan began.  A session-bound lease
- * among those whose session has ended is ended now; its id then rests, so
- * it is passed over all the same.
+ * among those whose session has ended is ended now, at the time its end
+ * was first seen: the id is free if it has rested since, and rests
+ * otherwise.
  */
 static bool
 was_busy(LeaseScan *scan, int32 id)
@@ -884,9 +1076,10 @@ was_busy(LeaseScan *scan, int32 id)
 	{
 		if (scan->session_ids[s] == id)
 		{
-			(void) end_session_lease(&scan->cx, scan->relid, id, scan->session_tokens[s],
-									 scan->now);
-			break;
+			TimestampTz end = end_session_lease(&scan->cx, scan->relid, id,
+												scan->session_tokens[s], scan->now);
+
+			return end == 0 || end > scan->ended_before;
 		}
 	}
 	return true;
@@ -902,8 +1095,9 @@ static ClaimOutcome
 claim_id(LeaseScan *scan, const LeaseRequest *req, int32 id, LeaseGrant *grant,
 		 TimestampTz *fresh_from)
 {
-	Datum		args[12];
-	char		nulls[12];
+	Datum		args[13];
+	char		nulls[13];
+	Interval	reach = {.time = horizon_reach()};
 	HeapTuple	tup;
 	bool		n;
 
@@ -932,7 +1126,14 @@ claim_id(LeaseScan *scan, const LeaseRequest *req, int32 id, LeaseGrant *grant,
 	args[10] = req->horizon.value;
 	nulls[10] = req->horizon.isnull ? 'n' : ' ';
 	*fresh_from = fence_new_id(scan->relid, id);
+	if (*fresh_from == DT_NOEND && !holds_id(id))
+	{
+		/* A dropped table's session-bound lease, whose session is gone. */
+		*fresh_from = session_gone_at(id, 0, scan->now) +
+			(TimestampTz) idgen_worker_quarantine_ms * 1000;
+	}
 	args[11] = BoolGetDatum(scan->now >= *fresh_from);
+	args[12] = IntervalPGetDatum(&reach);
 
 	if (idgen_sql_run_latest(&scan->cx, Q_CLAIM, args, nulls) != 1)
 		return scan->now < *fresh_from ? CLAIM_RESTING : CLAIM_TAKEN;
@@ -944,9 +1145,73 @@ claim_id(LeaseScan *scan, const LeaseRequest *req, int32 id, LeaseGrant *grant,
 												  &grant->handover_horizon.isnull);
 	grant->expires_at.value = args[7];
 	grant->expires_at.isnull = (req->ttl == NULL);
-	if (req->ttl != NULL)
-		fence_note(scan->relid, id, DatumGetTimestampTz(args[7]), req->horizon);
+	fence_note(scan->relid, id, req->ttl != NULL ? DatumGetTimestampTz(args[7]) : DT_NOEND,
+			   req->horizon);
 	return CLAIM_GRANTED;
+}
+
+/*
+ * The token of a new lease: 'tick' (of the UUIDv7 clock), or if that is not
+ * above every token in the table and every one given out since the server
+ * started, the next above those (see "Tokens" in the file header).
+ */
+static int64
+token_above_table(IdgenSqlContext *cx, int64 tick)
+{
+	bool		isnull;
+	int64		table_max = 0;
+	int64		token;
+
+	if (idgen_sql_run_latest(cx, Q_MAX_TOKEN, NULL, NULL) == 1)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			table_max = DatumGetInt64(d);
+	}
+	if (table_max == PG_INT64_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("no worker-id lease token is left above the greatest in the lease table"),
+				 errhint("A token was set to the largest bigint by hand; correct the lease table.")));
+	LWLockAcquire(idgen_shared->lease_fences.lock, LW_EXCLUSIVE);
+	token = Max(tick, Max(table_max, idgen_shared->lease_fences.last_token) + 1);
+	idgen_shared->lease_fences.last_token = token;
+	LWLockRelease(idgen_shared->lease_fences.lock);
+	return token;
+}
+
+/*
+ * Refuse a lease to the calling role if it holds idgen.worker_max_per_role
+ * leases that have not ended.  The count is taken under a lock on the role
+ * (held to the end of the transaction), so that two of its sessions cannot
+ * both take the last one.
+ */
+static void
+check_role_limit(IdgenSqlContext *cx, TimestampTz now)
+{
+	LOCKTAG		tag;
+	Datum		args[2];
+	int64		held;
+	bool		isnull;
+
+	if (idgen_worker_max_per_role <= 0)
+		return;
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, IDGEN_LEASE_LOCK_KEY, (uint32) cx->save_userid,
+						 IDGEN_LEASE_ROLE_LOCK_CLASS);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	args[0] = ObjectIdGetDatum(cx->save_userid);
+	args[1] = TimestampTzGetDatum(now);
+	(void) idgen_sql_run_latest(cx, Q_ROLE_HELD, args, NULL);
+	held = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (held >= idgen_worker_max_per_role)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("role \"%s\" holds " INT64_FORMAT " worker-id leases, its limit",
+						GetUserNameFromId(cx->save_userid, false), held),
+				 errdetail("\"idgen.worker_max_per_role\" is %d; a lease counts until it has ended (been released, expired, or lost its session).",
+						   idgen_worker_max_per_role),
+				 errhint("Release the leases this role no longer uses, or ask an administrator to raise the limit for it.")));
 }
 
 /*
@@ -994,6 +1259,8 @@ lease_acquire(FunctionCallInfo fcinfo, const LeaseRequest *req)
 	/* Drawn before any row is touched: it needs shared memory. */
 	scan.new_token = idgen_uuid7_next_tick(get_func_name(fcinfo->flinfo->fn_oid));
 	idgen_sql_begin(&fn, &statements, &scan.cx);
+	scan.new_token = token_above_table(&scan.cx, scan.new_token);
+	check_role_limit(&scan.cx, scan.now);
 
 	if (req->want < 0)
 	{
@@ -1086,25 +1353,16 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(lease_acquire(fcinfo, &req));
 }
 
-/*
- * The id named by claim_datacenter_id and claim_worker_id (arguments 3 and
- * 4), or -1 when neither is given.
- */
+/* The id named by arguments n (datacenter id) and n + 1 (worker id), not null. */
 static int64
-claim_arg(FunctionCallInfo fcinfo)
+id_arg(FunctionCallInfo fcinfo, int n)
 {
 	int32		dc;
 	int32		w;
 	int64		id;
 
-	if (PG_ARGISNULL(3) != PG_ARGISNULL(4))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("claim_datacenter_id and claim_worker_id must both be given, or neither")));
-	if (PG_ARGISNULL(3))
-		return -1;
-	dc = PG_GETARG_INT32(3);
-	w = PG_GETARG_INT32(4);
+	dc = PG_GETARG_INT32(n);
+	w = PG_GETARG_INT32(n + 1);
 	(void) layout_space();
 	if (dc < 0 || w < 0 ||
 		(int64) dc >= (INT64CONST(1) << idgen_layout.datacenter_bits) ||
@@ -1122,6 +1380,22 @@ claim_arg(FunctionCallInfo fcinfo)
 				 errdetail("A lease's id, datacenter_id << \"idgen.worker_bits\" | worker_id, must fit in 31 bits; the registry's layout has \"idgen.datacenter_bits\" = %d and \"idgen.worker_bits\" = %d.",
 						   idgen_layout.datacenter_bits, idgen_layout.worker_bits)));
 	return id;
+}
+
+/*
+ * The id named by claim_datacenter_id and claim_worker_id (arguments 3 and
+ * 4), or -1 when neither is given.
+ */
+static int64
+claim_arg(FunctionCallInfo fcinfo)
+{
+	if (PG_ARGISNULL(3) != PG_ARGISNULL(4))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("claim_datacenter_id and claim_worker_id must both be given, or neither")));
+	if (PG_ARGISNULL(3))
+		return -1;
+	return id_arg(fcinfo, 3);
 }
 
 /* ----------
@@ -1152,6 +1426,10 @@ idgen_server_lease(PG_FUNCTION_ARGS)
 	req.want = claim_arg(fcinfo);
 	req.max_workers = (int32) Min(layout_space(), (int64) PG_INT32_MAX);
 	req.horizon = horizon_arg(fcinfo, 5);
+	check_horizon_reach(req.horizon,
+						DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+																TimestampTzGetDatum(GetCurrentTimestamp()),
+																IntervalPGetDatum(req.ttl))));
 	PreventCommandIfReadOnly("idgen_server_lease()");
 	PG_RETURN_DATUM(lease_acquire(fcinfo, &req));
 }
@@ -1169,6 +1447,7 @@ typedef struct Lease
 	bool		session_bound;
 	Oid			acquired_by;
 	bool		released;
+	bool		server;			/* a server's identity (it has a system identifier) */
 } Lease;
 
 static bool
@@ -1194,6 +1473,7 @@ lease_by_token(IdgenSqlContext *cx, int64 token, Lease *l, bool latest)
 	l->acquired_by = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &n));
 	(void) SPI_getbinval(tup, desc, 7, &n);
 	l->released = !n;
+	l->server = DatumGetBool(SPI_getbinval(tup, desc, 8, &n));
 	return true;
 }
 
@@ -1291,6 +1571,7 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 				 errmsg("worker lease lost: the lease of worker id %d with this token was released",
 						worker_id),
 				 errhint("Acquire a new lease.")));
+	check_horizon_holder(horizon, l.server);
 	args[0] = Int64GetDatum(token);
 	args[1] = TimestampTzGetDatum(now);
 	if (ttl != NULL)
@@ -1311,6 +1592,7 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 		lease_lost(worker_id);
 	expires = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &n);
 	idgen_sql_end(&cx);
+	check_horizon_reach(horizon, n ? now : DatumGetTimestampTz(expires));
 	if (n)
 		PG_RETURN_NULL();
 	fence_note(l.relid, l.id, DatumGetTimestampTz(expires), horizon);
@@ -1346,8 +1628,12 @@ idgen_worker_release(PG_FUNCTION_ARGS)
 	lock_lease(fcinfo, &cx, &fn, worker_id, token, &l);
 	if (!l.released)
 	{
+		TimestampTz now = GetCurrentTimestamp();
+
+		check_horizon_holder(horizon, l.server);
+		check_horizon_reach(horizon, now);
 		args[0] = Int64GetDatum(token);
-		args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+		args[1] = TimestampTzGetDatum(now);
 		args[2] = horizon.value;
 		if (horizon.isnull)
 			nulls[2] = 'n';
@@ -1359,6 +1645,74 @@ idgen_worker_release(PG_FUNCTION_ARGS)
 	if (!l.released && l.session_bound)
 		release_for_session(l.relid, l.id);
 	PG_RETURN_BOOL(!l.released);
+}
+
+/*
+ * idgen_worker_reset_horizon(datacenter_id int, worker_id int,
+ *							  horizon timestamptz DEFAULT NULL)
+ *	  returns timestamptz
+ *		Set the horizon of an id whose lease has ended (NULL: none, and the
+ *		row may then be purged); the horizon it had.  For an administrator
+ *		who knows how far the id's holders really issued: the next holder
+ *		starts above what is set here.  A held lease's horizon is its
+ *		holder's, and is refused.
+ */
+Datum
+idgen_worker_reset_horizon(PG_FUNCTION_ARGS)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int64		id;
+	NullableDatum horizon;
+	IdgenFunction fn;
+	IdgenSqlContext cx;
+	Datum		args[2];
+	char		nulls[2] = {' ', ' '};
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		old_null;
+	bool		end_null;
+	bool		n;
+	Datum		old;
+	TimestampTz end;
+
+	idgen_arg_not_null(fcinfo, 0, "datacenter_id");
+	idgen_arg_not_null(fcinfo, 1, "worker_id");
+	id = id_arg(fcinfo, 0);
+	horizon = horizon_arg(fcinfo, 2);
+	PreventCommandIfReadOnly("idgen_worker_reset_horizon()");
+
+	idgen_lookup_function(fcinfo, &fn);
+	(void) lease_relid(&fn, "idgen_worker_lease");
+	idgen_sql_begin(&fn, &statements, &cx);
+	(void) lock_id((int32) id, false, true);
+	args[0] = Int32GetDatum((int32) id);
+	if (idgen_sql_run_latest(&cx, Q_HORIZON, args, NULL) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("worker id (datacenter %d, worker %d) has no lease",
+						datacenter_of((int32) id), worker_of((int32) id)),
+				 errdetail("It has never been leased, or its lease was purged: it has no horizon.")));
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	old = SPI_getbinval(tup, desc, 1, &old_null);
+	end = DatumGetTimestampTz(SPI_getbinval(tup, desc, 2, &end_null));
+	if (end_null || end > now)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("worker id (datacenter %d, worker %d) is leased",
+						datacenter_of((int32) id), worker_of((int32) id)),
+				 errdetail("It is leased to \"%s\"%s%s; a held lease's horizon is its holder's.",
+						   TextDatumGetCString(SPI_getbinval(tup, desc, 3, &n)),
+						   end_null ? " for as long as its session lasts" : " until ",
+						   end_null ? "" : timestamptz_to_str(end)),
+				 errhint("Reset the horizon once the lease has ended.")));
+	args[1] = horizon.value;
+	nulls[1] = horizon.isnull ? 'n' : ' ';
+	(void) idgen_sql_run_latest(&cx, Q_SET_HORIZON, args, nulls);
+	idgen_sql_end(&cx);
+	if (old_null)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(old);
 }
 
 /* Run statement 'q', which returns (id, token) rows, into two arrays. */
@@ -1437,4 +1791,15 @@ idgen_lease_init(void)
 							"between the hosts of one holder and the next.",
 							&idgen_worker_quarantine_ms, 10 * 1000, 0, 24 * 3600 * 1000,
 							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("idgen.worker_max_ttl",
+							"Sets the longest ttl of a worker-id lease.",
+							"0: no limit but 100 years. A lease whose holder is gone keeps its id "
+							"from everyone for its ttl.",
+							&idgen_worker_max_ttl_s, SECS_PER_DAY, 0, INT_MAX,
+							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("idgen.worker_max_per_role",
+							"Sets how many worker-id leases one role may hold at once.",
+							"0: no limit. Set it per role with ALTER ROLE ... SET; the role cannot change it.",
+							&idgen_worker_max_per_role, 0, 0, INT_MAX,
+							PGC_SUSET, 0, NULL, NULL, NULL);
 }

@@ -75,7 +75,9 @@
  *	  The end of recovery raises the generator words with compare-and-swap
  *	  (never down), so the protocol above holds.
  *
- * lease_fences: under lease_fences.lock, by lease functions (lease.c).
+ * lease_fences: the fences of dropped lease tables, the sessions seen gone
+ *	  and the last lease token, under lease_fences.lock, by the lease
+ *	  functions (lease.c).
  *
  * Crash and restart: the segment is created anew.  Generator words start
  *	  just above the horizon read from disk (horizon.c); statistics start from
@@ -196,6 +198,8 @@ idgen_shmem_startup(void)
 
 		s->lease_fences.lock = &(GetNamedLWLockTranche("idgen"))[2].lock;
 		memset(s->lease_fences.db, 0, sizeof(s->lease_fences.db));
+		memset(s->lease_fences.session_ends, 0, sizeof(s->lease_fences.session_ends));
+		s->lease_fences.last_token = 0;
 
 		SpinLockInit(&s->replay.mutex);
 		s->replay.known = false;
