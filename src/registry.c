@@ -289,6 +289,29 @@ idgen_registry_init(void)
 }
 
 /*
+ * Whether the lease in 'copy' is held but generators cannot use it yet:
+ * they start above a horizon taken over that is more than
+ * idgen.takeover_max_lead ahead of the clock (clock.c), and fail until the
+ * clock is within it.  If so, 'buf' says so.  Nothing in it is secret.
+ */
+static bool
+held_but_waiting(const IdgenRegistryStatus *copy, char *buf, size_t len)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz point;
+
+	if (copy->state != IDGEN_IDENTITY_HELD)
+		return false;
+	point = idgen_takeover_point();
+	if (point <= now + (TimestampTz) idgen_takeover_max_lead_ms * 1000)
+		return false;
+	snprintf(buf, len,
+			 "held, but generation fails: the identity's IDs must start above %s, " INT64_FORMAT " ms ahead of this server's clock, more than \"idgen.takeover_max_lead\" (%d ms); it resumes once the clock is within that",
+			 timestamptz_to_str(point), (int64) ((point - now) / 1000), idgen_takeover_max_lead_ms);
+	return true;
+}
+
+/*
  * idgen_identity() returns one row: where this server's Snowflake identity
  * comes from and, when it is leased, the lease.
  */
@@ -301,6 +324,7 @@ idgen_identity(PG_FUNCTION_ARGS)
 	int			i = 0;
 	IdgenRegistryStatus copy;
 	bool		leased;
+	char		waiting[256];
 
 	idgen_require_shmem("idgen_identity");
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -348,7 +372,9 @@ idgen_identity(PG_FUNCTION_ARGS)
 	else
 		nulls[i++] = true;
 	values[i++] = Int64GetDatum((int64) GetSystemIdentifier());
-	if (visible_message(&copy))
+	if (held_but_waiting(&copy, waiting, sizeof(waiting)))
+		values[i++] = CStringGetTextDatum(waiting);
+	else if (visible_message(&copy))
 		values[i++] = CStringGetTextDatum(visible_message(&copy));
 	else
 		nulls[i++] = true;

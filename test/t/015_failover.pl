@@ -386,6 +386,9 @@ sub generate_after
 	like(sql_error($taker, 'SELECT idgen_snowflake()'),
 		qr/ERROR:  55000: could not generate Snowflake ID: the system clock is \d+ ms behind the IDs this server must start above\nDETAIL:  This server leased its identity from the registry and starts above every ID the last holder may have issued/,
 		'more than idgen.takeover_max_lead behind the last holder: refused, naming the registry');
+	like($taker->safe_psql('postgres', q{SELECT state || ': ' || message FROM idgen_identity()}),
+		qr/^held: held, but generation fails: the identity's IDs must start above .*, \d+ ms ahead of this server's clock, more than "idgen.takeover_max_lead" \(10000 ms\)/,
+		'idgen_identity() says why a held identity generates nothing');
 	$taker->append_conf('postgresql.conf', "idgen.takeover_max_lead = '60s'");
 	$taker->reload;
 	$taker->poll_query_until('postgres', q{SELECT setting = '60000' FROM pg_settings WHERE name = 'idgen.takeover_max_lead'});
