@@ -166,17 +166,39 @@ identity_covers(uint64 w, uint64 ms)
 }
 
 /*
- * The status message as the current role may see it (NULL: none).  The
- * messages come from libpq and the registry and can name the registry's
- * host, port and user; roles that may not read idgen.registry itself (it
- * needs the privileges of pg_read_all_settings) are told only where to look.
+ * Whether the registry's messages may be shown here.  They come from libpq
+ * and the registry and can name the registry's host, port and user, so
+ * only to roles that may read idgen.registry itself (it needs the
+ * privileges of pg_read_all_settings), and only if every role the session
+ * acts for may: the current user alone is not enough, as in a superuser's
+ * SECURITY DEFINER function it is that superuser, and the function hands
+ * what it read to its caller, the outer user (or the role a session SET
+ * ROLE to).  The session user (who logged in) is checked too; that is
+ * stricter than SHOW in a corner (a session user that may SET ROLE to a
+ * member of pg_read_all_settings without inheriting its privileges), where
+ * the setting itself can still be read.
+ */
+static bool
+registry_messages_visible(void)
+{
+	Oid			roles[] = {GetUserId(), GetOuterUserId(), GetSessionUserId()};
+
+	for (size_t i = 0; i < lengthof(roles); i++)
+		if (!has_privs_of_role(roles[i], ROLE_PG_READ_ALL_SETTINGS))
+			return false;
+	return true;
+}
+
+/*
+ * The status message as this session may see it (NULL: none); roles that
+ * may not see it are told only where to look.
  */
 static const char *
 visible_message(const IdgenRegistryStatus *copy)
 {
 	if (copy->message[0] == '\0')
 		return NULL;
-	if (has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_SETTINGS))
+	if (registry_messages_visible())
 		return copy->message;
 	return "the details are shown only to roles with the privileges of pg_read_all_settings, and in the server log";
 }
