@@ -21,6 +21,6 @@ extern void idgen_remote_disconnect(void);
 extern PGresult *idgen_remote_run(const char *sql, int nparams, const char *const *values,
 								  char *err, size_t errlen);
 extern const char *idgen_remote_result_message(const PGresult *res);
-extern bool idgen_conninfo_valid(const char *conninfo, char *why, size_t len);
+extern bool idgen_conninfo_valid(const char *conninfo, bool *parsed, char *why, size_t len);
 
 #endif							/* IDGEN_REMOTE_H */

@@ -113,19 +113,24 @@ floor_ms(int64 us)
 	return us >= 0 ? us / 1000 : -((-us + 999) / 1000);
 }
 
-/* Say in the server log that idgen.registry does not parse (at start). */
+/* Say in the server log that idgen.registry is not valid (at start). */
 static void
 report_bad_conninfo(void)
 {
 	char		why[256];
+	bool		parsed;
 
-	if (idgen_conninfo_valid(idgen_registry, why, sizeof(why)))
+	if (idgen_conninfo_valid(idgen_registry, &parsed, why, sizeof(why)))
 		return;
 	ereport(WARNING,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("\"idgen.registry\" is not a valid connection string"),
+			 parsed ?
+			 errdetail("libpq parses it, but %s: it would quote the value in its messages, and the value can be part of a password.", why) :
 			 errdetail("libpq could not parse it (%s). Its own message is not shown, as it can contain the password.", why),
-			 errhint("Correct the setting and restart the server; psql \"<the string>\", run by hand, shows what is wrong. This server generates no Snowflake ID until then.")));
+			 errhint("Correct the setting and restart the server; psql \"<the string>\", run by hand, shows what is wrong. "
+					 "In a URI, a password's \"@\", \"/\", \"?\" and \"%%\" must be percent-encoded. "
+					 "This server generates no Snowflake ID until then.")));
 }
 
 /* Run 'sql' at the registry; NULL, with the state set, if it did not answer. */
@@ -148,6 +153,7 @@ static bool
 connect_registry(void)
 {
 	char		err[256];
+	bool		parsed;
 	PGresult   *res;
 
 	if (idgen_registry == NULL || idgen_registry[0] == '\0')
@@ -156,7 +162,7 @@ connect_registry(void)
 								 "\"idgen.identity\" is 'registry' but \"idgen.registry\" (the registry's connection string) is not set");
 		return false;
 	}
-	if (!idgen_conninfo_valid(idgen_registry, err, sizeof(err)))
+	if (!idgen_conninfo_valid(idgen_registry, &parsed, err, sizeof(err)))
 	{
 		idgen_registry_set_state(IDGEN_IDENTITY_UNREACHABLE,
 								 "\"idgen.registry\" is not a valid connection string (%s); see the server log", err);
