@@ -56,6 +56,7 @@
  */
 #include "postgres.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -249,7 +250,6 @@ connect_registry(void)
  */
 static int64 system_identifier;
 static char instance[256];
-static TimestampTz refusal_logged = 0;	/* when a refusal was last logged */
 static bool renew_at_once = false;	/* a claim took over a horizon ahead of its bound */
 
 /*
@@ -451,16 +451,6 @@ claim(void)
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 	{
 		idgen_registry_set_state(IDGEN_IDENTITY_REFUSED, "the registry refused: %s", idgen_remote_result_message(res));
-		/* Claims are retried every second: log the first, then every 5 min. */
-		if (refusal_logged == 0 || sent - refusal_logged >= 5 * SECS_PER_MINUTE * USECS_PER_SEC)
-		{
-			ereport(LOG,
-					(errmsg("idgen registry refused this server's identity claim"),
-					 errdetail("%s", idgen_remote_result_message(res)),
-					 errhint("Claims are retried every %d ms; see idgen_identity().",
-							 Min(REGISTRY_RETRY_MS, idgen_registry_ttl_ms / 3))));
-			refusal_logged = sent;
-		}
 		PQclear(res);
 		return false;
 	}
@@ -486,7 +476,6 @@ claim(void)
 	r->worker_id = atoi(PQgetvalue(res, 0, 1));
 	r->token = strtoi64(PQgetvalue(res, 0, 2), NULL, 10);
 	SpinLockRelease(&r->mutex);
-	refusal_logged = 0;
 	lease_file_write(r);
 
 	/*
@@ -584,6 +573,84 @@ renew(bool *lost)
 			  "renewal failed: %s", idgen_remote_result_message(res));
 	PQclear(res);
 	return false;
+}
+
+/* ----------
+ * The log of failures
+ * ----------
+ */
+#define FAILURE_LOG_REPEAT_US	((TimestampTz) 5 * SECS_PER_MINUTE * USECS_PER_SEC)
+
+static IdgenIdentityState logged_state;	/* the failure last logged */
+static char logged_message[sizeof(((IdgenRegistryStatus *) 0)->message)];
+static TimestampTz logged_at = 0;	/* 0: no failure since the lease was held */
+static uint64 failures_before = 0;	/* the count before the first of them */
+
+/*
+ * Whether two messages are the same failure: the same once digits are left
+ * out, as a refusal names the holder's expiry, which moves at every one of
+ * its renewals.
+ */
+static bool
+same_failure(const char *a, const char *b)
+{
+	for (;;)
+	{
+		while (isdigit((unsigned char) *a))
+			a++;
+		while (isdigit((unsigned char) *b))
+			b++;
+		if (*a != *b)
+			return false;
+		if (*a == '\0')
+			return true;
+		a++;
+		b++;
+	}
+}
+
+/*
+ * Log the failure the last round left in the shared state, if it is not the
+ * one logged last (another state, or another message) or that was 5
+ * minutes ago; and that the identity is held again after failures.  The
+ * process retries every second or faster, so logging every failure would
+ * flood the log.  The message is the one idgen_identity() shows, from
+ * remote.c: the connection string's values are hidden.
+ */
+static void
+log_failures(void)
+{
+	IdgenRegistryStatus *r = &idgen_shared->registry;
+	IdgenRegistryStatus copy;
+	TimestampTz now = GetCurrentTimestamp();
+
+	SpinLockAcquire(&r->mutex);
+	copy = *r;
+	SpinLockRelease(&r->mutex);
+
+	if (copy.state == IDGEN_IDENTITY_HELD && logged_at != 0)
+	{
+		ereport(LOG,
+				(errmsg("idgen registry holds identity (datacenter %d, worker %d) again after " UINT64_FORMAT " failures",
+						copy.datacenter_id, copy.worker_id, copy.failures - failures_before)));
+		logged_at = 0;
+	}
+	if (copy.state != IDGEN_IDENTITY_REFUSED && copy.state != IDGEN_IDENTITY_UNREACHABLE)
+		return;
+	if (logged_at == 0)
+		failures_before = copy.failures - 1;
+	else if (copy.state == logged_state && same_failure(copy.message, logged_message) &&
+			 now - logged_at < FAILURE_LOG_REPEAT_US)
+		return;
+	ereport(LOG,
+			(errmsg(copy.state == IDGEN_IDENTITY_REFUSED ? "idgen registry is refused by the registry" :
+					"idgen registry cannot reach the registry"),
+			 errdetail("%s", copy.message),
+			 errhint("It tries again every %d ms; the same failure is logged again after 5 minutes. See idgen_identity().",
+					 Min(REGISTRY_RETRY_MS, idgen_registry_ttl_ms / 3))));
+	logged_state = copy.state;
+	strlcpy(logged_message, copy.message, sizeof(logged_message));
+	logged_at = now;
 }
 
 /*
@@ -807,6 +874,7 @@ idgen_registry_main(Datum main_arg)
 				renew_at_once = false;
 				next = now;
 			}
+			log_failures();
 		}
 		wait_ms = (long) ((next - now) / 1000) + 1;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
