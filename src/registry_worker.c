@@ -630,9 +630,12 @@ log_failures(void)
 
 	if (copy.state == IDGEN_IDENTITY_HELD && logged_at != 0)
 	{
+		uint64		n = copy.failures - failures_before;
+
 		ereport(LOG,
-				(errmsg("idgen registry holds identity (datacenter %d, worker %d) again after " UINT64_FORMAT " failures",
-						copy.datacenter_id, copy.worker_id, copy.failures - failures_before)));
+				(errmsg_plural("idgen registry holds identity (datacenter %d, worker %d) again after " UINT64_FORMAT " failure",
+							   "idgen registry holds identity (datacenter %d, worker %d) again after " UINT64_FORMAT " failures",
+							   (unsigned long) n, copy.datacenter_id, copy.worker_id, n)));
 		logged_at = 0;
 	}
 	if (copy.state != IDGEN_IDENTITY_REFUSED && copy.state != IDGEN_IDENTITY_UNREACHABLE)
