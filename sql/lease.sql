@@ -136,6 +136,9 @@ SELECT * FROM idgen_worker_acquire('app', ttl => '-1 s');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM idgen_worker_acquire('app', ttl => NULL);
 \echo :LAST_ERROR_SQLSTATE
+-- A NULL session_bound is an error too, not an ordinary ttl lease.
+SELECT * FROM idgen_worker_acquire('app', session_bound => NULL);
+\echo :LAST_ERROR_SQLSTATE
 SELECT * FROM idgen_worker_acquire('app', max_workers => 0);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM idgen_worker_acquire('app', max_workers => 1025);

@@ -1182,13 +1182,17 @@ token_above_table(IdgenSqlContext *cx, int64 tick)
 }
 
 /*
- * Refuse a lease to the calling role if it holds idgen.worker_max_per_role
- * leases that have not ended.  The count is taken under a lock on the role
- * (held to the end of the transaction), so that two of its sessions cannot
- * both take the last one.
+ * Refuse a lease to the calling role if idgen.worker_max_per_role of its
+ * leases keep their ids from others: held, or ended and still resting.  A
+ * resting lease counts, or a role could take ids with leases of a
+ * microsecond (each over at once, its id resting) faster than they come
+ * free, and renew them (a renewal after the end succeeds while nobody has
+ * the id).  The count is taken under a lock on the role (held to the end
+ * of the transaction), so that two of its sessions cannot both take the
+ * last one.
  */
 static void
-check_role_limit(IdgenSqlContext *cx, TimestampTz now)
+check_role_limit(IdgenSqlContext *cx, TimestampTz ended_before)
 {
 	LOCKTAG		tag;
 	Datum		args[2];
@@ -1201,17 +1205,17 @@ check_role_limit(IdgenSqlContext *cx, TimestampTz now)
 						 IDGEN_LEASE_ROLE_LOCK_CLASS);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 	args[0] = ObjectIdGetDatum(cx->save_userid);
-	args[1] = TimestampTzGetDatum(now);
+	args[1] = TimestampTzGetDatum(ended_before);
 	(void) idgen_sql_run_latest(cx, Q_ROLE_HELD, args, NULL);
 	held = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	if (held >= idgen_worker_max_per_role)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("role \"%s\" holds " INT64_FORMAT " worker-id leases, its limit",
-						GetUserNameFromId(cx->save_userid, false), held),
-				 errdetail("\"idgen.worker_max_per_role\" is %d; a lease counts until it has ended (been released, expired, or lost its session).",
-						   idgen_worker_max_per_role),
-				 errhint("Release the leases this role no longer uses, or ask an administrator to raise the limit for it.")));
+				 errmsg("role \"%s\" has reached its limit of %d worker-id leases",
+						GetUserNameFromId(cx->save_userid, false), idgen_worker_max_per_role),
+				 errdetail("It has " INT64_FORMAT " leases that are held or whose id still rests (\"idgen.worker_quarantine\"); \"idgen.worker_max_per_role\" is %d.",
+						   held, idgen_worker_max_per_role),
+				 errhint("Release the leases this role no longer uses and let their ids rest, or ask an administrator to raise the limit for it.")));
 }
 
 /*
@@ -1260,7 +1264,7 @@ lease_acquire(FunctionCallInfo fcinfo, const LeaseRequest *req)
 	scan.new_token = idgen_uuid7_next_tick(get_func_name(fcinfo->flinfo->fn_oid));
 	idgen_sql_begin(&fn, &statements, &scan.cx);
 	scan.new_token = token_above_table(&scan.cx, scan.new_token);
-	check_role_limit(&scan.cx, scan.now);
+	check_role_limit(&scan.cx, scan.ended_before);
 
 	if (req->want < 0)
 	{
@@ -1336,10 +1340,16 @@ Datum
 idgen_worker_acquire(PG_FUNCTION_ARGS)
 {
 	text	   *holder = holder_arg(fcinfo, 0, "holder");
-	bool		session_bound = !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
-	Interval   *ttl = session_bound ? NULL : ttl_arg(fcinfo, 1);
-	int32		max_workers = max_workers_arg(fcinfo, 2);
-	LeaseRequest req = {
+	bool		session_bound;
+	Interval   *ttl;
+	int32		max_workers;
+	LeaseRequest req;
+
+	idgen_arg_not_null(fcinfo, 3, "session_bound");
+	session_bound = PG_GETARG_BOOL(3);
+	ttl = session_bound ? NULL : ttl_arg(fcinfo, 1);
+	max_workers = max_workers_arg(fcinfo, 2);
+	req = (LeaseRequest) {
 		.holder = holder,
 		.ttl = ttl,
 		.session_bound = session_bound,

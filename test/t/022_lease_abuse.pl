@@ -180,10 +180,24 @@ $node->safe_psql('other', 'CREATE EXTENSION idgen');
 		SELECT idgen_worker_acquire('a2', ttl => '1 min');
 		SELECT idgen_worker_acquire('a3', ttl => '1 min');
 	});
-	like($err, qr/ERROR:  54000: role "app" holds 2 worker-id leases, its limit/,
+	like($err, qr/ERROR:  54000: role "app" has reached its limit of 2 worker-id leases/,
 		'a third lease beyond idgen.worker_max_per_role = 2 is refused');
 	is($node->safe_psql('postgres', q{SELECT count(*) FROM idgen_worker_leases WHERE acquired_by = 'app'}),
 		'2', 'the role holds two');
+
+	# Leases of a microsecond end at once, but their ids rest: they count
+	# until then, or the role could take ids faster than they come free
+	# (and renew them: a renewal after the end succeeds while nobody has
+	# the id).
+	$node->safe_psql('postgres', q{DELETE FROM idgen_worker_lease WHERE acquired_by = 'app'::regrole});
+	($ret, $out, $err) = as_role($node, 'app', 'postgres', q{
+		CREATE TEMP TABLE t AS SELECT * FROM idgen_worker_acquire('m1', ttl => '1 microsecond');
+		INSERT INTO t SELECT * FROM idgen_worker_acquire('m2', ttl => '1 microsecond');
+		SELECT pg_sleep(0.01);
+		INSERT INTO t SELECT * FROM idgen_worker_acquire('m3', ttl => '1 microsecond');
+	});
+	like($err, qr/ERROR:  54000: role "app" has reached its limit of 2 worker-id leases\nDETAIL:  It has 2 leases that are held or whose id still rests/,
+		'leases that ended but whose ids rest (1 s) count toward the limit');
 }
 
 no_crash_logged($node, 'no crash');
