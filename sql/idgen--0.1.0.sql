@@ -356,8 +356,7 @@ LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 CREATE VIEW @extschema@.idgen_stats AS
     SELECT * FROM @extschema@.idgen_stats();
-
-GRANT SELECT ON @extschema@.idgen_stats TO PUBLIC;
+-- granted to PUBLIC at the end, with the functions
 
 CREATE FUNCTION @extschema@.idgen_stats_reset()
 RETURNS void
@@ -516,3 +515,97 @@ COMMENT ON TABLE @extschema@.idgen_seq IS
     'per-key sequences, one row per key; written only through the idgen_seq_* functions';
 COMMENT ON TABLE @extschema@.idgen_worker_lease IS
     'worker-id leases, one row per id ever leased; written only through the idgen_worker_* functions';
+
+-- Privileges.  Every object above was created with the installing role's
+-- default privileges (ALTER DEFAULT PRIVILEGES, for every schema or for
+-- this one), which may grant EXECUTE, or ALL on the tables, to other roles,
+-- or take PUBLIC's EXECUTE or the owner's own privileges away.  Whatever
+-- they did: every role but the owner loses what it holds on the extension's
+-- objects (on their columns too), the owner gets back what an owner holds,
+-- and PUBLIC is granted what the README's attack surface table lists, so
+-- that the extension starts with exactly those privileges
+-- (test/t/017_attack_surface.pl).  Run while this script runs, the statements
+-- are recorded as the objects' initial privileges (pg_init_privs), which
+-- pg_dump leaves alone.
+DO $$
+DECLARE
+    stmt pg_catalog.text;
+BEGIN
+    FOR stmt IN
+        WITH member AS (
+            SELECT 'FUNCTION' AS kind, p.oid::pg_catalog.regprocedure::pg_catalog.text AS name,
+                   p.proowner AS owner,
+                   COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner)) AS acl,
+                   NULL::pg_catalog.oid AS rel
+            FROM pg_catalog.pg_depend d
+            JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) d.objid
+            WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+              AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+              AND d.refobjid OPERATOR(pg_catalog.=)
+                  (SELECT e.oid FROM pg_catalog.pg_extension e
+                   WHERE e.extname OPERATOR(pg_catalog.=) 'idgen')
+              AND d.deptype OPERATOR(pg_catalog.=) 'e'
+            UNION ALL
+            SELECT 'TABLE', c.oid::pg_catalog.regclass::pg_catalog.text, c.relowner,
+                   COALESCE(c.relacl, pg_catalog.acldefault('r', c.relowner)),
+                   c.oid
+            FROM pg_catalog.pg_depend d
+            JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid
+            WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+              AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+              AND d.refobjid OPERATOR(pg_catalog.=)
+                  (SELECT e.oid FROM pg_catalog.pg_extension e
+                   WHERE e.extname OPERATOR(pg_catalog.=) 'idgen')
+              AND d.deptype OPERATOR(pg_catalog.=) 'e'
+        ),
+        -- every role but the owner that holds a privilege on the object or
+        -- on one of its columns (a relation-level REVOKE revokes the
+        -- column privileges too), PUBLIC included
+        holder AS (
+            SELECT DISTINCT m.kind, m.name, a.grantee
+            FROM member m,
+                 LATERAL (SELECT x.grantee FROM pg_catalog.aclexplode(m.acl) x
+                          UNION ALL
+                          SELECT x.grantee
+                          FROM pg_catalog.pg_attribute t,
+                               LATERAL pg_catalog.aclexplode(t.attacl) x
+                          WHERE t.attrelid OPERATOR(pg_catalog.=) m.rel
+                            AND t.attacl IS NOT NULL) a
+            WHERE a.grantee OPERATOR(pg_catalog.<>) m.owner
+        )
+        SELECT pg_catalog.format('REVOKE ALL ON %s %s FROM %s CASCADE', h.kind, h.name,
+                   CASE WHEN h.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
+                        ELSE h.grantee::pg_catalog.regrole::pg_catalog.text END)
+        FROM holder h
+        UNION ALL
+        SELECT pg_catalog.format('GRANT ALL ON %s %s TO %s', m.kind, m.name,
+                   m.owner::pg_catalog.regrole::pg_catalog.text)
+        FROM member m
+    LOOP
+        EXECUTE stmt;
+    END LOOP;
+END
+$$;
+
+-- What PUBLIC may use (the README's attack surface table): generating and
+-- reading IDs, and the counters.
+GRANT EXECUTE ON FUNCTION
+    @extschema@.idgen_snowflake(),
+    @extschema@.idgen_snowflake(bigint),
+    @extschema@.idgen_snowflake_trigger(),
+    @extschema@.idgen_gene(bigint),
+    @extschema@.idgen_gene(bigint, int),
+    @extschema@.idgen_snowflake_decode(bigint),
+    @extschema@.idgen_snowflake_time(bigint),
+    @extschema@.idgen_snowflake_min(timestamptz),
+    @extschema@.idgen_snowflake_debug(bigint),
+    @extschema@.idgen_uuid7(),
+    @extschema@.idgen_uuid7(timestamptz),
+    @extschema@.idgen_uuid7_min(timestamptz),
+    @extschema@.idgen_uuid7_time(uuid),
+    @extschema@.idgen_expiry(timestamptz, interval),
+    @extschema@.idgen_stats(),
+    @extschema@.idgen_info(),
+    @extschema@.idgen_identity()
+    TO PUBLIC;
+GRANT SELECT ON @extschema@.idgen_stats TO PUBLIC;

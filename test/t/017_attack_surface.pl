@@ -1,12 +1,27 @@
 # Scenario: the README's "Attack surface" table lists every SQL object of
 # the extension with who may use it, and must not drift from the catalog.
 # The table is rebuilt here from pg_proc, pg_class and their ACLs (as
-# aclexplode reads them) after CREATE EXTENSION, and compared line by line
-# with the README's.  Who may use an object:
-#   PUBLIC   every role (EXECUTE, or SELECT, granted to PUBLIC)
-#   granted  the roles the administrator grants it to (nobody by default)
+# aclexplode reads them, every grantee) after CREATE EXTENSION, and
+# compared line by line with the README's.  Who may use an object:
+#   PUBLIC   every role (EXECUTE, or SELECT, granted to PUBLIC), and no
+#            other role holds anything on it but the owner
+#   granted  the roles the administrator grants it to (nobody by default):
+#            no role but the owner holds anything on it
 #   owner    the extension's owner only: a table no grant should open
-# It also checks that every function and view has a description.
+# Any other privilege (a role's, or one the owner lacks) shows in place of
+# those words, so the comparison fails and names it.  No column of a table
+# or view has privileges of its own.  Every function and view has a
+# description.
+#
+# The table must hold however the extension was installed:
+#   - in a database with no default privileges, in public;
+#   - in one where the installing role's default privileges (ALTER DEFAULT
+#     PRIVILEGES, for all schemas and for public) grant EXECUTE on functions
+#     and ALL on tables to a role r, and take PUBLIC's EXECUTE away: r then
+#     cannot write idgen_seq or call idgen_seq_set, and a role with no
+#     grants still generates;
+#   - in a schema of its own (the README's installation), with default
+#     privileges for that schema granting r the same.
 use strict;
 use warnings;
 
@@ -18,32 +33,72 @@ use IdgenTest;
 
 my $node = idgen_node('surface');
 
-# Every member of the extension: functions with their argument types (as
-# regprocedure prints them),
-# views and tables; with whether PUBLIC may use it.
-my $catalog = $node->safe_psql('postgres', q{
-	WITH members AS (
+# Every member of the extension, as one README row each: functions with
+# their argument types (as regprocedure prints them), views and tables;
+# with who may use it.  $schema, when given, is put on search_path so that
+# names print as they do for an extension in public.
+sub surface
+{
+	my ($db, $schema) = @_;
+	my $path = $schema ? "SET search_path = $schema, public;" : '';
+	my $rows = $node->safe_psql($db, $path . q{
+	WITH ext AS (SELECT oid FROM pg_extension WHERE extname = 'idgen'),
+	members AS (
 		SELECT 'function' AS kind,
-		       p.oid::regprocedure::text AS name,
-		       EXISTS (SELECT FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
-		               WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE') AS public
+		       p.oid::regprocedure::text AS name, p.proowner AS owner,
+		       coalesce(p.proacl, acldefault('f', p.proowner)) AS acl,
+		       acldefault('f', p.proowner) AS dflt, 'EXECUTE' AS use
 		FROM pg_depend d JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
 		WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
-		  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idgen')
+		  AND d.refobjid = (SELECT oid FROM ext)
 		UNION ALL
 		SELECT CASE c.relkind WHEN 'v' THEN 'view' WHEN 'r' THEN 'table' ELSE c.relkind::text END,
-		       c.relname,
-		       EXISTS (SELECT FROM aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) a
-		               WHERE a.grantee = 0 AND a.privilege_type = 'SELECT')
+		       c.relname, c.relowner,
+		       coalesce(c.relacl, acldefault('r', c.relowner)),
+		       acldefault('r', c.relowner), 'SELECT'
 		FROM pg_depend d JOIN pg_class c ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
 		WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
-		  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idgen')
+		  AND d.refobjid = (SELECT oid FROM ext)
+	),
+	-- what any role but the owner holds, and what the owner lacks of what
+	-- an object's owner holds by default
+	held AS (
+		SELECT m.*,
+		       (SELECT string_agg(g, ',' ORDER BY g)
+		        FROM (SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END
+		                     || ':' || a.privilege_type || CASE WHEN a.is_grantable THEN '*' ELSE '' END AS g
+		              FROM (SELECT * FROM aclexplode(m.acl)
+		                    EXCEPT SELECT * FROM aclexplode(m.dflt) WHERE grantee = m.owner) a) s) AS extra,
+		       (SELECT string_agg(g, ',' ORDER BY g)
+		        FROM (SELECT 'owner without ' || a.privilege_type AS g
+		              FROM (SELECT * FROM aclexplode(m.dflt) WHERE grantee = m.owner
+		                    EXCEPT SELECT * FROM aclexplode(m.acl)) a) s) AS missing
+		FROM members m
 	)
 	SELECT '| `' || name || '` | ' || kind || ' | ' ||
-	       CASE WHEN public THEN 'PUBLIC' WHEN kind = 'table' THEN 'owner' ELSE 'granted' END || ' |'
-	FROM members ORDER BY kind, name COLLATE "C"
-});
-my @catalog = split /\n/, $catalog;
+	       CASE WHEN missing IS NOT NULL THEN missing
+	            WHEN extra IS NULL THEN CASE WHEN kind = 'table' THEN 'owner' ELSE 'granted' END
+	            WHEN extra = 'PUBLIC:' || use THEN 'PUBLIC'
+	            ELSE extra END || ' |'
+	FROM held ORDER BY kind, name COLLATE "C"
+	});
+	return split /\n/, $rows;
+}
+
+# Columns of the extension's tables and views that have privileges of
+# their own: none should.
+sub column_grants
+{
+	my ($db) = @_;
+	return $node->safe_psql($db, q{
+	SELECT coalesce(string_agg(a.attrelid::regclass || '.' || a.attname || ' ' || a.attacl::text, ', '), '')
+	FROM pg_depend d JOIN pg_attribute a ON d.classid = 'pg_class'::regclass AND a.attrelid = d.objid
+	WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+	  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idgen')
+	  AND a.attacl IS NOT NULL});
+}
+
+my @catalog = surface('postgres');
 cmp_ok(scalar @catalog, '>', 30, scalar(@catalog) . ' objects in the extension');
 
 # The README's table: the rows between the markers, without their last
@@ -53,8 +108,9 @@ my ($section) = $readme =~ /<!-- attack surface -->\n(.*?)<!-- end attack surfac
 ok(defined $section, 'the README has the attack surface table');
 my @readme = map { s/^(\| `[^`]+` \| \w+ \| \w+ \|).*$/$1/r }
   grep { /^\| `/ } split /\n/, ($section // '');
-is_deeply(\@readme, \@catalog, 'the README lists every object with who may use it, as the catalog says')
+is_deeply(\@catalog, \@readme, 'the README lists every object with who may use it, as the catalog says')
   or diag(join("\n", 'catalog:', @catalog));
+is(column_grants('postgres'), '', 'no column has privileges of its own');
 
 # Every function and view has a description (COMMENT ON), so that \df+ and
 # \dv+ document them.
@@ -73,6 +129,75 @@ is($node->safe_psql('postgres', q{
 	  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idgen')
 	  AND c.relkind = 'v' AND obj_description(c.oid, 'pg_class') IS NULL}),
 	'', 'every view has a COMMENT');
+
+# Run $sql in $db as $role; its output and error text together.
+sub as_role
+{
+	my ($db, $role, $sql) = @_;
+	my ($ret, $stdout, $stderr) = $node->psql($db, $sql,
+		extra_params => [ '-U', $role, '-v', 'VERBOSITY=verbose' ]);
+	return "$stdout\n$stderr";
+}
+
+# --- Default privileges ------------------------------------------------------
+
+$node->safe_psql('postgres', q{
+	CREATE ROLE r LOGIN;
+	CREATE ROLE nobody LOGIN;
+	CREATE DATABASE defaults;
+	CREATE DATABASE own_schema;
+});
+
+# The installing role's default privileges, for all schemas and for public;
+# r may grant what it got.
+$node->safe_psql('defaults', q{
+	ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO r;
+	ALTER DEFAULT PRIVILEGES GRANT ALL ON TABLES TO r WITH GRANT OPTION;
+	ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, UPDATE ON TABLES TO nobody;
+	ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+	CREATE EXTENSION idgen;
+});
+my @defaults = surface('defaults');
+is_deeply(\@defaults, \@readme,
+	'default privileges granting to r and revoking from PUBLIC: the catalog is the README\'s table')
+  or diag(join("\n", 'catalog:', @defaults));
+is(column_grants('defaults'), '', 'default privileges: no column has privileges of its own');
+
+like(as_role('defaults', 'r', 'UPDATE idgen_seq SET value = 0'),
+	qr/42501: permission denied for table idgen_seq/, 'r cannot write idgen_seq');
+like(as_role('defaults', 'r', 'SELECT holder FROM idgen_worker_lease'),
+	qr/42501: permission denied for table idgen_worker_lease/, 'r cannot read idgen_worker_lease');
+like(as_role('defaults', 'r', "SELECT idgen_seq_set('k', 1)"),
+	qr/42501: permission denied for function idgen_seq_set/, 'r cannot call idgen_seq_set');
+like(as_role('defaults', 'nobody', 'SELECT count(*) FROM idgen_seq_keys'),
+	qr/42501: permission denied for view idgen_seq_keys/, 'nobody cannot read idgen_seq_keys');
+like(as_role('defaults', 'nobody',
+		'SELECT idgen_snowflake() > 0 AS generates, count(*) > 0 AS stats FROM idgen_stats'),
+	qr/^ *t *\| *t *$/m, 'a role with no grants generates and reads idgen_stats (PUBLIC)');
+
+# What the install script left are the objects' initial privileges
+# (pg_init_privs): pg_dump dumps none of them.
+my ($dump) = run_command([ 'pg_dump', '--schema-only', '--dbname', $node->connstr('defaults') ]);
+is(join("\n", grep { /^(GRANT|REVOKE)\b.*\bidgen_/ } split /\n/, $dump), '',
+	'default privileges: pg_dump dumps no privilege of the extension\'s objects');
+
+# In a schema of its own, with default privileges for that schema.
+$node->safe_psql('own_schema', q{
+	CREATE SCHEMA idgen;
+	ALTER DEFAULT PRIVILEGES IN SCHEMA idgen GRANT ALL ON TABLES TO r;
+	ALTER DEFAULT PRIVILEGES IN SCHEMA idgen GRANT EXECUTE ON FUNCTIONS TO r;
+	CREATE EXTENSION idgen SCHEMA idgen;
+	GRANT USAGE ON SCHEMA idgen TO PUBLIC;
+});
+my @own = surface('own_schema', 'idgen');
+is_deeply(\@own, \@readme, 'in its own schema with default privileges there: the catalog is the README\'s table')
+  or diag(join("\n", 'catalog:', @own));
+like(as_role('own_schema', 'r', 'UPDATE idgen.idgen_seq SET value = 0'),
+	qr/42501: permission denied for table idgen_seq/, 'own schema: r cannot write idgen_seq');
+like(as_role('own_schema', 'r', "SELECT idgen.idgen_seq_set('k', 1)"),
+	qr/42501: permission denied for function idgen_seq_set/, 'own schema: r cannot call idgen_seq_set');
+like(as_role('own_schema', 'nobody', 'SELECT idgen.idgen_snowflake(idgen.idgen_gene(42, 0)) > 0'),
+	qr/^ *t *$/m, 'own schema: a role with no grants generates');
 
 $node->stop('fast');
 no_crash_logged($node, 'clean shutdown');
