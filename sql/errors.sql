@@ -7,7 +7,11 @@ SELECT idgen_snowflake(1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_snowflake(-1);
 \echo :LAST_ERROR_SQLSTATE
-SELECT idgen_snowflake(NULL);
+SELECT idgen_snowflake(2::bigint);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_snowflake(NULL::bigint);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_snowflake(NULL::int);
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_gene(1, -1);
 \echo :LAST_ERROR_SQLSTATE
@@ -27,9 +31,34 @@ SELECT idgen_snowflake_min('2100-01-01 00:00:00+00');
 SELECT ids, errors FROM idgen_stats WHERE kind = 'snowflake';
 
 -- STRICT readers return NULL for NULL.
-SELECT idgen_gene(NULL) IS NULL AS a, idgen_gene(1, NULL) IS NULL AS b,
+SELECT idgen_gene(NULL::bigint) IS NULL AS a, idgen_gene(1, NULL) IS NULL AS b,
        idgen_snowflake_time(NULL) IS NULL AS c, idgen_snowflake_min(NULL) IS NULL AS d,
        idgen_snowflake_debug(NULL) IS NULL AS e, (idgen_snowflake_decode(NULL)).ts IS NULL AS f;
+SELECT idgen_gene(NULL::int) IS NULL AS a, idgen_gene(NULL::int, 4) IS NULL AS b,
+       idgen_gene(1::bigint, NULL) IS NULL AS c;
+
+-- idgen_snowflake and idgen_gene take int too, so that the README's calls
+-- (idgen_snowflake(idgen_gene(42, 4))) need no cast: an int gives what the
+-- same bigint gives.
+SELECT idgen_gene(42, 4) AS int_42, idgen_gene(42::bigint, 4) AS bigint_42,
+       idgen_gene(-1, 4) AS int_minus_1, idgen_gene(-1::bigint, 4) AS bigint_minus_1,
+       idgen_gene((-2147483648)::int, 31) = idgen_gene(-2147483648::bigint, 31) AS int_min,
+       idgen_gene(2147483647, 31) = idgen_gene(2147483647::bigint, 31) AS int_max,
+       idgen_gene(42) = idgen_gene(42::bigint) AS default_bits,
+       idgen_snowflake(idgen_gene(42, 0)) > 0 AS generates;
+-- A bare NULL, or a parameter of no type, matches both equally: give it one.
+-- (Terse: the detail and hint of this error differ between versions.)
+\set VERBOSITY terse
+SELECT idgen_snowflake(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_gene(NULL, 4);
+\echo :LAST_ERROR_SQLSTATE
+PREPARE untyped AS SELECT idgen_snowflake($1);
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
+PREPARE typed(int) AS SELECT idgen_snowflake($1) > 0 AS generates;
+EXECUTE typed(0);
+DEALLOCATE typed;
 
 -- Layout settings are fixed at server start.
 SET idgen.gene_bits = 4;

@@ -79,7 +79,9 @@ SELECT count(DISTINCT idgen_gene(idgen_snowflake(g), 4)) AS genes_accepted
 FROM generate_series(0, 15) g;
 SELECT idgen_snowflake(16);
 \echo :LAST_ERROR_SQLSTATE
-SELECT idgen_snowflake(NULL);
+SELECT idgen_snowflake(NULL::bigint);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_snowflake(NULL::int);
 \echo :LAST_ERROR_SQLSTATE
 
 -- Trigger misuse.

@@ -17,6 +17,22 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'idgen_snowflake_gene'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL SAFE;
 
+-- Look-alikes.  A call is resolved against every schema on the caller's
+-- search_path, and a function whose argument types match the call better
+-- wins whatever its schema's place: where other roles may create functions
+-- in a schema on that path (public, in a database from before PostgreSQL
+-- 15), theirs named idgen_snowflake(integer) would run, with the caller's
+-- rights, for idgen_snowflake(idgen_gene(42, 4)), whose argument is an int.
+-- So the calls the README shows need no cast: idgen_snowflake and idgen_gene
+-- take int too, through entry points that read an int and share the bigint
+-- ones' code (README, Installation).  A bare NULL or an untyped parameter
+-- matches both equally and is ambiguous: give it a type (NULL::bigint,
+-- $1::int).
+CREATE FUNCTION @extschema@.idgen_snowflake(gene int)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_snowflake_gene_int4'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL SAFE;
+
 -- Readers.  IMMUTABLE: they depend on their arguments and the layout, which
 -- is fixed while the server runs.  In index and partition expressions, spell
 -- the gene width out: idgen_gene(id, 4).
@@ -29,6 +45,17 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION @extschema@.idgen_gene(value bigint, bits int)
 RETURNS int
 AS 'MODULE_PATHNAME', 'idgen_gene'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- The same for an int value (Look-alikes, above).
+CREATE FUNCTION @extschema@.idgen_gene(value int)
+RETURNS int
+AS 'MODULE_PATHNAME', 'idgen_gene_int4'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION @extschema@.idgen_gene(value int, bits int)
+RETURNS int
+AS 'MODULE_PATHNAME', 'idgen_gene_int4'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 CREATE FUNCTION @extschema@.idgen_snowflake_decode(
@@ -441,10 +468,16 @@ COMMENT ON FUNCTION @extschema@.idgen_snowflake() IS
     'next Snowflake ID of this server; with gene bits, spread evenly over the genes';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake(bigint) IS
     'next Snowflake ID carrying the given gene in its low bits';
+COMMENT ON FUNCTION @extschema@.idgen_snowflake(int) IS
+    'next Snowflake ID carrying the given gene in its low bits (an int gene, as idgen_gene returns)';
 COMMENT ON FUNCTION @extschema@.idgen_gene(bigint) IS
     'the low idgen.gene_bits bits of a value: the shard of an ID (IMMUTABLE: index, partition, route by it)';
 COMMENT ON FUNCTION @extschema@.idgen_gene(bigint, int) IS
     'the low bits bits of a value';
+COMMENT ON FUNCTION @extschema@.idgen_gene(int) IS
+    'the low idgen.gene_bits bits of an int value, as for the same bigint';
+COMMENT ON FUNCTION @extschema@.idgen_gene(int, int) IS
+    'the low bits bits of an int value, as for the same bigint';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake_decode(bigint) IS
     'a Snowflake ID split into its time, datacenter, worker, sequence and gene';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake_time(bigint) IS
@@ -592,9 +625,12 @@ $$;
 GRANT EXECUTE ON FUNCTION
     @extschema@.idgen_snowflake(),
     @extschema@.idgen_snowflake(bigint),
+    @extschema@.idgen_snowflake(int),
     @extschema@.idgen_snowflake_trigger(),
     @extschema@.idgen_gene(bigint),
     @extschema@.idgen_gene(bigint, int),
+    @extschema@.idgen_gene(int),
+    @extschema@.idgen_gene(int, int),
     @extschema@.idgen_snowflake_decode(bigint),
     @extschema@.idgen_snowflake_time(bigint),
     @extschema@.idgen_snowflake_min(timestamptz),

@@ -46,6 +46,7 @@
 #include "idgen_layout.h"
 
 PG_FUNCTION_INFO_V1(idgen_gene);
+PG_FUNCTION_INFO_V1(idgen_gene_int4);
 PG_FUNCTION_INFO_V1(idgen_snowflake_decode);
 PG_FUNCTION_INFO_V1(idgen_snowflake_time);
 PG_FUNCTION_INFO_V1(idgen_snowflake_min);
@@ -333,13 +334,12 @@ id_timestamp(uint64 id)
 }
 
 /*
- * idgen_gene(value bigint [, bits int]) returns int
- *		The low 'bits' bits of any value (default idgen.gene_bits).
+ * The low 'bits' bits of 'value', for idgen_gene(value [, bits]): 'bits' is
+ * the second argument if there is one, else idgen.gene_bits.
  */
-Datum
-idgen_gene(PG_FUNCTION_ARGS)
+static int32
+gene_of(FunctionCallInfo fcinfo, int64 value)
 {
-	int64		value = PG_GETARG_INT64(0);
 	int32		bits;
 
 	if (PG_NARGS() > 1)
@@ -357,7 +357,30 @@ idgen_gene(PG_FUNCTION_ARGS)
 				 errdetail("A gene is between 0 and 31 bits wide."),
 				 errhint("Pass the number of gene bits the IDs were generated with, for example idgen_gene(id, 4).")));
 
-	PG_RETURN_INT32((int32) ((uint64) value & low_mask(bits)));
+	return (int32) ((uint64) value & low_mask(bits));
+}
+
+/*
+ * idgen_gene(value bigint [, bits int]) returns int
+ *		The low 'bits' bits of any value (default idgen.gene_bits).
+ */
+Datum
+idgen_gene(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(gene_of(fcinfo, PG_GETARG_INT64(0)));
+}
+
+/*
+ * idgen_gene(value int [, bits int]) returns int
+ *		The same for an int value (idgen_gene(42, 4)), so that such a call
+ *		needs no cast and no other function of this name taking int can match
+ *		it better (the install script's "Look-alikes").  A negative value is
+ *		read as the bigint of the same value would be.
+ */
+Datum
+idgen_gene_int4(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(gene_of(fcinfo, PG_GETARG_INT32(0)));
 }
 
 /*

@@ -43,6 +43,7 @@
 
 PG_FUNCTION_INFO_V1(idgen_snowflake);
 PG_FUNCTION_INFO_V1(idgen_snowflake_gene);
+PG_FUNCTION_INFO_V1(idgen_snowflake_gene_int4);
 PG_FUNCTION_INFO_V1(idgen_snowflake_trigger);
 
 /* This backend's round-robin position for idgen_snowflake(). */
@@ -111,19 +112,17 @@ idgen_snowflake(PG_FUNCTION_ARGS)
 }
 
 /*
- * idgen_snowflake(gene bigint) returns bigint
- *		The next ID carrying 'gene' in its low bits.  Not STRICT: a NULL gene
- *		is an error rather than a NULL key.
+ * The next ID carrying 'gene' in its low bits, for idgen_snowflake(gene):
+ * a NULL gene (isnull) or one out of range is an error naming the range.
  */
-Datum
-idgen_snowflake_gene(PG_FUNCTION_ARGS)
+static int64
+snowflake_gene(bool isnull, int64 gene)
 {
 	const IdgenLayout *l = &idgen_layout;
-	int64		gene;
 
 	snowflake_prepare("idgen_snowflake");
 
-	if (PG_ARGISNULL(0))
+	if (isnull)
 	{
 		idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_ERRORS, 1);
 		ereport(ERROR,
@@ -134,7 +133,6 @@ idgen_snowflake_gene(PG_FUNCTION_ARGS)
 				 errhint("Use idgen_snowflake() for an ID without a parent.")));
 	}
 
-	gene = PG_GETARG_INT64(0);
 	if (gene < 0 || (uint64) gene > l->gene_mask)
 	{
 		idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_ERRORS, 1);
@@ -148,7 +146,34 @@ idgen_snowflake_gene(PG_FUNCTION_ARGS)
 				 errhint("Pass idgen_gene(parent_id, %d) to carry a parent's gene.", l->gene_bits)));
 	}
 
-	PG_RETURN_INT64(snowflake_next((uint32) gene));
+	return snowflake_next((uint32) gene);
+}
+
+/*
+ * idgen_snowflake(gene bigint) returns bigint
+ *		The next ID carrying 'gene' in its low bits.  Not STRICT: a NULL gene
+ *		is an error rather than a NULL key.
+ */
+Datum
+idgen_snowflake_gene(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(snowflake_gene(PG_ARGISNULL(0),
+								   PG_ARGISNULL(0) ? 0 : PG_GETARG_INT64(0)));
+}
+
+/*
+ * idgen_snowflake(gene int) returns bigint
+ *		The same for an int gene, the type idgen_gene() returns, so that
+ *		idgen_snowflake(idgen_gene(...)) needs no cast and no other function
+ *		of this name taking int can match it better (the install script's
+ *		"Look-alikes").  Its own entry point: an int argument is not an int8
+ *		Datum where int8 is passed by reference.
+ */
+Datum
+idgen_snowflake_gene_int4(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(snowflake_gene(PG_ARGISNULL(0),
+								   PG_ARGISNULL(0) ? 0 : PG_GETARG_INT32(0)));
 }
 
 /* Column number of trigger argument 'name' in 'rel', which must be bigint. */

@@ -22,6 +22,19 @@
 #     grants still generates;
 #   - in a schema of its own (the README's installation), with default
 #     privileges for that schema granting r the same.
+#
+# Look-alikes: in a database carried over from before PostgreSQL 15, where
+# PUBLIC may create in public, an unprivileged role creates functions named
+# like idgen's that take the types the README's calls pass
+# (idgen_snowflake(integer): idgen_gene() returns int), and a superuser then
+# runs those calls.  The int overloads idgen_snowflake(int), idgen_gene(int)
+# and idgen_gene(int, int) exist, so such a look-alike cannot be created in
+# idgen's schema and the calls run idgen's functions.  The test also pins
+# which calls the other look-alikes still capture (an integer literal for
+# idgen_snowflake_decode, a varchar key, a string literal for a timestamptz
+# parameter, an integer for a sequence's bigint value): what only a schema
+# nobody else may create in rules out (README, Installation), and the query
+# the README gives to find them.
 use strict;
 use warnings;
 
@@ -198,6 +211,122 @@ like(as_role('own_schema', 'r', "SELECT idgen.idgen_seq_set('k', 1)"),
 	qr/42501: permission denied for function idgen_seq_set/, 'own schema: r cannot call idgen_seq_set');
 like(as_role('own_schema', 'nobody', 'SELECT idgen.idgen_snowflake(idgen.idgen_gene(42, 0)) > 0'),
 	qr/^ *t *$/m, 'own schema: a role with no grants generates');
+
+# --- Look-alikes -------------------------------------------------------------
+
+# A database as pg_upgrade carries it over from before 15: PUBLIC may
+# create in public, where the extension is.  mallory's functions say when
+# they run, and as whom.
+$node->safe_psql('postgres', q{
+	CREATE ROLE mallory LOGIN;
+	CREATE DATABASE upgraded;
+});
+$node->safe_psql('upgraded', q{
+	GRANT CREATE ON SCHEMA public TO PUBLIC;
+	CREATE EXTENSION idgen;
+});
+
+# mallory's look-alike: $signature returning $returns, raising a notice
+# that names it and the role it runs as, then running $return.
+sub look_alike
+{
+	my ($signature, $returns, $return) = @_;
+	return as_role('upgraded', 'mallory', qq{
+		CREATE FUNCTION public.$signature RETURNS $returns LANGUAGE plpgsql AS \$\$
+		BEGIN
+			RAISE NOTICE 'captured by %, running as %', '$signature', current_user;
+			$return;
+		END \$\$;});
+}
+
+# What a superuser's call prints.
+my $superuser = $node->safe_psql('postgres', 'SELECT current_user');
+sub superuser_runs
+{
+	my ($sql) = @_;
+	my ($ret, $stdout, $stderr) = $node->psql('upgraded', $sql);
+	return "$stdout\n$stderr";
+}
+
+# The int overloads: the look-alikes cannot be created next to them.
+for my $case (
+	[ 'idgen_snowflake(gene integer)', 'bigint', 'idgen_snowflake' ],
+	[ 'idgen_gene(value integer)', 'integer', 'idgen_gene' ],
+	[ 'idgen_gene(value integer, bits integer)', 'integer', 'idgen_gene' ])
+{
+	my ($signature, $returns, $name) = @$case;
+	like(look_alike($signature, $returns, 'RETURN -1'),
+		qr/42723: function "$name" already exists with same argument types/,
+		"a look-alike $signature cannot be created in idgen's schema");
+}
+
+# The README's calls run idgen's functions.
+for my $case (
+	[ 'SELECT idgen_snowflake(idgen_gene(42, 0)) > 0', 'idgen_snowflake(idgen_gene(42, 0))' ],
+	[ 'SELECT idgen_snowflake(0) > 0', 'idgen_snowflake(0)' ],
+	[ 'SELECT idgen_gene(42) = 0', 'idgen_gene(42)' ],
+	[ 'SELECT idgen_gene(42, 4) = 10', 'idgen_gene(42, 4)' ])
+{
+	my ($sql, $call) = @$case;
+	my $out = superuser_runs($sql);
+	like($out, qr/^t$/m, "$call runs idgen's function");
+	unlike($out, qr/captured/, "$call runs no look-alike");
+}
+
+# The other look-alikes can be created; which calls they capture.
+unlike(look_alike('idgen_seq_next(key varchar)', 'bigint', 'RETURN -1'), qr/ERROR/,
+	'mallory creates idgen_seq_next(varchar)');
+unlike(look_alike('idgen_snowflake_decode(id integer, OUT ts timestamptz, OUT datacenter_id int, '
+		. 'OUT worker_id int, OUT sequence int, OUT gene int)', 'record', 'RETURN'),
+	qr/ERROR/, 'mallory creates idgen_snowflake_decode(integer)');
+unlike(look_alike('idgen_uuid7(ts text)', 'uuid', 'RETURN NULL'), qr/ERROR/,
+	'mallory creates idgen_uuid7(text)');
+unlike(look_alike('idgen_seq_set_if_absent(key text, value integer)', 'boolean', 'RETURN NULL'),
+	qr/ERROR/, 'mallory creates idgen_seq_set_if_absent(text, integer)');
+
+for my $case (
+	# an unknown literal goes to text, the preferred type of its category
+	[ "SELECT idgen_seq_next('conv:42') > 0", "idgen_seq_next('conv:42')", 0 ],
+	[ 'SELECT (idgen_snowflake_decode(idgen_snowflake())).ts IS NOT NULL',
+	  'idgen_snowflake_decode(idgen_snowflake())', 0 ],
+	# what the int overloads leave: an int ID (no real Snowflake ID fits
+	# one), a key of another type than text, a time as a string literal
+	[ 'SELECT (idgen_snowflake_decode(0)).ts IS NULL', 'idgen_snowflake_decode(0)', 1 ],
+	[ "SELECT idgen_seq_next('conv:42'::varchar) = -1", "idgen_seq_next('conv:42'::varchar)", 1 ],
+	[ "SELECT idgen_uuid7('2020-05-01 12:00+00') IS NULL", "idgen_uuid7('2020-05-01 12:00+00')", 1 ],
+	[ "SELECT idgen_seq_set_if_absent('invoice:2026', 41000) IS NULL",
+	  "idgen_seq_set_if_absent('invoice:2026', 41000)", 1 ])
+{
+	my ($sql, $call, $captured) = @$case;
+	my $out = superuser_runs($sql);
+	like($out, qr/^t$/m, "$call: the expected function ran");
+	if ($captured)
+	{
+		like($out, qr/captured by .*, running as \Q$superuser\E/,
+			"$call still runs a look-alike taking its argument's type, as the superuser");
+	}
+	else
+	{
+		unlike($out, qr/captured/, "$call runs no look-alike");
+	}
+}
+
+# The README's query finds them.
+is($node->safe_psql('upgraded', q{
+	SELECT string_agg(p.oid::regprocedure || ' ' || p.proowner::regrole, ', '
+	                  ORDER BY p.oid::regprocedure::text COLLATE "C")
+	FROM pg_proc p
+	WHERE p.proname LIKE 'idgen%'
+	  AND NOT EXISTS (SELECT FROM pg_depend d
+	                  WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')}),
+	'idgen_seq_next(character varying) mallory, idgen_seq_set_if_absent(text,integer) mallory, '
+	. 'idgen_snowflake_decode(integer) mallory, idgen_uuid7(text) mallory',
+	'the look-alikes, as the README\'s query lists them');
+
+# Once PUBLIC may not create in public, no new one can be made.
+$node->safe_psql('upgraded', 'REVOKE CREATE ON SCHEMA public FROM PUBLIC');
+like(look_alike('idgen_snowflake_time(id integer)', 'timestamptz', 'RETURN NULL'),
+	qr/42501: permission denied for schema public/, 'after REVOKE CREATE, mallory creates nothing');
 
 $node->stop('fast');
 no_crash_logged($node, 'clean shutdown');
