@@ -32,9 +32,9 @@
 # idgen's schema and the calls run idgen's functions.  The test also pins
 # which calls the other look-alikes still capture (an integer literal for
 # idgen_snowflake_decode, a varchar key, a string literal for a timestamptz
-# parameter, an integer for a sequence's bigint value): what only a schema
-# nobody else may create in rules out (README, Installation), and the query
-# the README gives to find them.
+# or interval parameter, an integer for a sequence's bigint value): what
+# only a search_path with no schema others may create in rules out (README,
+# Installation), and the query the README gives to find them.
 use strict;
 use warnings;
 
@@ -283,6 +283,8 @@ unlike(look_alike('idgen_uuid7(ts text)', 'uuid', 'RETURN NULL'), qr/ERROR/,
 	'mallory creates idgen_uuid7(text)');
 unlike(look_alike('idgen_seq_set_if_absent(key text, value integer)', 'boolean', 'RETURN NULL'),
 	qr/ERROR/, 'mallory creates idgen_seq_set_if_absent(text, integer)');
+unlike(look_alike('idgen_seq_configure(key text, ttl text)', 'boolean', 'RETURN NULL'),
+	qr/ERROR/, 'mallory creates idgen_seq_configure(text, text)');
 
 for my $case (
 	# an unknown literal goes to text, the preferred type of its category
@@ -295,7 +297,9 @@ for my $case (
 	[ "SELECT idgen_seq_next('conv:42'::varchar) = -1", "idgen_seq_next('conv:42'::varchar)", 1 ],
 	[ "SELECT idgen_uuid7('2020-05-01 12:00+00') IS NULL", "idgen_uuid7('2020-05-01 12:00+00')", 1 ],
 	[ "SELECT idgen_seq_set_if_absent('invoice:2026', 41000) IS NULL",
-	  "idgen_seq_set_if_absent('invoice:2026', 41000)", 1 ])
+	  "idgen_seq_set_if_absent('invoice:2026', 41000)", 1 ],
+	[ "SELECT idgen_seq_configure('conv:42', ttl => '24 hours') IS NULL",
+	  "idgen_seq_configure('conv:42', ttl => '24 hours')", 1 ])
 {
 	my ($sql, $call, $captured) = @$case;
 	my $out = superuser_runs($sql);
@@ -319,7 +323,8 @@ is($node->safe_psql('upgraded', q{
 	WHERE p.proname LIKE 'idgen%'
 	  AND NOT EXISTS (SELECT FROM pg_depend d
 	                  WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')}),
-	'idgen_seq_next(character varying) mallory, idgen_seq_set_if_absent(text,integer) mallory, '
+	'idgen_seq_configure(text,text) mallory, idgen_seq_next(character varying) mallory, '
+	. 'idgen_seq_set_if_absent(text,integer) mallory, '
 	. 'idgen_snowflake_decode(integer) mallory, idgen_uuid7(text) mallory',
 	'the look-alikes, as the README\'s query lists them');
 
