@@ -34,12 +34,10 @@ SELECT ids, errors FROM idgen_stats WHERE kind = 'snowflake';
 SELECT idgen_gene(NULL::bigint) IS NULL AS a, idgen_gene(1, NULL) IS NULL AS b,
        idgen_snowflake_time(NULL) IS NULL AS c, idgen_snowflake_min(NULL) IS NULL AS d,
        idgen_snowflake_debug(NULL) IS NULL AS e, (idgen_snowflake_decode(NULL)).ts IS NULL AS f;
-SELECT idgen_gene(NULL::int) IS NULL AS a, idgen_gene(NULL::int, 4) IS NULL AS b,
-       idgen_gene(1::bigint, NULL) IS NULL AS c;
 
--- idgen_snowflake and idgen_gene take int too, so that the README's calls
--- (idgen_snowflake(idgen_gene(42, 4))) need no cast: an int gives what the
--- same bigint gives.
+-- idgen_snowflake takes an int gene too, so that the README's call
+-- (idgen_snowflake(idgen_gene(42, 4))) needs no cast; idgen_gene takes
+-- bigint only, so that a parameter of no type is not ambiguous there.
 SELECT idgen_gene(42, 4) AS int_42, idgen_gene(42::bigint, 4) AS bigint_42,
        idgen_gene(-1, 4) AS int_minus_1, idgen_gene(-1::bigint, 4) AS bigint_minus_1,
        idgen_gene((-2147483648)::int, 31) = idgen_gene(-2147483648::bigint, 31) AS int_min,
@@ -51,11 +49,12 @@ SELECT idgen_gene(42, 4) AS int_42, idgen_gene(42::bigint, 4) AS bigint_42,
 \set VERBOSITY terse
 SELECT idgen_snowflake(NULL);
 \echo :LAST_ERROR_SQLSTATE
-SELECT idgen_gene(NULL, 4);
-\echo :LAST_ERROR_SQLSTATE
 PREPARE untyped AS SELECT idgen_snowflake($1);
 \echo :LAST_ERROR_SQLSTATE
 \set VERBOSITY default
+PREPARE gene_untyped AS SELECT idgen_gene($1, 4) AS gene;
+EXECUTE gene_untyped(42);
+DEALLOCATE gene_untyped;
 PREPARE typed(int) AS SELECT idgen_snowflake($1) > 0 AS generates;
 EXECUTE typed(0);
 DEALLOCATE typed;

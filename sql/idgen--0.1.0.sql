@@ -23,11 +23,12 @@ LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL SAFE;
 -- in a schema on that path (public, in a database from before PostgreSQL
 -- 15), theirs named idgen_snowflake(integer) would run, with the caller's
 -- rights, for idgen_snowflake(idgen_gene(42, 4)), whose argument is an int.
--- So the calls the README shows need no cast: idgen_snowflake and idgen_gene
--- take int too, through entry points that read an int and share the bigint
--- ones' code (README, Installation).  A bare NULL or an untyped parameter
+-- So the call the README shows needs no cast: idgen_snowflake takes an int
+-- gene too, through an entry point that reads an int and shares the bigint
+-- one's code (README, Installation).  A bare NULL or an untyped parameter
 -- matches both equally and is ambiguous: give it a type (NULL::bigint,
--- $1::int).
+-- $1::int).  idgen_gene has no int overload: idgen_gene($1, 4) with a
+-- parameter of no type (node-postgres and pgx send them) must keep working.
 CREATE FUNCTION @extschema@.idgen_snowflake(gene int)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'idgen_snowflake_gene_int4'
@@ -45,17 +46,6 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION @extschema@.idgen_gene(value bigint, bits int)
 RETURNS int
 AS 'MODULE_PATHNAME', 'idgen_gene'
-LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-
--- The same for an int value (Look-alikes, above).
-CREATE FUNCTION @extschema@.idgen_gene(value int)
-RETURNS int
-AS 'MODULE_PATHNAME', 'idgen_gene_int4'
-LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-
-CREATE FUNCTION @extschema@.idgen_gene(value int, bits int)
-RETURNS int
-AS 'MODULE_PATHNAME', 'idgen_gene_int4'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 CREATE FUNCTION @extschema@.idgen_snowflake_decode(
@@ -474,10 +464,6 @@ COMMENT ON FUNCTION @extschema@.idgen_gene(bigint) IS
     'the low idgen.gene_bits bits of a value: the shard of an ID (IMMUTABLE: index, partition, route by it)';
 COMMENT ON FUNCTION @extschema@.idgen_gene(bigint, int) IS
     'the low bits bits of a value';
-COMMENT ON FUNCTION @extschema@.idgen_gene(int) IS
-    'the low idgen.gene_bits bits of an int value, as for the same bigint';
-COMMENT ON FUNCTION @extschema@.idgen_gene(int, int) IS
-    'the low bits bits of an int value, as for the same bigint';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake_decode(bigint) IS
     'a Snowflake ID split into its time, datacenter, worker, sequence and gene';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake_time(bigint) IS
@@ -629,8 +615,6 @@ GRANT EXECUTE ON FUNCTION
     @extschema@.idgen_snowflake_trigger(),
     @extschema@.idgen_gene(bigint),
     @extschema@.idgen_gene(bigint, int),
-    @extschema@.idgen_gene(int),
-    @extschema@.idgen_gene(int, int),
     @extschema@.idgen_snowflake_decode(bigint),
     @extschema@.idgen_snowflake_time(bigint),
     @extschema@.idgen_snowflake_min(timestamptz),

@@ -46,7 +46,6 @@
 #include "idgen_layout.h"
 
 PG_FUNCTION_INFO_V1(idgen_gene);
-PG_FUNCTION_INFO_V1(idgen_gene_int4);
 PG_FUNCTION_INFO_V1(idgen_snowflake_decode);
 PG_FUNCTION_INFO_V1(idgen_snowflake_time);
 PG_FUNCTION_INFO_V1(idgen_snowflake_min);
@@ -334,12 +333,13 @@ id_timestamp(uint64 id)
 }
 
 /*
- * The low 'bits' bits of 'value', for idgen_gene(value [, bits]): 'bits' is
- * the second argument if there is one, else idgen.gene_bits.
+ * idgen_gene(value bigint [, bits int]) returns int
+ *		The low 'bits' bits of any value (default idgen.gene_bits).
  */
-static int32
-gene_of(FunctionCallInfo fcinfo, int64 value)
+Datum
+idgen_gene(PG_FUNCTION_ARGS)
 {
+	int64		value = PG_GETARG_INT64(0);
 	int32		bits;
 
 	if (PG_NARGS() > 1)
@@ -357,30 +357,7 @@ gene_of(FunctionCallInfo fcinfo, int64 value)
 				 errdetail("A gene is between 0 and 31 bits wide."),
 				 errhint("Pass the number of gene bits the IDs were generated with, for example idgen_gene(id, 4).")));
 
-	return (int32) ((uint64) value & low_mask(bits));
-}
-
-/*
- * idgen_gene(value bigint [, bits int]) returns int
- *		The low 'bits' bits of any value (default idgen.gene_bits).
- */
-Datum
-idgen_gene(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_INT32(gene_of(fcinfo, PG_GETARG_INT64(0)));
-}
-
-/*
- * idgen_gene(value int [, bits int]) returns int
- *		The same for an int value (idgen_gene(42, 4)), so that such a call
- *		needs no cast and no other function of this name taking int can match
- *		it better (the install script's "Look-alikes").  A negative value is
- *		read as the bigint of the same value would be.
- */
-Datum
-idgen_gene_int4(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_INT32(gene_of(fcinfo, PG_GETARG_INT32(0)));
+	PG_RETURN_INT32((int32) ((uint64) value & low_mask(bits)));
 }
 
 /*
