@@ -186,8 +186,9 @@ RESET ROLE;
 -- The key list shows who created each key.
 SELECT key, created_by = 'idgen_seq_user' AS by_user, created_by = current_user AS by_me
 FROM idgen_seq_keys WHERE key IN ('made-by-user', 'conv:42') ORDER BY key;
--- A database-wide default ttl for keys created without one (off by
--- default); only a superuser sets it, so a role cannot switch it off.
+-- A database-wide default ttl for keys created by use (off by default;
+-- seq_limits has the rule); only a superuser sets it, so a role cannot
+-- switch it off.
 SET idgen.seq_default_ttl = '2d';
 SELECT idgen_seq_next('with-default-ttl');
 SELECT idgen_seq_configure('configured-without-ttl');

@@ -19,7 +19,7 @@
 /* settings (seq.c, seq_cache.c, seq_worker.c) */
 extern char *idgen_purge_database;
 extern int	idgen_purge_interval_s;
-extern int	idgen_seq_default_ttl_s;
+extern double idgen_seq_default_ttl;
 extern int	idgen_seq_cache_keys;
 extern int	idgen_seq_cache_wait_ms;
 extern double idgen_seq_cache_prefetch;
@@ -77,6 +77,7 @@ typedef enum IdgenSeqRowFound
 
 extern bool idgen_seq_ttl_passed(const IdgenSeqRow *row, TimestampTz now);
 extern void idgen_seq_row_defaults(IdgenSeqRow *row, TimestampTz now);
+extern void idgen_seq_take_default_ttl(IdgenSeqRow *row);
 extern void idgen_seq_row_from_values(IdgenSeqRow *row, const Datum *values, const bool *isnull);
 extern void idgen_seq_row_to_values(IdgenSeqRow *row, Datum *values, bool *isnull);
 extern void idgen_seq_open_table(const struct IdgenFunction *fn, IdgenSeqTable *t);

@@ -25,6 +25,12 @@
  *	  rows and do not wait for each other (unless their hashes are equal
  *	  while both are inserted).
  *
+ *	  A key springs into existence on first use (idgen_seq_next), or when an
+ *	  administrative function (set, set_if_absent, configure) names it.
+ *	  idgen.seq_default_ttl is taken by the former only: a key the
+ *	  administrator creates (a migrated baseline, say) has a ttl only when
+ *	  idgen_seq_configure gives it one.
+ *
  *	  A value past max_value wraps to step.  A key whose ttl has
  *	  passed since its last use is forgotten: it behaves exactly as if its
  *	  row had been purged (value and options back to the defaults), which is
@@ -77,8 +83,11 @@ PG_FUNCTION_INFO_V1(idgen_seq_configure);
 PG_FUNCTION_INFO_V1(idgen_seq_drop);
 PG_FUNCTION_INFO_V1(idgen_seq_purge);
 
-/* Setting: the ttl of keys created without one, in seconds (0: none). */
-int			idgen_seq_default_ttl_s = 0;
+/*
+ * Setting: the ttl of keys created by use, in seconds (0: none; else at
+ * least 1).
+ */
+double		idgen_seq_default_ttl = 0;
 
 /* Most values one idgen_seq_next(key, count) call returns. */
 #define IDGEN_SEQ_MAX_COUNT		1000000
@@ -494,6 +503,9 @@ op_next(IdgenSeqRow *row, bool existed, TimestampTz now, void *arg)
 	NextArgs   *a = (NextArgs *) arg;
 	int64		v = row->value;
 
+	/* A key created by use (new, or forgotten) takes the default ttl. */
+	if (!existed)
+		idgen_seq_take_default_ttl(row);
 	/* Only a key that can expire needs its use recorded. */
 	if (row->has_ttl)
 		row->last_used = now;
@@ -918,14 +930,32 @@ idgen_seq_cache(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-/* Define the per-key sequences' setting. */
+/*
+ * idgen.seq_default_ttl is 0 or at least a second.  It is a real number of
+ * seconds so that this hook sees '500ms' as 0.5: as an integer it was
+ * rounded to 0 before any hook ran, turning the setting off without a word.
+ */
+static bool
+check_default_ttl(double *newval, void **extra, GucSource source)
+{
+	if (*newval > 0 && *newval < 1)
+	{
+		GUC_check_errdetail("A default ttl is 0 (none) or at least 1 s; a shorter one would forget keys between two uses.");
+		GUC_check_errhint("Set it to 0 to turn it off.");
+		return false;
+	}
+	return true;
+}
+
+/* Define the per-key sequences' settings. */
 void
 idgen_seq_init(void)
 {
-	DefineCustomIntVariable("idgen.seq_default_ttl",
-							"Sets the ttl of per-key sequence keys created without one.",
-							"A key unused for this long is forgotten and restarts. 0 (the default) "
-							"means new keys never expire unless configured with a ttl.",
-							&idgen_seq_default_ttl_s, 0, 0, INT_MAX,
-							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomRealVariable("idgen.seq_default_ttl",
+							 "Sets the ttl of per-key sequence keys created by idgen_seq_next.",
+							 "A key unused for this long is forgotten and restarts. Keys created by "
+							 "idgen_seq_set, idgen_seq_set_if_absent or idgen_seq_configure never take it. "
+							 "0 (the default) means none; else at least 1 s.",
+							 &idgen_seq_default_ttl, 0, 0, INT_MAX,
+							 PGC_SUSET, GUC_UNIT_S, check_default_ttl, NULL, NULL);
 }

@@ -21,6 +21,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/genam.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
@@ -32,7 +34,6 @@
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
-#include "utils/datetime.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -64,21 +65,38 @@ idgen_seq_ttl_passed(const IdgenSeqRow *row, TimestampTz now)
 	return expires <= now;
 }
 
-/* A new (or forgotten) key's row, created at 'now'. */
+/*
+ * A new (or forgotten) key's row, created at 'now'.  No ttl: only a key
+ * created by use takes idgen.seq_default_ttl (idgen_seq_take_default_ttl).
+ */
 void
 idgen_seq_row_defaults(IdgenSeqRow *row, TimestampTz now)
 {
 	row->value = 0;
 	row->step = 1;
 	row->max_value = 0;
-	/* idgen.seq_default_ttl, in seconds; 0: none */
-	row->has_ttl = idgen_seq_default_ttl_s > 0;
+	row->has_ttl = false;
 	memset(&row->ttl, 0, sizeof(row->ttl));
-	row->ttl.day = idgen_seq_default_ttl_s / SECS_PER_DAY;
-	row->ttl.time = (int64) (idgen_seq_default_ttl_s % SECS_PER_DAY) * USECS_PER_SEC;
 	row->cache = 0;
 	row->last_used = now;
 	row->created_by = GetUserId();
+}
+
+/*
+ * Give a key being created by use the ttl idgen.seq_default_ttl (seconds,
+ * 0: none, else at least 1: see its check hook), if it is set.
+ */
+void
+idgen_seq_take_default_ttl(IdgenSeqRow *row)
+{
+	int64		usecs = (int64) rint(idgen_seq_default_ttl * USECS_PER_SEC);
+
+	if (usecs <= 0)
+		return;
+	row->has_ttl = true;
+	memset(&row->ttl, 0, sizeof(row->ttl));
+	row->ttl.day = (int32) (usecs / USECS_PER_DAY);
+	row->ttl.time = usecs % USECS_PER_DAY;
 }
 
 /* A row's columns from their values (key and ctid aside). */

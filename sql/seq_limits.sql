@@ -1,0 +1,54 @@
+--
+-- Per-key sequences: which keys take idgen.seq_default_ttl.
+--
+SELECT current_user AS regress_superuser \gset
+
+-- idgen.seq_default_ttl is 0 (off) or at least a second: a shorter value
+-- is refused and changes nothing (it used to be rounded to 0, turning the
+-- setting off without a word).
+SET idgen.seq_default_ttl = '2d';
+SHOW idgen.seq_default_ttl;
+SET idgen.seq_default_ttl = '500ms';
+\echo :LAST_ERROR_SQLSTATE
+SHOW idgen.seq_default_ttl;
+SET idgen.seq_default_ttl = '999ms';
+\echo :LAST_ERROR_SQLSTATE
+SET idgen.seq_default_ttl = 0;
+SHOW idgen.seq_default_ttl;
+SET idgen.seq_default_ttl = '1s';
+SHOW idgen.seq_default_ttl;
+SET idgen.seq_default_ttl = '1500ms';
+SHOW idgen.seq_default_ttl;
+
+-- One rule: the default ttl is taken by keys that spring into existence on
+-- first use (idgen_seq_next, both forms), never by keys an administrative
+-- function creates (set, set_if_absent, configure), which have a ttl only
+-- when idgen_seq_configure gives them one.
+SET idgen.seq_default_ttl = '2d';
+SELECT idgen_seq_next('dt:next');
+SELECT count(*) AS batch FROM idgen_seq_next('dt:batch', 3);
+SELECT idgen_seq_set('dt:set', 10);
+SELECT idgen_seq_set_if_absent('dt:baseline', 41000);
+SELECT idgen_seq_configure('dt:configured', step => 2);
+SELECT idgen_seq_configure('dt:configured-ttl', ttl => '1 hour');
+SELECT key, ttl, expires_at IS NULL AS never_expires
+FROM idgen_seq_keys WHERE key LIKE 'dt:%' ORDER BY key;
+-- A key whose ttl passed is forgotten: used again it is created again by
+-- use, and takes the default; set again by an administrator, it does not.
+SELECT idgen_seq_configure('dt:revived-by-use', ttl => '100 ms'),
+       idgen_seq_configure('dt:revived-by-admin', ttl => '100 ms');
+SELECT pg_sleep(0.2);
+SELECT idgen_seq_next('dt:revived-by-use') AS restarted,
+       idgen_seq_set_if_absent('dt:revived-by-admin', 500) AS rebased;
+SELECT key, ttl FROM idgen_seq_keys WHERE key LIKE 'dt:revived%' ORDER BY key;
+-- What it means: with a default of 1 s, a baseline set by the administrator
+-- is still there after a second unused; a key made by use is forgotten.
+SET idgen.seq_default_ttl = '1s';
+SELECT idgen_seq_set_if_absent('dt:short-baseline', 41000),
+       idgen_seq_next('dt:short-next');
+SELECT pg_sleep(1.2);
+SELECT idgen_seq_current('dt:short-baseline') AS baseline_kept,
+       idgen_seq_current('dt:short-next') IS NULL AS used_key_forgotten;
+RESET idgen.seq_default_ttl;
+SELECT count(*) > 0 AS dropped FROM (SELECT idgen_seq_drop(key) FROM idgen_seq_keys WHERE key LIKE 'dt:%') d;
+
