@@ -1,5 +1,6 @@
 --
--- Per-key sequences: which keys take idgen.seq_default_ttl.
+-- Per-key sequences: which keys take idgen.seq_default_ttl, and the
+-- bound on the administrative functions' waits for a key's row.
 --
 SELECT current_user AS regress_superuser \gset
 
@@ -52,3 +53,27 @@ SELECT idgen_seq_current('dt:short-baseline') AS baseline_kept,
 RESET idgen.seq_default_ttl;
 SELECT count(*) > 0 AS dropped FROM (SELECT idgen_seq_drop(key) FROM idgen_seq_keys WHERE key LIKE 'dt:%') d;
 
+-- The administrative functions bound their waits for a key's row with
+-- lock_timeout (5 s while it is 0), set for the call only: after a call
+-- that succeeds, one that fails, and one whose error a PL/pgSQL block
+-- catches, the session's lock_timeout is what it was.
+SELECT idgen_seq_configure('lt:capped', max_value => 10);
+SHOW lock_timeout;
+SELECT idgen_seq_set('lt:capped', 11);
+\echo :LAST_ERROR_SQLSTATE
+SHOW lock_timeout;
+DO $$
+BEGIN
+    PERFORM idgen_seq_set('lt:capped', 11);
+EXCEPTION WHEN numeric_value_out_of_range THEN
+    RAISE NOTICE 'caught: %', SQLERRM;
+END $$;
+SHOW lock_timeout;
+BEGIN;
+SELECT idgen_seq_set('lt:capped', 5);
+SHOW lock_timeout;
+SET LOCAL lock_timeout = '3s';
+SELECT idgen_seq_drop('lt:capped');
+SHOW lock_timeout;
+COMMIT;
+SHOW lock_timeout;

@@ -65,6 +65,8 @@ typedef struct IdgenSeqTable
 	Relation	rel;
 	Relation	idx;
 	TupleTableSlot *slot;		/* the locked row */
+	bool		bounded;		/* an administrative function's waits (seq.c) */
+	TransactionId blocker;		/* when bounded: whom the last wait was for */
 } IdgenSeqTable;
 
 /* What idgen_seq_lock_row() found. */

@@ -60,6 +60,8 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
@@ -377,6 +379,112 @@ typedef enum Applied
 } Applied;
 
 /*
+ * Bounded waits for the administrative functions
+ *
+ * idgen_seq_next waits for a key's row as UPDATE waits for a row, bounded
+ * only by the caller's own lock_timeout: a caller of a hot key queues, and
+ * its place in the queue is what makes values come in commit order.  An
+ * administrator's set, set_if_absent, configure or drop must not wait for
+ * ever behind a session that used the key and sits idle in its
+ * transaction, so each of their waits for a key's row (for the transaction
+ * that inserted, updated or locked it, or to insert it) lasts at most
+ * lock_timeout, or IDGEN_SEQ_ADMIN_WAIT_MS when lock_timeout is 0, and then
+ * fails with a message that names the key and the holder.
+ *
+ * Mechanism: lock_timeout itself, set for the duration of the call at a GUC
+ * nesting level of its own (as a function's SET clause is), which the end
+ * of the call pops, and so does an error (at the end of the transaction or
+ * of the subtransaction that catches it).  The wait stays a real wait in
+ * the lock queue: a polling loop (NOWAIT or SKIP LOCKED, then sleep) would
+ * lose its place each time and could starve behind a key that its callers
+ * never leave unlocked for long.  A new setting would only repeat
+ * lock_timeout: an administrator who means to wait longer sets it for the
+ * call (SET lock_timeout = '1min').
+ *
+ * The wait that timed out raises "canceling statement due to lock
+ * timeout" (55P03), already cleaned up (LockErrorCleanup); it is caught
+ * and replaced with the key's message before the transaction aborts.
+ * seq_row.c records the transaction waited for (IdgenSeqTable.blocker),
+ * whose process the detail names.
+ */
+#define IDGEN_SEQ_ADMIN_WAIT_MS		5000
+
+static void
+key_locked(text *key, TransactionId blocker, int waited_ms, bool own_bound)
+{
+	int			pid = TransactionIdIsValid(blocker) ? BackendXidGetPid(blocker) : 0;
+	char	   *bound = own_bound ?
+		psprintf("%d ms, the bound of these functions when lock_timeout is 0", waited_ms) :
+		psprintf("lock_timeout (%d ms)", waited_ms);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("sequence key \"%s\" is locked by another transaction", text_to_cstring(key)),
+			 pid != 0 ?
+			 errdetail("Process %d holds the key's row in a transaction that has not ended; this call gave up after %s.",
+					   pid, bound) :
+			 errdetail("Another transaction holds the key's row; this call gave up after %s.", bound),
+			 errhint("A transaction left idle holds the keys it used until it ends: set idle_in_transaction_session_timeout for the roles that use the key, then call again.")));
+}
+
+/*
+ * Run step(arg), which locks the key's row in table 't', with every wait
+ * bounded as described above.
+ */
+static void
+run_bounded(text *key, IdgenSeqTable *t, void (*step) (void *arg), void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	int			nestlevel = NewGUCNestLevel();
+	bool		own_bound = LockTimeout <= 0;
+	int			waited_ms = own_bound ? IDGEN_SEQ_ADMIN_WAIT_MS : LockTimeout;
+
+	if (own_bound)
+	{
+		char		value[32];
+
+		snprintf(value, sizeof(value), "%dms", IDGEN_SEQ_ADMIN_WAIT_MS);
+		(void) set_config_option("lock_timeout", value, PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	}
+	t->bounded = true;
+	PG_TRY();
+	{
+		step(arg);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			PG_RE_THROW();
+		FlushErrorState();
+		key_locked(key, t->blocker, waited_ms, own_bound);
+	}
+	PG_END_TRY();
+	t->bounded = false;
+	AtEOXact_GUC(true, nestlevel);
+}
+
+/* apply()'s state, for apply_to_row. */
+typedef struct ApplyState
+{
+	text	   *key;
+	SeqOp		op;
+	void	   *arg;
+	bool		next;			/* for idgen_seq_next */
+	bool		serve_cached;
+	TimestampTz now;
+	IdgenFunction fn;
+	IdgenSeqTable t;
+	Applied		applied;		/* out */
+	bool		from_cached_row;	/* out */
+	ErrorData  *violation;		/* out, to free */
+} ApplyState;
+
+/*
  * Apply 'op' to the key's row under its row lock, inserting the row if there
  * is none.  A row whose ttl has passed counts as absent.  'op' may run more
  * than once (on the defaults for an insert that lost a race, then on the
@@ -388,65 +496,81 @@ typedef enum Applied
  * the caller to serve it from there.  Any other change to a key forgets its
  * cached segments, on every backend.
  */
-static Applied
-apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next)
+static void
+apply_to_row(void *arg)
 {
-	TimestampTz now = GetCurrentTimestamp();
-	IdgenFunction fn;
-	IdgenSeqTable	t;
-	Applied		applied;
-	bool		from_cached_row = false;
-	bool		serve_cached = next && idgen_seq_cache_available();
+	ApplyState *s = (ApplyState *) arg;
 	int			misses = 0;
-	ErrorData  *violation = NULL;
 
-	if (XactReadOnly)			/* the name only for the error */
-		PreventCommandIfReadOnly(psprintf("%s()", get_func_name(fcinfo->flinfo->fn_oid)));
-	idgen_lookup_function(fcinfo, &fn);
-	idgen_seq_open_table(&fn, &t);
 	for (;;)
 	{
 		IdgenSeqRow		row;
-		IdgenSeqRowFound	found = idgen_seq_lock_row(&t, key, &row, serve_cached);
+		IdgenSeqRowFound	found = idgen_seq_lock_row(&s->t, s->key, &row, s->serve_cached);
 
 		if (found == SEQ_ROW_CACHED)
 		{
-			idgen_seq_cache_install(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
-								   row.cache, row.has_ttl, RelationGetRelid(t.rel));
-			applied = APPLIED_CACHED;
-			break;
+			idgen_seq_cache_install(VARDATA_ANY(s->key), VARSIZE_ANY_EXHDR(s->key),
+								   row.cache, row.has_ttl, RelationGetRelid(s->t.rel));
+			s->applied = APPLIED_CACHED;
+			return;
 		}
 		if (found == SEQ_ROW_LOCKED)
 		{
-			applied = idgen_seq_ttl_passed(&row, now) ? APPLIED_NEW : APPLIED_EXISTED;
+			s->applied = idgen_seq_ttl_passed(&row, s->now) ? APPLIED_NEW : APPLIED_EXISTED;
 			/* A cached key served from its row: its segments are behind now. */
-			from_cached_row = row.cache > 0;
-			if (applied == APPLIED_NEW)
-				idgen_seq_row_defaults(&row, now);
-			if (op(&row, applied == APPLIED_EXISTED, now, arg))
-				idgen_seq_write_row(&t, &row);
-			break;
+			s->from_cached_row = row.cache > 0;
+			if (s->applied == APPLIED_NEW)
+				idgen_seq_row_defaults(&row, s->now);
+			if (s->op(&row, s->applied == APPLIED_EXISTED, s->now, s->arg))
+				idgen_seq_write_row(&s->t, &row);
+			return;
 		}
 
 		/* A new key (or one deleted meanwhile): insert it. */
 		if (misses == IDGEN_SEQ_MAX_MISSES)
-			key_not_found(key, violation);
-		idgen_seq_row_defaults(&row, now);
-		(void) op(&row, false, now, arg);
-		if (insert_row(&fn, &t, key, &row, &violation))
+			key_not_found(s->key, s->violation);
+		idgen_seq_row_defaults(&row, s->now);
+		(void) s->op(&row, false, s->now, s->arg);
+		s->t.blocker = InvalidTransactionId;	/* a wait to insert: for whom, unknown */
+		if (insert_row(&s->fn, &s->t, s->key, &row, &s->violation))
 		{
-			applied = APPLIED_NEW;
-			break;
+			s->applied = APPLIED_NEW;
+			return;
 		}
 		/* Another session inserted it first: lock that row instead. */
 		misses++;
 	}
-	if (violation != NULL)
-		FreeErrorData(violation);
-	idgen_seq_close_table(&t);
-	if (!next || (from_cached_row && idgen_seq_cache_available()))
+}
+
+/*
+ * apply_to_row, for idgen_seq_next ('next') or an administrative function
+ * (whose waits are bounded); what it found.
+ */
+static Applied
+apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next)
+{
+	ApplyState	s = {0};
+
+	if (XactReadOnly)			/* the name only for the error */
+		PreventCommandIfReadOnly(psprintf("%s()", get_func_name(fcinfo->flinfo->fn_oid)));
+	s.key = key;
+	s.op = op;
+	s.arg = arg;
+	s.next = next;
+	s.serve_cached = next && idgen_seq_cache_available();
+	s.now = GetCurrentTimestamp();
+	idgen_lookup_function(fcinfo, &s.fn);
+	idgen_seq_open_table(&s.fn, &s.t);
+	if (next)
+		apply_to_row(&s);
+	else
+		run_bounded(key, &s.t, apply_to_row, &s);
+	if (s.violation != NULL)
+		FreeErrorData(s.violation);
+	idgen_seq_close_table(&s.t);
+	if (!next || (s.from_cached_row && idgen_seq_cache_available()))
 		idgen_seq_cache_invalidate(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
-	return applied;
+	return s.applied;
 }
 
 /*
@@ -831,26 +955,43 @@ idgen_seq_configure(PG_FUNCTION_ARGS)
  * idgen_seq_drop(key text) returns boolean
  *		Forget the key; true if it existed (and had not expired).
  */
+typedef struct DropState
+{
+	text	   *key;
+	IdgenSeqTable t;
+	bool		existed;		/* out */
+} DropState;
+
+static void
+drop_row(void *arg)
+{
+	DropState  *d = (DropState *) arg;
+	IdgenSeqRow row;
+
+	if (idgen_seq_lock_row(&d->t, d->key, &row, false) == SEQ_ROW_LOCKED)
+	{
+		d->existed = !idgen_seq_ttl_passed(&row, GetCurrentTimestamp());
+		idgen_seq_delete_row(&d->t);
+	}
+}
+
 Datum
 idgen_seq_drop(PG_FUNCTION_ARGS)
 {
 	text	   *key = key_arg(fcinfo);
 	IdgenFunction		fn;
-	IdgenSeqTable	t;
-	IdgenSeqRow		row;
-	bool		existed = false;
+
+	DropState	d;
 
 	PreventCommandIfReadOnly("idgen_seq_drop()");
 	idgen_lookup_function(fcinfo, &fn);
-	idgen_seq_open_table(&fn, &t);
-	if (idgen_seq_lock_row(&t, key, &row, false) == SEQ_ROW_LOCKED)
-	{
-		existed = !idgen_seq_ttl_passed(&row, GetCurrentTimestamp());
-		idgen_seq_delete_row(&t);
-	}
-	idgen_seq_close_table(&t);
+	idgen_seq_open_table(&fn, &d.t);
+	d.key = key;
+	d.existed = false;
+	run_bounded(key, &d.t, drop_row, &d);
+	idgen_seq_close_table(&d.t);
 	idgen_seq_cache_invalidate(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
-	PG_RETURN_BOOL(existed);
+	PG_RETURN_BOOL(d.existed);
 }
 
 /*

@@ -166,6 +166,8 @@ idgen_seq_open_table(const IdgenFunction *fn, IdgenSeqTable *t)
 				 errhint("Drop the triggers or columns added to it.")));
 	t->idx = index_open(t->rel->rd_pkindex, RowExclusiveLock);
 	t->slot = table_slot_create(t->rel, NULL);
+	t->bounded = false;
+	t->blocker = InvalidTransactionId;
 }
 
 void
@@ -204,6 +206,26 @@ row_is_mine(TupleTableSlot *slot)
 	if (should_free)
 		heap_freetuple(tup);
 	return mine;
+}
+
+/*
+ * The transaction that holds the row in 'slot', if one does: its updater,
+ * deleter or (only) locker.  Read without the buffer's content lock, for a
+ * message: a row locked by several transactions (a MultiXact) names none.
+ */
+static TransactionId
+row_holder(TupleTableSlot *slot)
+{
+	bool		should_free;
+	HeapTuple	tup = ExecFetchSlotHeapTuple(slot, false, &should_free);
+	uint16		infomask = tup->t_data->t_infomask;
+	TransactionId xmax = HeapTupleHeaderGetRawXmax(tup->t_data);
+
+	if (should_free)
+		heap_freetuple(tup);
+	if (infomask & (HEAP_XMAX_INVALID | HEAP_XMAX_IS_MULTI))
+		return InvalidTransactionId;
+	return xmax;
 }
 
 /*
@@ -247,6 +269,7 @@ idgen_seq_lock_row(IdgenSeqTable *t, text *key, IdgenSeqRow *row, bool stop_if_c
 		/* Inserted by a transaction still in progress: wait for it. */
 		if (TransactionIdIsValid(dirty.xmin))
 		{
+			t->blocker = dirty.xmin;
 			XactLockTableWait(dirty.xmin, t->rel, &tid, XLTW_Lock);
 			continue;
 		}
@@ -273,6 +296,12 @@ idgen_seq_lock_row(IdgenSeqTable *t, text *key, IdgenSeqRow *row, bool stop_if_c
 			}
 		}
 
+		/*
+		 * An administrative function's wait is bounded (seq.c): note whom
+		 * it may wait for, to name in the error.  Not for idgen_seq_next.
+		 */
+		if (t->bounded)
+			t->blocker = row_holder(t->slot);
 		result = table_tuple_lock(t->rel, &tid, GetActiveSnapshot(), t->slot,
 								  GetCurrentCommandId(true), LockTupleNoKeyExclusive,
 								  LockWaitBlock, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);

@@ -55,6 +55,70 @@ is( $node->safe_psql(
 	pass('purge: the row is deleted once released');
 }
 
+# A session left idle in its transaction holds the rows of the keys it
+# used.  The administrative functions wait for such a row at most
+# lock_timeout, or 5 s when it is 0, then fail (55P03) naming the holder,
+# and change nothing; idgen_seq_next waits like UPDATE, bounded only by the
+# caller's own lock_timeout.  Each case runs under a statement_timeout of
+# 20 s, so that a wait without bound fails the test instead of hanging it.
+{
+	$node->safe_psql('postgres',
+		"SELECT idgen_seq_configure('held:old', step => 3), idgen_seq_set('held:old', 30)");
+	my $holder = $node->background_psql('postgres');
+	my $pid = $holder->query_safe('SELECT pg_backend_pid()');
+	my %admin = (
+		drop => "SELECT idgen_seq_drop('%s')",
+		set => "SELECT idgen_seq_set('%s', 7)",
+		set_if_absent => "SELECT idgen_seq_set_if_absent('%s', 7)",
+		configure => "SELECT idgen_seq_configure('%s', step => 1)");
+	my $bounded = sub {
+		my ($what, $key, $lock_timeout, $min, $max) = @_;
+		my $sql = sprintf($admin{$what}, $key);
+		my $start = Time::HiRes::time();
+		my $err = sql_error($node,
+			"SET statement_timeout = '20s';\nSET lock_timeout = '$lock_timeout';\n$sql;");
+		my $waited = Time::HiRes::time() - $start;
+		note($err);
+		like($err, qr/ERROR:  55P03: sequence key "\Q$key\E" is locked by another transaction/,
+			"$what of a held key, lock_timeout $lock_timeout: fails with 55P03");
+		like($err, qr/DETAIL:  Process $pid holds the key's row/, "$what: the detail names the holder");
+		like($err, qr/HINT:  .*idle_in_transaction_session_timeout/, "$what: the hint names the remedy");
+		ok($waited >= $min && $waited < $max,
+			sprintf('%s: gave up after %.2f s (expected %.1f to %.1f s)', $what, $waited, $min, $max));
+	};
+
+	# The holder advanced an existing key: its row is updated, not committed.
+	$holder->query_safe("BEGIN; SELECT idgen_seq_next('held:old')");
+	$bounded->($_, 'held:old', '200ms', 0.2, 3) for sort keys %admin;
+	# lock_timeout 0: the bound of 5 s.
+	$bounded->('drop', 'held:old', '0', 5, 12);
+	# A caller of the key is not bounded by idgen: its own lock_timeout
+	# gives the usual error.
+	like(sql_error($node, "SET lock_timeout = '200ms';\nSELECT idgen_seq_next('held:old');"),
+		qr/ERROR:  55P03: canceling statement due to lock timeout/,
+		'idgen_seq_next of a held key: bounded by the caller\'s lock_timeout');
+	$holder->query_safe('ROLLBACK');
+	is($node->safe_psql('postgres',
+			"SELECT value || ',' || step FROM idgen_seq WHERE key = 'held:old'"),
+		'30,3', 'a held key: nothing changed by the functions that gave up');
+
+	# The holder created a key (an insert in progress), and then one that
+	# only locks the row (set_if_absent of an existing key writes nothing).
+	$holder->query_safe("BEGIN; SELECT idgen_seq_next('held:new')");
+	$bounded->('set', 'held:new', '200ms', 0.2, 3);
+	$holder->query_safe('COMMIT');
+	$holder->query_safe("BEGIN; SELECT idgen_seq_set_if_absent('held:old', 1)");
+	$bounded->('configure', 'held:old', '200ms', 0.2, 3);
+	$holder->query_safe('COMMIT');
+	is($node->safe_psql('postgres',
+			"SELECT string_agg(key || '=' || value || ',' || step, ' ' ORDER BY key) FROM idgen_seq WHERE key LIKE 'held:%'"),
+		'held:new=1,1 held:old=30,3', 'keys held by an insert or a lock: nothing changed');
+	is($node->safe_psql('postgres',
+			"SET lock_timeout = '200ms'; SELECT idgen_seq_drop('held:old'), idgen_seq_drop('held:new')"),
+		't|t', 'once the holder ended, the functions go on');
+	$holder->quit;
+}
+
 {
 	my $stress = stress_client();
 	my ($stdout, $stderr);
