@@ -125,6 +125,11 @@ CREATE TABLE @extschema@.idgen_seq (
     created_by oid NOT NULL,
     value bigint NOT NULL
 );
+-- idgen.seq_max_keys_per_role has a role's live keys counted now and then
+-- (seq.c, "Keys per role"): this index lets that read only the role's rows
+-- when other roles own most keys.  Advancing a key changes value (and
+-- last_used), never created_by, so its update stays HOT.
+CREATE INDEX idgen_seq_created_by_idx ON @extschema@.idgen_seq (created_by);
 REVOKE ALL ON @extschema@.idgen_seq FROM PUBLIC;
 -- pg_dump dumps the counters with the data, not the extension script.
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.idgen_seq', '');

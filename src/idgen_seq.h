@@ -20,6 +20,7 @@
 extern char *idgen_purge_database;
 extern int	idgen_purge_interval_s;
 extern double idgen_seq_default_ttl;
+extern int	idgen_seq_max_keys_per_role;
 extern int	idgen_seq_cache_keys;
 extern int	idgen_seq_cache_wait_ms;
 extern double idgen_seq_cache_prefetch;
@@ -143,6 +144,9 @@ extern bool idgen_seq_cache_pending(bool *urgent);
 extern int64 idgen_seq_cache_reserve(IdgenSeqRequest *r, int64 value, int64 step, int64 max_value);
 extern void idgen_seq_cache_publish(IdgenSeqRequest *req, int n);
 extern int	idgen_seq_cache_collect_used(IdgenSeqRequest *req, int max);
+extern bool idgen_seq_role_keys_take(Oid role, int64 limit, TimestampTz now);
+extern void idgen_seq_role_keys_created(Oid role);
+extern void idgen_seq_role_keys_counted(Oid role, int64 limit, int64 counted, TimestampTz now);
 extern void idgen_seq_cache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), void *arg,
 								  Oid relid);
 

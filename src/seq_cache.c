@@ -56,6 +56,12 @@
  *	  entry's lock.  Everything else of an entry but the cursor and the use
  *	  marks is under the entry's lock.
  *
+ * Keys per role
+ *	  The segment also holds, under roles_lock, the estimates of how many
+ *	  live keys a role has, for idgen.seq_max_keys_per_role (seq.c, "Keys
+ *	  per role"): a few slots of (database, role), taken only when a key is
+ *	  created while that setting is on.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -138,6 +144,24 @@ typedef struct SeqCacheEntry
 	int64		waits;
 } SeqCacheEntry;
 
+/*
+ * The estimate of a role's live keys in a database (see "Keys per role"):
+ * an exact count, capped at the limit it was made for, plus the keys
+ * created by use since, by every backend.
+ */
+#define IDGEN_SEQ_ROLE_SLOTS		32
+/* An estimate is trusted this long after its count. */
+#define IDGEN_SEQ_ROLE_RECOUNT		(60 * USECS_PER_SEC)
+
+typedef struct SeqRoleKeys
+{
+	Oid			dbid;			/* InvalidOid: a free slot */
+	Oid			role;
+	int64		cap;			/* the limit the count stopped at */
+	TimestampTz counted_at;
+	int64		keys;			/* the count, plus the keys created since */
+} SeqRoleKeys;
+
 typedef struct SeqCacheShared
 {
 	LWLock	   *map_lock;
@@ -160,6 +184,9 @@ typedef struct SeqCacheShared
 	bool		urgent;			/* a caller is waiting for a segment */
 
 	pg_atomic_uint64 installs;	/* entries installed so far */
+
+	LWLock	   *roles_lock;		/* guards roles[] */
+	SeqRoleKeys roles[IDGEN_SEQ_ROLE_SLOTS];
 
 	int			nentries;
 	SeqCacheEntry entries[FLEXIBLE_ARRAY_MEMBER];
@@ -260,6 +287,8 @@ idgen_seq_cache_shmem_startup(void)
 		LWLockPadded *locks = GetNamedLWLockTranche("idgen seq cache");
 
 		cache->map_lock = &locks[0].lock;
+		cache->roles_lock = &locks[idgen_seq_cache_keys + 1].lock;
+		memset(cache->roles, 0, sizeof(cache->roles));
 		ConditionVariableInit(&cache->cv);
 		SpinLockInit(&cache->mutex);
 		cache->worker_dbid = InvalidOid;
@@ -1103,6 +1132,97 @@ idgen_seq_cache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), vo
 		if (emit_it)
 			emit(arg, &row);
 	}
+}
+
+/* ----------
+ * Keys per role (seq.c, "Keys per role")
+ * ----------
+ */
+/* The slot of (this database, role), or NULL (roles_lock held). */
+static SeqRoleKeys *
+role_slot(Oid role)
+{
+	for (int i = 0; i < IDGEN_SEQ_ROLE_SLOTS; i++)
+		if (cache->roles[i].dbid == MyDatabaseId && cache->roles[i].role == role)
+			return &cache->roles[i];
+	return NULL;
+}
+
+/*
+ * Whether the estimate says 'role' has fewer than 'limit' live keys in this
+ * database; if so, the key about to be created is added to it.  False when
+ * there is no estimate to trust (none, made for a lower limit, or older
+ * than IDGEN_SEQ_ROLE_RECOUNT), or it has reached the limit: the caller
+ * then counts (idgen_seq_role_keys_counted).
+ */
+bool
+idgen_seq_role_keys_take(Oid role, int64 limit, TimestampTz now)
+{
+	SeqRoleKeys *r;
+	bool		taken = false;
+
+	if (cache == NULL)
+		return false;
+	LWLockAcquire(cache->roles_lock, LW_EXCLUSIVE);
+	r = role_slot(role);
+	if (r != NULL && limit <= r->cap && now >= r->counted_at &&
+		now - r->counted_at < IDGEN_SEQ_ROLE_RECOUNT && r->keys < limit)
+	{
+		r->keys++;
+		taken = true;
+	}
+	LWLockRelease(cache->roles_lock);
+	return taken;
+}
+
+/*
+ * An administrative function created a key for 'role' (which is not
+ * limited): add it to the role's estimate, if there is one.
+ */
+void
+idgen_seq_role_keys_created(Oid role)
+{
+	SeqRoleKeys *r;
+
+	if (cache == NULL)
+		return;
+	LWLockAcquire(cache->roles_lock, LW_EXCLUSIVE);
+	r = role_slot(role);
+	if (r != NULL)
+		r->keys++;
+	LWLockRelease(cache->roles_lock);
+}
+
+/*
+ * Record an exact count of the role's live keys, made up to 'limit', and
+ * the key about to be created if it is below.  A full table gives up the
+ * slot counted longest ago.
+ */
+void
+idgen_seq_role_keys_counted(Oid role, int64 limit, int64 counted, TimestampTz now)
+{
+	SeqRoleKeys *r;
+
+	if (cache == NULL)
+		return;
+	LWLockAcquire(cache->roles_lock, LW_EXCLUSIVE);
+	r = role_slot(role);
+	for (int i = 0; r == NULL && i < IDGEN_SEQ_ROLE_SLOTS; i++)
+		if (cache->roles[i].dbid == InvalidOid)
+			r = &cache->roles[i];
+	if (r == NULL)
+	{
+		r = &cache->roles[0];
+		for (int i = 1; i < IDGEN_SEQ_ROLE_SLOTS; i++)
+			if (cache->roles[i].counted_at < r->counted_at)
+				r = &cache->roles[i];
+	}
+	r->dbid = MyDatabaseId;
+	r->role = role;
+	r->cap = limit;
+	r->counted_at = now;
+	r->keys = counted < limit ? counted + 1 : counted;
+	LWLockRelease(cache->roles_lock);
 }
 
 /* Define the cached sequences' settings. */

@@ -158,7 +158,8 @@ idgen_shmem_request(void)
 	RequestAddinShmemSpace(idgen_shmem_size());
 	RequestNamedLWLockTranche("idgen", 3);
 	RequestAddinShmemSpace(idgen_seq_cache_shmem_size());
-	RequestNamedLWLockTranche("idgen seq cache", idgen_seq_cache_keys + 1);
+	/* map_lock, one per entry, roles_lock (seq_cache.c) */
+	RequestNamedLWLockTranche("idgen seq cache", idgen_seq_cache_keys + 2);
 }
 
 static void
