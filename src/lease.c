@@ -133,6 +133,7 @@ enum
 	Q_DELETE,					/* delete lease $2 of id $1 if it ended before $3 */
 	Q_MAX_TOKEN,				/* the greatest token in the table */
 	Q_ROLE_HELD,				/* leases of role $1 not ended before $2 */
+	Q_ROLE_SESSIONS,			/* role $1's session-bound leases not known to have ended */
 	Q_HORIZON,					/* id $1's horizon and when its lease ended */
 	Q_SET_HORIZON,				/* set id $1's horizon to $2 */
 	NUM_QUERIES
@@ -240,6 +241,12 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"WHERE (acquired_by OPERATOR(pg_catalog.=) $1) AND NOT " LEASE_ENDED_BEFORE("$2"),
 		2, {OIDOID, TIMESTAMPTZOID}
 	},
+	[Q_ROLE_SESSIONS] = {
+		"SELECT id, token FROM %1$s.idgen_worker_lease "
+		"WHERE (acquired_by OPERATOR(pg_catalog.=) $1) AND session_bound "
+		"AND expires_at IS NULL AND released_at IS NULL",
+		1, {OIDOID}
+	},
 	[Q_HORIZON] = {
 		"SELECT horizon, COALESCE(released_at, expires_at), holder "
 		"FROM %1$s.idgen_worker_lease WHERE id OPERATOR(pg_catalog.=) $1",
@@ -253,6 +260,8 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 
 static SPIPlanPtr plans[NUM_QUERIES];
 static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid, ""};
+
+static uint64 run_id_tokens(IdgenSqlContext *cx, int q, Datum *args, int32 **ids, int64 **tokens);
 
 /* ----------
  * Locks on worker ids
@@ -344,6 +353,16 @@ static bool
 held_by_me(Oid relid, int32 id)
 {
 	return session_lease(relid, id) != NULL;
+}
+
+/* Whether this session still holds the advisory lock on 'id'. */
+static bool
+session_lock_held(int32 id)
+{
+	LOCKTAG		tag;
+
+	lease_locktag(&tag, id);
+	return idgen_lock_held_by_me(&tag, ExclusiveLock);
 }
 
 /* Whether this session holds a lease of 'id' in any lease table, dropped or not. */
@@ -721,6 +740,19 @@ fence_note(Oid relid, int32 id, TimestampTz end, NullableDatum horizon)
 			f->relid = relid;
 		}
 		f->current[i] = Max(f->current[i], end);
+	}
+	if (end == DT_NOEND)
+	{
+		/*
+		 * A new session-bound lease of the id: when a session-bound lease
+		 * of it in a dropped table was seen gone is no longer of use, and
+		 * must not shorten this one's rest once the table is dropped again.
+		 */
+		IdgenSessionEnd *ends = idgen_shared->lease_fences.session_ends;
+
+		for (int j = 0; j < IDGEN_LEASE_SESSION_ENDS; j++)
+			if (ends[j].dbid == MyDatabaseId && ends[j].id == id && ends[j].token == 0)
+				ends[j].dbid = InvalidOid;
 	}
 	LWLockRelease(idgen_shared->lease_fences.lock);
 	if (f == NULL && !told)
@@ -1101,6 +1133,12 @@ claim_id(LeaseScan *scan, const LeaseRequest *req, int32 id, LeaseGrant *grant,
 	HeapTuple	tup;
 	bool		n;
 
+	/*
+	 * This session's own lease of the id, in this table or in a dropped one
+	 * (whose lock this session holds, so it would get it again).
+	 */
+	if (holds_id(id))
+		return CLAIM_TAKEN;
 	if (!lock_id(id, false, req->want >= 0))
 		return CLAIM_LOCKED;
 
@@ -1192,20 +1230,35 @@ token_above_table(IdgenSqlContext *cx, int64 tick)
  * last one.
  */
 static void
-check_role_limit(IdgenSqlContext *cx, TimestampTz ended_before)
+check_role_limit(LeaseScan *scan)
 {
+	IdgenSqlContext *cx = &scan->cx;
 	LOCKTAG		tag;
 	Datum		args[2];
 	int64		held;
 	bool		isnull;
+	uint64		n;
+	int32	   *ids;
+	int64	   *tokens;
 
 	if (idgen_worker_max_per_role <= 0)
 		return;
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, IDGEN_LEASE_LOCK_KEY, (uint32) cx->save_userid,
 						 IDGEN_LEASE_ROLE_LOCK_CLASS);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+
+	/*
+	 * The role's session-bound leases whose session is gone end first (as
+	 * of when that was first seen), or a role whose sessions died would be
+	 * refused for ever where no purge process runs.
+	 */
 	args[0] = ObjectIdGetDatum(cx->save_userid);
-	args[1] = TimestampTzGetDatum(ended_before);
+	n = run_id_tokens(cx, Q_ROLE_SESSIONS, args, &ids, &tokens);
+	for (uint64 i = 0; i < n; i++)
+		(void) end_session_lease(cx, scan->relid, ids[i], tokens[i], scan->now);
+
+	args[0] = ObjectIdGetDatum(cx->save_userid);
+	args[1] = TimestampTzGetDatum(scan->ended_before);
 	(void) idgen_sql_run_latest(cx, Q_ROLE_HELD, args, NULL);
 	held = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	if (held >= idgen_worker_max_per_role)
@@ -1264,7 +1317,7 @@ lease_acquire(FunctionCallInfo fcinfo, const LeaseRequest *req)
 	scan.new_token = idgen_uuid7_next_tick(get_func_name(fcinfo->flinfo->fn_oid));
 	idgen_sql_begin(&fn, &statements, &scan.cx);
 	scan.new_token = token_above_table(&scan.cx, scan.new_token);
-	check_role_limit(&scan.cx, scan.ended_before);
+	check_role_limit(&scan);
 
 	if (req->want < 0)
 	{
@@ -1458,6 +1511,8 @@ typedef struct Lease
 	Oid			acquired_by;
 	bool		released;
 	bool		server;			/* a server's identity (it has a system identifier) */
+	bool		has_expiry;
+	TimestampTz expires_at;
 } Lease;
 
 static bool
@@ -1481,6 +1536,9 @@ lease_by_token(IdgenSqlContext *cx, int64 token, Lease *l, bool latest)
 		l->ttl = *DatumGetIntervalP(d);
 	l->session_bound = DatumGetBool(SPI_getbinval(tup, desc, 4, &n));
 	l->acquired_by = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &n));
+	d = SPI_getbinval(tup, desc, 6, &n);
+	l->has_expiry = !n;
+	l->expires_at = n ? 0 : DatumGetTimestampTz(d);
 	(void) SPI_getbinval(tup, desc, 7, &n);
 	l->released = !n;
 	l->server = DatumGetBool(SPI_getbinval(tup, desc, 8, &n));
@@ -1581,6 +1639,28 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 				 errmsg("worker lease lost: the lease of worker id %d with this token was released",
 						worker_id),
 				 errhint("Acquire a new lease.")));
+
+	/*
+	 * A lease renewed after its end while its id still rests is the same
+	 * lease (nobody could have taken the id).  Once the id has rested it
+	 * is free, and counts no more against idgen.worker_max_per_role: a
+	 * renewal then would take it without that check.
+	 */
+	if (l.has_expiry && l.expires_at <= free_before(now))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("worker lease lost: the lease of worker id %d with this token ended at %s",
+						worker_id, timestamptz_to_str(l.expires_at)),
+				 errdetail("Its id has rested for \"idgen.worker_quarantine\" since, and may be leased by anyone."),
+				 errhint("Stop generating IDs with this worker id at once, and acquire a new lease.")));
+	/* A session-bound lease whose session gave its lock up has ended. */
+	if (l.session_bound && !session_lock_held(l.id))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("worker lease lost: this session no longer holds the lock of worker id %d",
+						worker_id),
+				 errdetail("pg_advisory_unlock_all() or DISCARD ALL gave up the advisory lock that held the session-bound lease; it ended then."),
+				 errhint("Stop generating IDs with this worker id at once, and acquire a new lease.")));
 	check_horizon_holder(horizon, l.server);
 	args[0] = Int64GetDatum(token);
 	args[1] = TimestampTzGetDatum(now);

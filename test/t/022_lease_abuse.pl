@@ -200,5 +200,77 @@ $node->safe_psql('other', 'CREATE EXTENSION idgen');
 		'leases that ended but whose ids rest (1 s) count toward the limit');
 }
 
+########################################################################
+# more from a hostile pass: renewing after the rest, dead sessions of a
+# limited role, a lock given up, the same id twice in one session
+########################################################################
+{
+	$node->safe_psql('postgres', q{DELETE FROM idgen_worker_lease WHERE acquired_by = 'app'::regrole});
+	# A lease renewed after its id has rested would come back past the
+	# limit: lost instead.
+	my ($ret, $out, $err) = as_role($node, 'app', 'postgres', q{
+		SELECT worker_id AS w, token AS t FROM idgen_worker_acquire('short', ttl => '1 microsecond') \gset
+		SELECT pg_sleep(1.2);
+		SELECT idgen_worker_renew(:w, :t, '1 h');
+	});
+	like($err, qr/ERROR:  55000: worker lease lost: the lease of worker id \d+ with this token ended at/,
+		'a lease renewed after its id has rested is lost');
+	$node->safe_psql('postgres', q{DELETE FROM idgen_worker_lease WHERE acquired_by = 'app'::regrole});
+
+	# Two sessions of the limited role (2) die holding session-bound
+	# leases; nothing purges in this database (idgen.database is postgres,
+	# but the purge process runs every minute): the role's next acquire
+	# ends them, and succeeds once their ids have rested.
+	for my $i (1 .. 2)
+	{
+		my ($r, $o, $e) = as_role($node, 'app', 'postgres',
+			"SELECT idgen_worker_acquire('dying$i', session_bound => true)");
+		is($r, 0, "a session of app acquires a session-bound lease and ends ($i)") or diag($e);
+	}
+	my $t0 = time;
+	my ($got, $tries) = (0, 0);
+	while (time - $t0 < 8)
+	{
+		$tries++;
+		my ($r) = as_role($node, 'app', 'postgres', q{SELECT idgen_worker_acquire('next', ttl => '1 min')});
+		if ($r == 0) { $got = time - $t0; last; }
+		usleep(100_000);
+	}
+	ok($got > 0, sprintf('a limited role whose sessions died acquires again once their ids rested (%.1f s, %d tries)',
+			$got, $tries));
+	$node->safe_psql('postgres', q{DELETE FROM idgen_worker_lease WHERE acquired_by = 'app'::regrole});
+
+	# pg_advisory_unlock_all() gives the session-bound lease's lock up: the
+	# lease has ended, and its renewal says so.
+	($ret, $out, $err) = as_role($node, 'app', 'postgres', q{
+		SELECT worker_id AS w, token AS t FROM idgen_worker_acquire('unlocked', session_bound => true) \gset
+		SELECT pg_advisory_unlock_all();
+		SELECT idgen_worker_renew(:w, :t);
+	});
+	like($err, qr/ERROR:  55000: worker lease lost: this session no longer holds the lock of worker id/,
+		'after pg_advisory_unlock_all() a session-bound lease\'s renewal fails');
+	$node->safe_psql('postgres', q{DELETE FROM idgen_worker_lease WHERE acquired_by = 'app'::regrole});
+
+	# In a database beyond the 16 that shared memory keeps a record for, a
+	# session holding a session-bound lease of a dropped table is not given
+	# the same id again.
+	for my $d (3 .. 17)
+	{
+		$node->safe_psql('postgres', "CREATE DATABASE d$d");
+		$node->safe_psql("d$d", q{CREATE EXTENSION idgen; SELECT idgen_worker_acquire('x', ttl => '1 min')});
+	}
+	ok($node->log_contains(qr/idgen keeps no record of the worker-id leases of database "d17"/),
+		'the 17th database that leases has no record');
+	my $e = $node->background_psql('d17', on_error_stop => 0);
+	$e->query_safe(q{SELECT idgen_worker_acquire('e', max_workers => 2, session_bound => true)});
+	$node->safe_psql('d17', 'DROP EXTENSION idgen; CREATE EXTENSION idgen');
+	my ($stdout, $failed) = $e->query(
+		q{SELECT worker_id FROM idgen_worker_acquire('e again', max_workers => 2, session_bound => true)});
+	ok($failed && $e->{stderr} =~ /all 2 worker ids are taken/,
+		'the session holding id 1 of the dropped table is not given id 1 again')
+	  or diag("got worker id '$stdout': $e->{stderr}");
+	$e->quit;
+}
+
 no_crash_logged($node, 'no crash');
 done_testing();
