@@ -556,31 +556,31 @@ DECLARE
     stmt pg_catalog.text;
 BEGIN
     FOR stmt IN
-        WITH member AS (
+        WITH dep AS (
+            -- the extension's members
+            SELECT d.classid, d.objid
+            FROM pg_catalog.pg_depend d
+            WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+              AND d.refobjid OPERATOR(pg_catalog.=)
+                  (SELECT e.oid FROM pg_catalog.pg_extension e
+                   WHERE e.extname OPERATOR(pg_catalog.=) 'idgen')
+              AND d.deptype OPERATOR(pg_catalog.=) 'e'
+        ),
+        member AS (
             SELECT 'FUNCTION' AS kind, p.oid::pg_catalog.regprocedure::pg_catalog.text AS name,
                    p.proowner AS owner,
                    COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner)) AS acl,
                    NULL::pg_catalog.oid AS rel
-            FROM pg_catalog.pg_depend d
+            FROM dep d
             JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) d.objid
             WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
-              AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
-              AND d.refobjid OPERATOR(pg_catalog.=)
-                  (SELECT e.oid FROM pg_catalog.pg_extension e
-                   WHERE e.extname OPERATOR(pg_catalog.=) 'idgen')
-              AND d.deptype OPERATOR(pg_catalog.=) 'e'
             UNION ALL
             SELECT 'TABLE', c.oid::pg_catalog.regclass::pg_catalog.text, c.relowner,
                    COALESCE(c.relacl, pg_catalog.acldefault('r', c.relowner)),
                    c.oid
-            FROM pg_catalog.pg_depend d
+            FROM dep d
             JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid
             WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
-              AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
-              AND d.refobjid OPERATOR(pg_catalog.=)
-                  (SELECT e.oid FROM pg_catalog.pg_extension e
-                   WHERE e.extname OPERATOR(pg_catalog.=) 'idgen')
-              AND d.deptype OPERATOR(pg_catalog.=) 'e'
         ),
         -- every role but the owner that holds a privilege on the object or
         -- on one of its columns (a relation-level REVOKE revokes the
