@@ -109,8 +109,8 @@ PG_FUNCTION_INFO_V1(idgen_worker_reset_horizon);
 
 /* Settings: how long a worker id rests after its lease ends; limits. */
 int			idgen_worker_quarantine_ms = 10 * 1000;
-int			idgen_worker_max_ttl_s = SECS_PER_DAY;
-int			idgen_worker_max_per_role = 0;
+static int	idgen_worker_max_ttl_s = SECS_PER_DAY;
+static int	idgen_worker_max_per_role = 0;
 
 /* Longest holder name, in bytes. */
 #define IDGEN_LEASE_MAX_HOLDER	256
@@ -1230,9 +1230,8 @@ token_above_table(IdgenSqlContext *cx, int64 tick)
  * last one.
  */
 static void
-check_role_limit(LeaseScan *scan)
+check_role_limit(IdgenSqlContext *cx, Oid relid, TimestampTz now)
 {
-	IdgenSqlContext *cx = &scan->cx;
 	LOCKTAG		tag;
 	Datum		args[2];
 	int64		held;
@@ -1255,10 +1254,10 @@ check_role_limit(LeaseScan *scan)
 	args[0] = ObjectIdGetDatum(cx->save_userid);
 	n = run_id_tokens(cx, Q_ROLE_SESSIONS, args, &ids, &tokens);
 	for (uint64 i = 0; i < n; i++)
-		(void) end_session_lease(cx, scan->relid, ids[i], tokens[i], scan->now);
+		(void) end_session_lease(cx, relid, ids[i], tokens[i], now);
 
 	args[0] = ObjectIdGetDatum(cx->save_userid);
-	args[1] = TimestampTzGetDatum(scan->ended_before);
+	args[1] = TimestampTzGetDatum(free_before(now));
 	(void) idgen_sql_run_latest(cx, Q_ROLE_HELD, args, NULL);
 	held = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	if (held >= idgen_worker_max_per_role)
@@ -1317,7 +1316,7 @@ lease_acquire(FunctionCallInfo fcinfo, const LeaseRequest *req)
 	scan.new_token = idgen_uuid7_next_tick(get_func_name(fcinfo->flinfo->fn_oid));
 	idgen_sql_begin(&fn, &statements, &scan.cx);
 	scan.new_token = token_above_table(&scan.cx, scan.new_token);
-	check_role_limit(&scan);
+	check_role_limit(&scan.cx, scan.relid, scan.now);
 
 	if (req->want < 0)
 	{
@@ -1641,18 +1640,15 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 				 errhint("Acquire a new lease.")));
 
 	/*
-	 * A lease renewed after its end while its id still rests is the same
-	 * lease (nobody could have taken the id).  Once the id has rested it
-	 * is free, and counts no more against idgen.worker_max_per_role: a
-	 * renewal then would take it without that check.
+	 * A lease renewed after its end is still the holder's while nobody has
+	 * taken its id (a server whose registry was down keeps its identity).
+	 * But once the id has rested it counts no more against
+	 * idgen.worker_max_per_role, so its renewal takes the id anew: counted
+	 * as an acquisition is (or leases of a microsecond, renewed after their
+	 * rest, would take every id past the limit).
 	 */
 	if (l.has_expiry && l.expires_at <= free_before(now))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("worker lease lost: the lease of worker id %d with this token ended at %s",
-						worker_id, timestamptz_to_str(l.expires_at)),
-				 errdetail("Its id has rested for \"idgen.worker_quarantine\" since, and may be leased by anyone."),
-				 errhint("Stop generating IDs with this worker id at once, and acquire a new lease.")));
+		check_role_limit(&cx, l.relid, now);
 	/* A session-bound lease whose session gave its lock up has ended. */
 	if (l.session_bound && !session_lock_held(l.id))
 		ereport(ERROR,

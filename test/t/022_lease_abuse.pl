@@ -206,15 +206,19 @@ $node->safe_psql('other', 'CREATE EXTENSION idgen');
 ########################################################################
 {
 	$node->safe_psql('postgres', q{DELETE FROM idgen_worker_lease WHERE acquired_by = 'app'::regrole});
-	# A lease renewed after its id has rested would come back past the
-	# limit: lost instead.
+	# A lease renewed after its id has rested takes the id anew: counted,
+	# or it would come back past the limit.
 	my ($ret, $out, $err) = as_role($node, 'app', 'postgres', q{
 		SELECT worker_id AS w, token AS t FROM idgen_worker_acquire('short', ttl => '1 microsecond') \gset
 		SELECT pg_sleep(1.2);
+		SELECT idgen_worker_acquire('a1', ttl => '1 min');
+		SELECT idgen_worker_acquire('a2', ttl => '1 min');
 		SELECT idgen_worker_renew(:w, :t, '1 h');
 	});
-	like($err, qr/ERROR:  55000: worker lease lost: the lease of worker id \d+ with this token ended at/,
-		'a lease renewed after its id has rested is lost');
+	like($err, qr/ERROR:  54000: role "app" has reached its limit of 2 worker-id leases/,
+		'a lease renewed after its id has rested counts toward the limit');
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM idgen_worker_leases WHERE acquired_by = 'app' AND state = 'held'}),
+		'2', 'the role still holds two');
 	$node->safe_psql('postgres', q{DELETE FROM idgen_worker_lease WHERE acquired_by = 'app'::regrole});
 
 	# Two sessions of the limited role (2) die holding session-bound
