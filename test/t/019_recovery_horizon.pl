@@ -29,7 +29,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(sleep time);
+use Time::HiRes qw(sleep time usleep);
 use IdgenTest;
 
 my ($clock_file, $faketime) = faketime_clock();
@@ -70,6 +70,9 @@ sub load
 	return sub {
 		$_->finish for @clients;
 		return ([ read_values("$dir/ids"), read_values("$dir/ids2") ], [ read_values("$dir/uuids") ]);
+	}, sub {
+		# whether every client has received IDs
+		return !grep { !-s "$dir/$_" } qw(ids ids2 uuids);
 	};
 }
 
@@ -121,12 +124,12 @@ sub double_failover
 		$s->append_conf('postgresql.conf', "idgen.horizon_lead = '1s'\n");
 		$s->reload;
 	}
-	my $p_done = load($p);
+	my ($p_done) = load($p);
 	sleep 1;
 	$p->stop('immediate');
 	my ($p_ids, $p_uuids) = $p_done->();
 	$s->promote;
-	my $s_done = load($s);
+	my ($s_done) = load($s);
 	sleep $delay;
 	$s->wait_for_catchup($s1, 'replay', $s->lsn('flush')) if $certain;
 	$s->stop('immediate');
@@ -154,7 +157,7 @@ sub crash_restart_then_failover
 		"ALTER SYSTEM SET synchronous_standby_names = '*'; SELECT pg_reload_conf()");
 	$p->poll_query_until('postgres', "SELECT sync_state = 'sync' FROM pg_stat_replication")
 	  or die 'the standby did not become synchronous';
-	my $p_done = load($p);
+	my ($p_done) = load($p);
 	$p->safe_psql('postgres',
 		"INSERT INTO big SELECT g, repeat('x', 200) FROM generate_series(1, 300000) g") if $certain;
 	sleep 1;
@@ -167,7 +170,13 @@ sub crash_restart_then_failover
 		$p->append_conf('postgresql.conf', "idgen.horizon_lead = '1s'\n");
 		$p->reload;
 	}
-	$p_done = load($p);
+	# After the restart the first IDs wait for the keeper's first horizon in
+	# WAL, which waits for the synchronous standby: on a loaded machine
+	# longer than $delay.  P dies $delay after its clients received IDs.
+	my $p_issued;
+	($p_done, $p_issued) = load($p);
+	my $t0 = time;
+	usleep(10_000) until $p_issued->() || time - $t0 > $PostgreSQL::Test::Utils::timeout_default;
 	sleep $delay;
 	$p->stop('immediate');
 	my ($p_ids, $p_uuids) = $p_done->();
@@ -191,7 +200,7 @@ sub crash_restart_then_failover
 	my %fast = ('idgen.max_drift' => "'2s'", 'idgen.timestamp_bits' => 51, 'idgen.sequence_bits' => 2);
 	my $p = idgen_node('fast_primary', _init => { allows_streaming => 1 }, 'idgen.worker_id' => 1, %fast);
 	my $s = standby_of($p, 'fast_standby', 0);
-	my $p_done = load($p);
+	my ($p_done) = load($p);
 	sleep 2;
 	$s->stop;
 	sleep 1;
@@ -238,7 +247,7 @@ sub crash_restart_then_failover
 		'idgen.worker_id' => 1);
 	$p->safe_psql('postgres', 'CREATE TABLE t (n int)');
 	$p->backup('pitr_backup');
-	my $p_done = load($p);
+	my ($p_done) = load($p);
 	sleep 1;
 	my $target = $p->safe_psql('postgres', 'SELECT clock_timestamp()');
 	sleep 0.5;
