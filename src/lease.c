@@ -413,11 +413,8 @@ session_leases_end(int level, bool commit)
 		}
 		if (drop)
 		{
-			LOCKTAG		tag;
-
 			/* Unless pg_advisory_unlock_all() or DISCARD ALL took it already. */
-			lease_locktag(&tag, sl->id);
-			if (idgen_lock_held_by_me(&tag, ExclusiveLock))
+			if (session_lock_held(sl->id))
 				unlock_id(sl->id, true);
 			session_leases = foreach_delete_current(session_leases, lc);
 			pfree(sl);
@@ -1256,7 +1253,6 @@ check_role_limit(IdgenSqlContext *cx, Oid relid, TimestampTz now)
 	for (uint64 i = 0; i < n; i++)
 		(void) end_session_lease(cx, relid, ids[i], tokens[i], now);
 
-	args[0] = ObjectIdGetDatum(cx->save_userid);
 	args[1] = TimestampTzGetDatum(free_before(now));
 	(void) idgen_sql_run_latest(cx, Q_ROLE_HELD, args, NULL);
 	held = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));

@@ -220,6 +220,7 @@ idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 ge
 		uint64		w;
 		uint64		tick;
 		IdgenRegistryStatus copy;
+		const char *message;
 
 		pg_read_barrier();
 		tick = idgen_next_tick(word, clock);	/* a full barrier */
@@ -255,6 +256,7 @@ idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 ge
 		}
 
 		idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_ERRORS, 1);
+		message = visible_message(&copy);
 		if (copy.state == IDGEN_IDENTITY_HELD || copy.valid_until != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -262,7 +264,7 @@ idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 ge
 					 errdetail("The lease on (datacenter %d, worker %d) is valid until %s and has not been renewed: %s.",
 							   copy.datacenter_id, copy.worker_id,
 							   timestamptz_to_str(copy.valid_until),
-							   visible_message(&copy) ? visible_message(&copy) : "the renewal has not been answered yet"),
+							   message ? message : "the renewal has not been answered yet"),
 					 errhint("The \"idgen registry\" process renews it; see idgen_identity() and the server log, and check that the registry (\"idgen.registry\") is reachable.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -270,7 +272,7 @@ idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 ge
 				 errdetail("Its identity comes from the registry (\"idgen.identity\" = '%s'), which has not given it one (%s): %s.",
 						   idgen_identity_from_registry ? "registry" : "settings",
 						   state_names[copy.state],
-						   visible_message(&copy) ? visible_message(&copy) : "no answer yet"),
+						   message ? message : "no answer yet"),
 				 errhint("See idgen_identity() and the server log.")));
 	}
 }
@@ -347,6 +349,7 @@ idgen_identity(PG_FUNCTION_ARGS)
 	IdgenRegistryStatus copy;
 	bool		leased;
 	char		waiting[256];
+	const char *message;
 
 	idgen_require_shmem("idgen_identity");
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -394,10 +397,9 @@ idgen_identity(PG_FUNCTION_ARGS)
 	else
 		nulls[i++] = true;
 	values[i++] = Int64GetDatum((int64) GetSystemIdentifier());
-	if (held_but_waiting(&copy, waiting, sizeof(waiting)))
-		values[i++] = CStringGetTextDatum(waiting);
-	else if (visible_message(&copy))
-		values[i++] = CStringGetTextDatum(visible_message(&copy));
+	message = held_but_waiting(&copy, waiting, sizeof(waiting)) ? waiting : visible_message(&copy);
+	if (message)
+		values[i++] = CStringGetTextDatum(message);
 	else
 		nulls[i++] = true;
 	if (copy.pid != 0)

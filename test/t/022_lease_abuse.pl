@@ -201,7 +201,7 @@ $node->safe_psql('other', 'CREATE EXTENSION idgen');
 }
 
 ########################################################################
-# more from a hostile pass: renewing after the rest, dead sessions of a
+# more abuse by a role with the lease grants: renewing after the rest, dead sessions of a
 # limited role, a lock given up, the same id twice in one session
 ########################################################################
 {
