@@ -195,10 +195,29 @@ REVOKE ALL ON FUNCTION @extschema@.idgen_seq_set(text, bigint),
     @extschema@.idgen_seq_drop(text),
     @extschema@.idgen_seq_purge() FROM PUBLIC;
 
+-- The value of a key as the calling transaction sees it: the one it
+-- advanced in memory for a key it holds (seq_held.c), else 'value' (the
+-- row's).  Reveals nothing but the caller's own values: PUBLIC, as
+-- idgen_expiry, so that whoever may read idgen_seq_keys may call it.
+CREATE FUNCTION @extschema@.idgen_seq_latest(key text, value bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_seq_latest'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+-- How a key with this cache setting is served in this database:
+-- 'transactional', 'cached', or 'transactional: ' and why a cached key
+-- cannot be served from shared memory here.  PUBLIC, as idgen_expiry.
+CREATE FUNCTION @extschema@.idgen_seq_served(cache int)
+RETURNS text
+AS 'MODULE_PATHNAME', 'idgen_seq_served'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
 -- Keys with their options; expired keys are not shown.  Like the
 -- administrative functions, not granted to PUBLIC.
 CREATE VIEW @extschema@.idgen_seq_keys AS
-    SELECT key, value, step, max_value, ttl, cache, last_used, expires_at,
+    SELECT key, @extschema@.idgen_seq_latest(key, value) AS value,
+           step, max_value, ttl, cache, @extschema@.idgen_seq_served(cache) AS served,
+           last_used, expires_at,
            pg_catalog.pg_get_userbyid(created_by) AS created_by
     FROM (SELECT s.*, @extschema@.idgen_expiry(s.last_used, s.ttl) AS expires_at
           FROM @extschema@.idgen_seq s) s
@@ -503,6 +522,10 @@ COMMENT ON FUNCTION @extschema@.idgen_seq_configure(text, bigint, bigint, interv
     'set all options of a key (step, max_value, ttl, cache), keeping its value (admin)';
 COMMENT ON FUNCTION @extschema@.idgen_seq_drop(text) IS
     'forget a key; true if it existed (admin)';
+COMMENT ON FUNCTION @extschema@.idgen_seq_latest(text, bigint) IS
+    'the value of a key this transaction advanced, else the value given (behind the idgen_seq_keys view)';
+COMMENT ON FUNCTION @extschema@.idgen_seq_served(int) IS
+    'how a key with this cache setting is served in this database, and why a cached key is not (behind the idgen_seq_keys view)';
 COMMENT ON FUNCTION @extschema@.idgen_seq_purge() IS
     'delete the keys whose ttl has passed; how many (admin)';
 COMMENT ON FUNCTION @extschema@.idgen_seq_cache() IS
@@ -629,6 +652,8 @@ GRANT EXECUTE ON FUNCTION
     @extschema@.idgen_uuid7_min(timestamptz),
     @extschema@.idgen_uuid7_time(uuid),
     @extschema@.idgen_expiry(timestamptz, interval),
+    @extschema@.idgen_seq_latest(text, bigint),
+    @extschema@.idgen_seq_served(int),
     @extschema@.idgen_stats(),
     @extschema@.idgen_info(),
     @extschema@.idgen_identity()

@@ -21,6 +21,9 @@ SELECT string_agg(idgen_seq_next('cache:a')::text, ',') AS served FROM generate_
 -- The table is ahead of every value served: it holds the reserved ranges.
 SELECT value >= 12 AS reserved_ahead, cache FROM idgen_seq WHERE key = 'cache:a';
 SELECT key, cache, served, fetches >= 2 AS fetched_segments FROM idgen_seq_cache;
+-- idgen_seq_keys says how each key is served in this database.
+SELECT idgen_seq_next('cache:plain') AS plain;
+SELECT key, cache, served FROM idgen_seq_keys WHERE key IN ('cache:a', 'cache:plain') ORDER BY key;
 -- Not transactional: a rollback does not give a value back.
 BEGIN;
 SELECT idgen_seq_next('cache:a') AS in_rolled_back_transaction;

@@ -84,11 +84,42 @@ extern void idgen_seq_take_default_ttl(IdgenSeqRow *row);
 extern void idgen_seq_row_from_values(IdgenSeqRow *row, const Datum *values, const bool *isnull);
 extern void idgen_seq_row_to_values(IdgenSeqRow *row, Datum *values, bool *isnull);
 extern void idgen_seq_open_table(const struct IdgenFunction *fn, IdgenSeqTable *t);
+extern void idgen_seq_open_table_oid(Oid relid, IdgenSeqTable *t);
 extern void idgen_seq_close_table(IdgenSeqTable *t);
 extern IdgenSeqRowFound idgen_seq_lock_row(IdgenSeqTable *t, text *key, IdgenSeqRow *row,
 										   bool stop_if_cached);
+extern bool idgen_seq_find_held_row(IdgenSeqTable *t, text *key);
 extern void idgen_seq_write_row(IdgenSeqTable *t, IdgenSeqRow *row);
 extern void idgen_seq_delete_row(IdgenSeqTable *t);
+
+
+/* seq_held.c: the keys this transaction holds, advanced in backend memory */
+typedef struct IdgenSeqHeldTag
+{
+	Oid			relid;			/* the table idgen_seq */
+	int			keylen;
+	char		key[IDGEN_SEQ_MAX_KEY];	/* not terminated */
+} IdgenSeqHeldTag;
+
+typedef struct IdgenSeqHeld
+{
+	IdgenSeqHeldTag tag;		/* hash key: first */
+	IdgenSeqRow row;			/* the key's row as this transaction sees it */
+	bool		present;		/* false: the transaction deleted the row */
+	bool		dirty;			/* the table lags 'row' */
+	int			lock_level;		/* the subtransaction level that locked it */
+	int			nsaved;			/* states saved by subtransaction levels */
+	int			maxsaved;
+	struct HeldState *saved;
+} IdgenSeqHeld;
+
+extern void idgen_seq_held_init(void);
+extern IdgenSeqHeld *idgen_seq_held_find(Oid relid, const char *key, int keylen);
+extern IdgenSeqRow *idgen_seq_held_change(IdgenSeqHeld *h);
+extern void idgen_seq_held_written(Oid relid, const char *key, int keylen,
+								   const IdgenSeqRow *row, bool create);
+extern void idgen_seq_held_deleted(Oid relid, const char *key, int keylen);
+extern void idgen_seq_held_write_all(void);
 
 
 /* seq_cache.c: a segment request, as the worker handles it */
@@ -131,6 +162,7 @@ extern void idgen_seq_cache_init(void);
 extern Size idgen_seq_cache_shmem_size(void);
 extern void idgen_seq_cache_shmem_startup(void);
 extern bool idgen_seq_cache_available(void);
+extern char *idgen_seq_cache_why_not(void);
 extern int	idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out,
 								 int64 after, Oid relid);
 pg_noreturn extern void idgen_seq_cache_timed_out(const char *key);

@@ -583,6 +583,18 @@ typedef struct ApplyState
 } ApplyState;
 
 /*
+ * This transaction wrote the key's row: idgen_seq_next holds the key from
+ * now on (seq_held.c); an administrative function updates the entry of a
+ * key held already.
+ */
+static void
+held_written(ApplyState *s, const IdgenSeqRow *row)
+{
+	idgen_seq_held_written(RelationGetRelid(s->t.rel), VARDATA_ANY(s->key),
+						   VARSIZE_ANY_EXHDR(s->key), row, s->next);
+}
+
+/*
  * Apply 'op' to the key's row under its row lock, inserting the row if there
  * is none.  A row whose ttl has passed counts as absent.  'op' may run more
  * than once (on the defaults for an insert that lost a race, then on the
@@ -614,6 +626,13 @@ apply_to_row(void *arg)
 		}
 		if (found == SEQ_ROW_LOCKED)
 		{
+			IdgenSeqHeld *h = idgen_seq_held_find(RelationGetRelid(s->t.rel),
+												  VARDATA_ANY(s->key),
+												  VARSIZE_ANY_EXHDR(s->key));
+
+			/* A key this transaction holds: its entry is ahead of the row. */
+			if (h != NULL && h->present)
+				row = h->row;
 			s->applied = idgen_seq_ttl_passed(&row, s->now) ? APPLIED_NEW : APPLIED_EXISTED;
 			/* A cached key served from its row: its segments are behind now. */
 			s->from_cached_row = row.cache > 0;
@@ -627,7 +646,10 @@ apply_to_row(void *arg)
 				idgen_seq_row_defaults(&row, s->now);
 			}
 			if (s->op(&row, s->applied == APPLIED_EXISTED, s->now, s->arg))
+			{
 				idgen_seq_write_row(&s->t, &row);
+				held_written(s, &row);
+			}
 			return;
 		}
 
@@ -641,6 +663,7 @@ apply_to_row(void *arg)
 		s->t.blocker = InvalidTransactionId;	/* a wait to insert: for whom, unknown */
 		if (insert_row(&s->fn, &s->t, s->key, &row, &s->violation))
 		{
+			held_written(s, &row);
 			if (!s->next)
 				created_by_admin();
 			s->applied = APPLIED_NEW;
@@ -795,16 +818,48 @@ seq_relid(FunctionCallInfo fcinfo)
 	return known_relid;
 }
 
+/*
+ * Serve 'count' values of a key this transaction holds from its entry, in
+ * backend memory; false if the key's ttl has passed since its last use (it
+ * is then created again, through its row).
+ */
+static bool
+next_held(IdgenSeqHeld *h, text *key, int count, int64 *out)
+{
+	NextArgs	a = {key, count, out, 0};
+	TimestampTz now = 0;
+
+	if (h->row.has_ttl)
+	{
+		now = GetCurrentTimestamp();
+		if (idgen_seq_ttl_passed(&h->row, now))
+			return false;
+	}
+	(void) op_next(idgen_seq_held_change(h), true, now, &a);
+	return true;
+}
+
 static int64
 seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 {
 	int64		last = 0;
 	int			done = 0;
 	TimestampTz waiting = 0;	/* since when entries were retired unused */
+	Oid			relid = seq_relid(fcinfo);
+	IdgenSeqHeld *h;
 
 	if (out == NULL)
 		out = &last, count = 1;
 	PreventCommandIfReadOnly("idgen_seq_next()");
+
+	/*
+	 * A key this transaction has used before: its row is locked, and its
+	 * values are advanced in memory until the transaction commits.
+	 */
+	h = idgen_seq_held_find(relid, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+	if (h != NULL && h->present && next_held(h, key, count, out))
+		return out[count - 1];
+
 	for (;;)
 	{
 		NextArgs	rest;
@@ -812,8 +867,7 @@ seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 
 		/* A cached key with an entry: served from shared memory. */
 		served = idgen_seq_cache_next(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), count - done,
-									  out + done, done > 0 ? out[done - 1] : 0,
-									  seq_relid(fcinfo));
+									  out + done, done > 0 ? out[done - 1] : 0, relid);
 		done += served;
 		if (done == count)
 			break;
@@ -913,7 +967,16 @@ idgen_seq_current(PG_FUNCTION_ARGS)
 	IdgenSqlContext	cx;
 	IdgenSeqRow		row;
 	bool		found;
+	IdgenSeqHeld *h = idgen_seq_held_find(seq_relid(fcinfo), VARDATA_ANY(key),
+										  VARSIZE_ANY_EXHDR(key));
 
+	/* A key this transaction holds: its entry has the latest value. */
+	if (h != NULL)
+	{
+		if (!h->present || idgen_seq_ttl_passed(&h->row, GetCurrentTimestamp()))
+			PG_RETURN_NULL();
+		PG_RETURN_INT64(h->row.value);
+	}
 	idgen_lookup_function(fcinfo, &fn);
 	idgen_sql_begin(&fn, &statements, &cx);
 	found = read_row(&cx, key, &row) && !idgen_seq_ttl_passed(&row, GetCurrentTimestamp());
@@ -921,6 +984,50 @@ idgen_seq_current(PG_FUNCTION_ARGS)
 	if (!found)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(row.value);
+}
+
+/*
+ * idgen_seq_latest(key text, value bigint) returns bigint
+ *		The value of the key as this transaction sees it: the value in the
+ *		entry of a key it holds, else 'value' (the row's, from the view
+ *		idgen_seq_keys).
+ */
+PG_FUNCTION_INFO_V1(idgen_seq_latest);
+
+Datum
+idgen_seq_latest(PG_FUNCTION_ARGS)
+{
+	text	   *key = PG_GETARG_TEXT_PP(0);
+	IdgenSeqHeld *h = NULL;
+
+	if (VARSIZE_ANY_EXHDR(key) > 0 && VARSIZE_ANY_EXHDR(key) <= IDGEN_SEQ_MAX_KEY)
+		h = idgen_seq_held_find(seq_relid(fcinfo), VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+	if (h != NULL && h->present)
+		PG_RETURN_INT64(h->row.value);
+	PG_RETURN_DATUM(PG_GETARG_DATUM(1));
+}
+
+/*
+ * idgen_seq_served(cache int) returns text
+ *		How a key with this cache setting is served in this database:
+ *		'transactional' (cache 0), 'cached' (from shared memory), or, for a
+ *		cached key that cannot be, 'transactional: ' and why (the view
+ *		idgen_seq_keys shows it, so that a cached key is never served from
+ *		its row without a word).
+ */
+PG_FUNCTION_INFO_V1(idgen_seq_served);
+
+Datum
+idgen_seq_served(PG_FUNCTION_ARGS)
+{
+	char	   *why;
+
+	if (PG_GETARG_INT32(0) <= 0)
+		PG_RETURN_TEXT_P(cstring_to_text("transactional"));
+	why = idgen_seq_cache_why_not();
+	if (why == NULL)
+		PG_RETURN_TEXT_P(cstring_to_text("cached"));
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("transactional: %s", why)));
 }
 
 static int64
@@ -1057,6 +1164,17 @@ idgen_seq_configure(PG_FUNCTION_ARGS)
 	init.cache = PG_GETARG_INT32(4);
 
 	(void) apply(fcinfo, key, op_configure, &init, false);
+	if (init.cache > 0)
+	{
+		char	   *why = idgen_seq_cache_why_not();
+
+		if (why != NULL)
+			ereport(NOTICE,
+					(errmsg("sequence key \"%s\" is served transactionally in this database, not from shared memory",
+							text_to_cstring(key)),
+					 errdetail("Cached keys are served from shared memory only where their segments are reserved: %s.", why),
+					 errhint("The key works, with the guarantees and the cost of the transactional mode; the column \"served\" of view \"idgen_seq_keys\" shows it.")));
+	}
 	PG_RETURN_VOID();
 }
 
@@ -1079,8 +1197,15 @@ drop_row(void *arg)
 
 	if (idgen_seq_lock_row(&d->t, d->key, &row, false) == SEQ_ROW_LOCKED)
 	{
+		Oid			relid = RelationGetRelid(d->t.rel);
+		IdgenSeqHeld *h = idgen_seq_held_find(relid, VARDATA_ANY(d->key),
+											  VARSIZE_ANY_EXHDR(d->key));
+
+		if (h != NULL && h->present)
+			row = h->row;		/* a key this transaction holds */
 		d->existed = !idgen_seq_ttl_passed(&row, GetCurrentTimestamp());
 		idgen_seq_delete_row(&d->t);
+		idgen_seq_held_deleted(relid, VARDATA_ANY(d->key), VARSIZE_ANY_EXHDR(d->key));
 	}
 }
 
@@ -1117,10 +1242,14 @@ idgen_seq_purge(PG_FUNCTION_ARGS)
 	IdgenSqlContext cx;
 	uint64		n = 0;
 	uint64		batch;
+	Oid			relid;
 
 	/* A cached key expires idgen.purge_interval later (see idgen_seq_ttl_passed). */
 	args[0] = TimestampTzGetDatum(now);
 	args[1] = TimestampTzGetDatum(now - (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC);
+	/* The keys this transaction holds are judged by their last use. */
+	idgen_seq_held_write_all();
+	relid = seq_relid(fcinfo);
 	idgen_lookup_function(fcinfo, &fn);
 	idgen_sql_begin(&fn, &statements, &cx);
 	do
@@ -1130,13 +1259,12 @@ idgen_seq_purge(PG_FUNCTION_ARGS)
 		for (uint64 i = 0; i < batch; i++)
 		{
 			bool		isnull;
+			char	   *k = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
 
+			idgen_seq_held_deleted(relid, k, strlen(k));
 			if (DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)) > 0)
-			{
-				char	   *k = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-
 				idgen_seq_cache_invalidate(k, strlen(k));
-			}
+			pfree(k);
 		}
 		n += batch;
 	} while (batch == 1000);
@@ -1208,6 +1336,7 @@ idgen_seq_init(void)
 							 "0 (the default) means none; else at least 1 s.",
 							 &idgen_seq_default_ttl, 0, 0, INT_MAX,
 							 PGC_SUSET, GUC_UNIT_S, check_default_ttl, NULL, NULL);
+	idgen_seq_held_init();
 	DefineCustomIntVariable("idgen.seq_max_keys_per_role",
 							"Sets how many live per-key sequence keys a role may have for idgen_seq_next to create another.",
 							"Counts the keys the role created, by any function, whose ttl has not passed. "

@@ -75,6 +75,7 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "commands/dbcommands.h"
 #include "utils/hsearch.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -417,6 +418,29 @@ idgen_seq_cache_available(void)
 	/* An aligned 4-byte read, without the mutex: this is on every call. */
 	dbid = *(volatile Oid *) &cache->worker_dbid;
 	return dbid == MyDatabaseId;
+}
+
+/*
+ * Why cached keys of this database are served from their rows, in the
+ * caller's transaction, instead of from shared memory; NULL if they are
+ * not (the view idgen_seq_keys shows it for every cached key).
+ */
+char *
+idgen_seq_cache_why_not(void)
+{
+	Oid			dbid;
+	char	   *name;
+
+	if (cache == NULL)
+		return pstrdup("idgen is not in shared_preload_libraries");
+	dbid = *(volatile Oid *) &cache->worker_dbid;
+	if (dbid == MyDatabaseId)
+		return NULL;
+	if (!OidIsValid(dbid))
+		return pstrdup("the idgen purge process, which reserves segments, is not running");
+	name = get_database_name(dbid);
+	return psprintf("segments are reserved only in database \"%s\" (idgen.database)",
+					name != NULL ? name : "?");
 }
 
 /* Remove entry 'e' (map_lock held exclusively, e->lock held). */

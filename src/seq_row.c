@@ -137,17 +137,28 @@ idgen_seq_row_to_values(IdgenSeqRow *row, Datum *values, bool *isnull)
 void
 idgen_seq_open_table(const IdgenFunction *fn, IdgenSeqTable *t)
 {
-	static const Oid coltypes[SEQ_NUM_COLS] = {
-		TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT4OID, OIDOID, INT8OID
-	};
 	Oid			relid = get_relname_relid("idgen_seq", fn->nspid);
-	TupleDesc	desc;
-	bool		as_created;
 
 	if (!OidIsValid(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("table \"%s.idgen_seq\" does not exist", get_namespace_name(fn->nspid))));
+	idgen_seq_open_table_oid(relid, t);
+}
+
+/*
+ * Open the table idgen_seq of OID 'relid' (and its primary key), checking
+ * that it is as the extension created it.
+ */
+void
+idgen_seq_open_table_oid(Oid relid, IdgenSeqTable *t)
+{
+	static const Oid coltypes[SEQ_NUM_COLS] = {
+		TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT4OID, OIDOID, INT8OID
+	};
+	TupleDesc	desc;
+	bool		as_created;
+
 	t->rel = table_open(relid, RowExclusiveLock);
 	desc = RelationGetDescr(t->rel);
 	list_free(RelationGetIndexList(t->rel));	/* sets rd_pkindex */
@@ -229,6 +240,43 @@ row_holder(TupleTableSlot *slot)
 }
 
 /*
+ * Find the latest version of the key's row, committed or not, into t->slot
+ * ('dirty' tells who inserted or holds it); false if the key has none.
+ */
+static bool
+find_row(IdgenSeqTable *t, text *key, SnapshotData *dirty)
+{
+	ScanKeyData skey;
+	IndexScanDesc scan;
+	bool		found;
+
+	InitDirtySnapshot(*dirty);
+	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   t->idx->rd_indcollation[0], F_TEXTEQ,
+						   PointerGetDatum(key));
+	scan = idgen_index_beginscan(t->rel, t->idx, dirty, 1, 0);
+	index_rescan(scan, &skey, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, t->slot);
+	index_endscan(scan);
+	if (!found)
+		ExecClearTuple(t->slot);	/* no buffer pin held across an insert */
+	return found;
+}
+
+/*
+ * Find the row of a key this transaction holds (locked or wrote) into
+ * t->slot, for idgen_seq_write_row; false if it has none (it deleted it).
+ */
+bool
+idgen_seq_find_held_row(IdgenSeqTable *t, text *key)
+{
+	SnapshotData dirty;
+
+	CommandCounterIncrement();
+	return find_row(t, key, &dirty);
+}
+
+/*
  * Lock the latest version of the key's row into t->slot and read it into
  * 'row'.  With 'stop_if_cached', a committed row of a live cached key that
  * this transaction does not hold is only read, not locked (SEQ_ROW_CACHED): its
@@ -244,26 +292,12 @@ idgen_seq_lock_row(IdgenSeqTable *t, text *key, IdgenSeqRow *row, bool stop_if_c
 	for (;;)
 	{
 		SnapshotData dirty;
-		ScanKeyData skey;
-		IndexScanDesc scan;
 		ItemPointerData tid;
 		TM_FailureData tmfd;
 		TM_Result	result;
-		bool		found;
 
-		InitDirtySnapshot(dirty);
-		ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
-							   t->idx->rd_indcollation[0], F_TEXTEQ,
-							   PointerGetDatum(key));
-		scan = idgen_index_beginscan(t->rel, t->idx, &dirty, 1, 0);
-		index_rescan(scan, &skey, 1, NULL, 0);
-		found = index_getnext_slot(scan, ForwardScanDirection, t->slot);
-		index_endscan(scan);
-		if (!found)
-		{
-			ExecClearTuple(t->slot);	/* no buffer pin held across an insert */
+		if (!find_row(t, key, &dirty))
 			return SEQ_ROW_NONE;
-		}
 		tid = t->slot->tts_tid;
 
 		/* Inserted by a transaction still in progress: wait for it. */

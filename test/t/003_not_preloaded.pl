@@ -65,6 +65,20 @@ is( $node->safe_psql(
 	       (SELECT count(*) FROM idgen_seq_cache)}),
 	"\n1\n1|2|2|0",
 	'a cached key falls back to the transactional mode without preload (a rollback gives 1 back)');
+# ... and says so: a NOTICE when it is configured, and the view.
+{
+	my ($ret, $stdout, $stderr) = $node->psql('postgres',
+		"SELECT idgen_seq_configure('cached2', cache => 10)");
+	like($stderr,
+		qr/NOTICE:  sequence key "cached2" is served transactionally in this database, not from shared memory/,
+		'without preload: configuring a cached key raises a NOTICE');
+	like($stderr, qr/idgen is not in shared_preload_libraries/, 'which says why');
+	is($node->safe_psql('postgres',
+			"SELECT string_agg(key || ': ' || served, ', ' ORDER BY key) FROM idgen_seq_keys"),
+		'cached: transactional: idgen is not in shared_preload_libraries, '
+		  . 'cached2: transactional: idgen is not in shared_preload_libraries',
+		'without preload: idgen_seq_keys says why the cached keys are served transactionally');
+}
 
 $node->stop('fast');
 no_crash_logged($node, 'clean shutdown');

@@ -12,7 +12,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IdgenTest;
 
-my $node = idgen_node('seq', 'idgen.purge_interval' => '1s', 'max_connections' => 30);
+my $node = idgen_node('seq', 'idgen.purge_interval' => '1s', 'max_connections' => 30,
+	'max_prepared_transactions' => 2);
 
 ok($node->log_contains(qr/LOG:  idgen purge started/), 'the purge worker started');
 
@@ -269,6 +270,33 @@ is( $node->safe_psql(
 			"SELECT count(*) FROM generate_series(1, 100) i "
 			  . "WHERE idgen_seq_next('after-checkpoint:' || i) = CASE i WHEN 7 THEN 12 ELSE 11 END"),
 		'100', 'crash recovery: the primary key finds every key');
+}
+
+# A transaction's calls on a key after its first are advanced in memory and
+# the row written once more before commit (seq_held.c).  Across a crash: a
+# committed transaction's last value is there, an open transaction's values
+# are given back, and a prepared transaction keeps its rows (written at
+# PREPARE) until COMMIT PREPARED.
+{
+	$node->safe_psql('postgres',
+		"SELECT count(idgen_seq_next('held:committed')) FROM generate_series(1, 10000)");
+	my $open = $node->background_psql('postgres');
+	$open->query_safe(q{BEGIN;
+		SELECT count(idgen_seq_next('held:committed')) FROM generate_series(1, 5000);
+		SELECT count(idgen_seq_next('held:open')) FROM generate_series(1, 5000)});
+	$node->safe_psql('postgres', q{BEGIN;
+		SELECT count(idgen_seq_next('held:prepared')) FROM generate_series(1, 3000);
+		PREPARE TRANSACTION 'held'});
+	$node->stop('immediate');
+	eval { $open->quit };
+	$node->start;
+	is($node->safe_psql('postgres', q{SELECT idgen_seq_current('held:committed'),
+			idgen_seq_current('held:open') IS NULL, idgen_seq_current('held:prepared') IS NULL}),
+		'10000|t|t', 'crash: a committed transaction\'s last value is back, an open one\'s values are not');
+	$node->safe_psql('postgres', "COMMIT PREPARED 'held'");
+	is($node->safe_psql('postgres',
+			"SELECT idgen_seq_next('held:committed'), idgen_seq_next('held:prepared'), idgen_seq_next('held:open')"),
+		'10001|3001|1', 'crash: COMMIT PREPARED afterwards commits the prepared transaction\'s values');
 }
 
 $node->stop('fast');
