@@ -440,7 +440,10 @@ CREATE FUNCTION @extschema@.idgen_info(
     OUT wal_worker_id int,
     OUT wal_records bigint,
     OUT recovery_ended_at timestamptz,
-    OUT recovery_lead_ms bigint)
+    OUT recovery_lead_ms bigint,
+    OUT database_workers int,
+    OUT max_database_workers int,
+    OUT database_workers_refused bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'idgen_info'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;

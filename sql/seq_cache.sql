@@ -1,8 +1,9 @@
 --
--- Cached per-key sequences (cache => n).  Their segments are reserved by the
--- database worker, which runs in this database (test/idgen.conf); it starts
--- once the database exists, so wait for it first.
+-- Cached per-key sequences (cache => n).  Their segments are reserved by
+-- this database's idgen purge process, which the first cached key asks the
+-- idgen launcher for (configuring one does): wait for it first.
 --
+SELECT idgen_seq_configure('cache:a', cache => 5);
 DO $$
 BEGIN
     FOR i IN 1 .. 300 LOOP
@@ -16,7 +17,6 @@ SELECT count(*) AS worker_here FROM pg_stat_activity
 WHERE backend_type = 'idgen purge' AND datname = current_database();
 
 -- Values come from shared memory, in order, each once.
-SELECT idgen_seq_configure('cache:a', cache => 5);
 SELECT string_agg(idgen_seq_next('cache:a')::text, ',') AS served FROM generate_series(1, 12);
 -- The table is ahead of every value served: it holds the reserved ranges.
 SELECT value >= 12 AS reserved_ahead, cache FROM idgen_seq WHERE key = 'cache:a';

@@ -17,11 +17,12 @@
 #include "utils/relcache.h"
 
 /* settings (seq.c, seq_cache.c, seq_worker.c) */
-extern char *idgen_purge_database;
 extern int	idgen_purge_interval_s;
 extern double idgen_seq_default_ttl;
 extern int	idgen_seq_max_keys_per_role;
 extern int	idgen_seq_cache_keys;
+extern int	idgen_max_database_workers;
+extern int	idgen_database_worker_idle_s;
 extern int	idgen_seq_cache_wait_ms;
 extern double idgen_seq_cache_prefetch;
 
@@ -162,15 +163,25 @@ extern void idgen_seq_cache_init(void);
 extern Size idgen_seq_cache_shmem_size(void);
 extern void idgen_seq_cache_shmem_startup(void);
 extern bool idgen_seq_cache_available(void);
-extern char *idgen_seq_cache_why_not(void);
+extern char *idgen_seq_cache_why_not(bool *for_now);
 extern int	idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out,
 								 int64 after, Oid relid);
 pg_noreturn extern void idgen_seq_cache_timed_out(const char *key);
 extern void idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_ttl,
 								   Oid relid);
 extern void idgen_seq_cache_invalidate(const char *key, int keylen);
-extern void idgen_seq_cache_worker_attach(Latch *latch);
+#define IDGEN_MAX_DATABASE_WORKERS	64
+extern void idgen_seq_cache_want_worker(void);
+extern void idgen_seq_cache_workers_report(int *running, int *max, int64 *refused);
+extern void idgen_seq_cache_launcher_attach(Latch *latch);
+extern void idgen_seq_cache_launcher_detach(int code, Datum arg);
+extern int	idgen_seq_cache_take_wanted(Oid *dbid, uint32 *generation);
+extern int	idgen_seq_cache_take_for_purge(Oid dbid, uint32 *generation);
+extern void idgen_seq_cache_start_ended(int slot, uint32 generation, bool start_failed);
+extern Oid	idgen_seq_cache_slot_dbid(int slot, uint32 *generation);
+extern bool idgen_seq_cache_worker_attach(int slot, uint32 generation, Latch *latch);
 extern void idgen_seq_cache_worker_detach(int code, Datum arg);
+extern bool idgen_seq_cache_worker_done(int idle_ms);
 extern int	idgen_seq_cache_collect(IdgenSeqRequest *req, int max);
 extern bool idgen_seq_cache_pending(bool *urgent);
 extern int64 idgen_seq_cache_reserve(IdgenSeqRequest *r, int64 value, int64 step, int64 max_value);

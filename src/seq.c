@@ -702,6 +702,9 @@ apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next)
 	idgen_seq_close_table(&s.t);
 	if (!next || (s.from_cached_row && idgen_seq_cache_available()))
 		idgen_seq_cache_invalidate(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+	/* A cached key served from its row for want of a process here: ask. */
+	if (next && s.from_cached_row && !s.serve_cached)
+		idgen_seq_cache_want_worker();
 	return s.applied;
 }
 
@@ -1024,7 +1027,7 @@ idgen_seq_served(PG_FUNCTION_ARGS)
 
 	if (PG_GETARG_INT32(0) <= 0)
 		PG_RETURN_TEXT_P(cstring_to_text("transactional"));
-	why = idgen_seq_cache_why_not();
+	why = idgen_seq_cache_why_not(NULL);
 	if (why == NULL)
 		PG_RETURN_TEXT_P(cstring_to_text("cached"));
 	PG_RETURN_TEXT_P(cstring_to_text(psprintf("transactional: %s", why)));
@@ -1166,9 +1169,12 @@ idgen_seq_configure(PG_FUNCTION_ARGS)
 	(void) apply(fcinfo, key, op_configure, &init, false);
 	if (init.cache > 0)
 	{
-		char	   *why = idgen_seq_cache_why_not();
+		char	   *why;
+		bool		for_now;
 
-		if (why != NULL)
+		idgen_seq_cache_want_worker();
+		why = idgen_seq_cache_why_not(&for_now);
+		if (why != NULL && !for_now)
 			ereport(NOTICE,
 					(errmsg("sequence key \"%s\" is served transactionally in this database, not from shared memory",
 							text_to_cstring(key)),

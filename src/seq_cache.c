@@ -7,8 +7,8 @@
  * A key configured with cache => n is served from a fixed-capacity table of
  * entries in shared memory (idgen.seq_cache_keys), one per cached key.  Each
  * entry has two segments: the one being served and the next one.  A segment
- * is a range of the key's values that the database worker (seq_worker.c, in
- * database idgen.database) has reserved in its own committed transaction by
+ * is a range of the key's values that the idgen purge process of the key's
+ * database (seq_worker.c) has reserved in its own committed transaction by
  * advancing the key's row past it, before any of its values is served.  So
  * every value served is at most the row's value, and after a crash or a
  * restart new segments start above it: no value is ever served twice (wrap
@@ -56,6 +56,19 @@
  *	  entry's lock.  Everything else of an entry but the cursor and the use
  *	  marks is under the entry's lock.
  *
+ * A process per database
+ *	  Each database whose cached keys are in use has its own idgen purge
+ *	  process, in one of idgen.max_database_workers slots here, with its own
+ *	  queue of requests.  A backend that meets a cached key in a database
+ *	  without a running process asks for one (idgen_seq_cache_want_worker):
+ *	  it takes a free slot and wakes the idgen launcher, which starts the
+ *	  process; meanwhile, and when every slot serves another database, the
+ *	  key is served from its row, transactionally, and idgen_seq_keys says
+ *	  why (idgen_seq_cache_why_not).  A process ends once its database's
+ *	  cached keys have gone unused for idgen.database_worker_idle, freeing
+ *	  its slot; the launcher also lends free slots, for one purge, to the
+ *	  databases that have none (seq_worker.c).
+ *
  * Keys per role
  *	  The segment also holds, under roles_lock, the estimates of how many
  *	  live keys a role has, for idgen.seq_max_keys_per_role (seq.c, "Keys
@@ -75,7 +88,6 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
-#include "commands/dbcommands.h"
 #include "utils/hsearch.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -86,6 +98,7 @@
 
 /* Settings */
 int			idgen_seq_cache_keys = 1024;
+int			idgen_max_database_workers = 4;
 int			idgen_seq_cache_wait_ms = 2000;
 double		idgen_seq_cache_prefetch = 0.1;
 
@@ -163,19 +176,30 @@ typedef struct SeqRoleKeys
 	int64		keys;			/* the count, plus the keys created since */
 } SeqRoleKeys;
 
-typedef struct SeqCacheShared
+/* A slot for a database's idgen purge process (see "A process per database"). */
+typedef enum SeqWorkerState
 {
-	LWLock	   *map_lock;
-	ConditionVariable cv;		/* a segment was published, or a key dropped */
-	slock_t		mutex;			/* guards the worker fields and the queue */
-	Oid			worker_dbid;	/* InvalidOid when no worker runs */
-	Latch	   *worker_latch;
+	WORKER_FREE,				/* no database */
+	WORKER_WANTED,				/* a backend asked for a process */
+	WORKER_STARTING,			/* the launcher started it */
+	WORKER_RUNNING				/* it reserves segments (attached) */
+} SeqWorkerState;
+
+typedef struct SeqDbWorker
+{
+	Oid			dbid;			/* InvalidOid when free */
+	SeqWorkerState state;
+	uint32		generation;		/* bumped each time the slot is taken */
+	bool		serve;			/* cached keys are in use: stay after a purge */
+	Latch	   *latch;			/* the process's, when running */
+	int			pid;
+	TimestampTz started;
 
 	/*
-	 * Entries that want a segment, for the worker (so that it need not scan
+	 * Entries that want a segment, for the process (so that it need not scan
 	 * them all): a ring of queue_size indexes, pushed when an entry's
 	 * 'requested' turns true.  An entry retired and installed again may be
-	 * in it twice; if it ever fills, 'overflow' makes the worker scan.
+	 * in it twice; if it ever fills, 'overflow' makes the process scan.
 	 */
 	int		   *queue;
 	uint64		queue_head;		/* next to pop */
@@ -183,6 +207,19 @@ typedef struct SeqCacheShared
 	int			queue_size;
 	bool		overflow;
 	bool		urgent;			/* a caller is waiting for a segment */
+} SeqDbWorker;
+
+typedef struct SeqCacheShared
+{
+	LWLock	   *map_lock;
+	ConditionVariable cv;		/* a segment was published, or a key dropped */
+	slock_t		mutex;			/* guards the slots and the launcher's fields */
+	Latch	   *launcher_latch;
+	uint64		refused;		/* requests for a process with every slot taken */
+	TimestampTz refused_at;
+	TimestampTz start_failed_at;	/* the launcher could not start a process */
+	int			nworkers;
+	SeqDbWorker *workers;		/* idgen.max_database_workers slots */
 
 	pg_atomic_uint64 installs;	/* entries installed so far */
 
@@ -257,14 +294,29 @@ static localkeys_hash *local_map = NULL;
  * Shared memory
  * ----------
  */
-Size
-idgen_seq_cache_shmem_size(void)
+/*
+ * The structure: its entries, the process slots, and a queue of twice as
+ * many indexes as entries per slot.
+ */
+static Size
+struct_size(void)
 {
 	Size		size = offsetof(SeqCacheShared, entries);
 
 	size = add_size(size, mul_size(sizeof(SeqCacheEntry), idgen_seq_cache_keys));
+	size = add_size(size, mul_size(sizeof(SeqDbWorker), idgen_max_database_workers));
+	size = add_size(size, mul_size(mul_size(sizeof(int), 2 * idgen_seq_cache_keys),
+								   idgen_max_database_workers));
+	return size;
+}
+
+Size
+idgen_seq_cache_shmem_size(void)
+{
+	Size		size = 0;
+
 	size = add_size(size, PG_CACHE_LINE_SIZE);
-	size = add_size(size, mul_size(sizeof(int), 2 * idgen_seq_cache_keys));
+	size = add_size(size, struct_size());
 	size = add_size(size, hash_estimate_size(idgen_seq_cache_keys, sizeof(SeqCacheMapEntry)));
 	return size;
 }
@@ -276,11 +328,7 @@ idgen_seq_cache_shmem_startup(void)
 	HASHCTL		info;
 	char	   *base;
 
-	base = ShmemInitStruct("idgen seq cache",
-						   add_size(add_size(offsetof(SeqCacheShared, entries),
-											 mul_size(sizeof(SeqCacheEntry), idgen_seq_cache_keys)),
-									add_size(PG_CACHE_LINE_SIZE,
-											 mul_size(sizeof(int), 2 * idgen_seq_cache_keys))),
+	base = ShmemInitStruct("idgen seq cache", add_size(PG_CACHE_LINE_SIZE, struct_size()),
 						   &found);
 	cache = (SeqCacheShared *) TYPEALIGN(PG_CACHE_LINE_SIZE, base);
 	if (!found)
@@ -292,13 +340,21 @@ idgen_seq_cache_shmem_startup(void)
 		memset(cache->roles, 0, sizeof(cache->roles));
 		ConditionVariableInit(&cache->cv);
 		SpinLockInit(&cache->mutex);
-		cache->worker_dbid = InvalidOid;
-		cache->worker_latch = NULL;
+		cache->launcher_latch = NULL;
+		cache->refused = 0;
+		cache->refused_at = cache->start_failed_at = 0;
 		cache->nentries = idgen_seq_cache_keys;
-		cache->queue = (int *) &cache->entries[cache->nentries];
-		cache->queue_size = 2 * cache->nentries;
-		cache->queue_head = cache->queue_tail = 0;
-		cache->overflow = cache->urgent = false;
+		cache->nworkers = idgen_max_database_workers;
+		cache->workers = (SeqDbWorker *) &cache->entries[cache->nentries];
+		for (int i = 0; i < cache->nworkers; i++)
+		{
+			SeqDbWorker *w = &cache->workers[i];
+
+			memset(w, 0, sizeof(*w));
+			w->state = WORKER_FREE;
+			w->queue_size = 2 * cache->nentries;
+			w->queue = (int *) &cache->workers[cache->nworkers] + (Size) i * w->queue_size;
+		}
 		pg_atomic_init_u64(&cache->installs, 0);
 		for (int i = 0; i < cache->nentries; i++)
 		{
@@ -361,13 +417,33 @@ segment_fit(int64 base, int64 step, int64 max_value, int64 want)
 	return Min(want, (PG_INT64_MAX - base) / step);
 }
 
+/*
+ * The running process of database 'dbid' (cache->mutex held), or NULL.
+ */
+static SeqDbWorker *
+running_worker(Oid dbid)
+{
+	for (int i = 0; i < cache->nworkers; i++)
+	{
+		SeqDbWorker *w = &cache->workers[i];
+
+		if (w->dbid == dbid && w->state == WORKER_RUNNING)
+			return w;
+	}
+	return NULL;
+}
+
+/* Wake the process of this database, if one runs. */
 static void
 wake_worker(void)
 {
-	Latch	   *latch;
+	SeqDbWorker *w;
+	Latch	   *latch = NULL;
 
 	SpinLockAcquire(&cache->mutex);
-	latch = cache->worker_latch;
+	w = running_worker(MyDatabaseId);
+	if (w != NULL)
+		latch = w->latch;
 	SpinLockRelease(&cache->mutex);
 	if (latch)
 		SetLatch(latch);
@@ -384,40 +460,61 @@ request_segment(SeqCacheEntry *e, bool urgent)
 {
 	bool		wake = urgent;
 
+	SeqDbWorker *w;
+
+	SpinLockAcquire(&cache->mutex);
+	/* Without a process, the next one's first scan finds the request. */
+	w = running_worker(e->tag.dbid);
 	if (!e->requested && !e->reserving)
 	{
 		e->requested = true;
-		SpinLockAcquire(&cache->mutex);
-		if (cache->queue_tail - cache->queue_head >= (uint64) cache->queue_size)
-			cache->overflow = true;
+		if (w == NULL)
+			;
+		else if (w->queue_tail - w->queue_head >= (uint64) w->queue_size)
+			w->overflow = true;
 		else
-			cache->queue[cache->queue_tail++ % cache->queue_size] = (int) (e - cache->entries);
-		wake |= (cache->queue_tail - cache->queue_head == 1) || cache->overflow;
-		SpinLockRelease(&cache->mutex);
+			w->queue[w->queue_tail++ % w->queue_size] = (int) (e - cache->entries);
+		if (w != NULL)
+			wake |= (w->queue_tail - w->queue_head == 1) || w->overflow;
 	}
-	if (urgent)
-	{
-		SpinLockAcquire(&cache->mutex);
-		cache->urgent = true;
-		SpinLockRelease(&cache->mutex);
-	}
+	if (urgent && w != NULL)
+		w->urgent = true;
+	SpinLockRelease(&cache->mutex);
 	return wake;
 }
 
 /*
  * Whether cached keys of this database are served from shared memory: the
- * library is preloaded and the worker runs in this database.
+ * library is preloaded and this database's process runs.  On every call of
+ * idgen_seq_next, so without the mutex: the slot found last is looked at
+ * first, with aligned 4-byte reads (a process that ends meanwhile only
+ * makes a request wait for the next one, see request_segment).
  */
+static int	my_worker = -1;		/* the slot of this database's process */
+
 bool
 idgen_seq_cache_available(void)
 {
-	Oid			dbid;
+	volatile SeqDbWorker *w;
 
 	if (cache == NULL)
 		return false;
-	/* An aligned 4-byte read, without the mutex: this is on every call. */
-	dbid = *(volatile Oid *) &cache->worker_dbid;
-	return dbid == MyDatabaseId;
+	if (my_worker >= 0)
+	{
+		w = &cache->workers[my_worker];
+		if (w->dbid == MyDatabaseId && w->state == WORKER_RUNNING)
+			return true;
+	}
+	for (int i = 0; i < cache->nworkers; i++)
+	{
+		w = &cache->workers[i];
+		if (w->dbid == MyDatabaseId && w->state == WORKER_RUNNING)
+		{
+			my_worker = i;
+			return true;
+		}
+	}
+	return false;
 }
 
 /*
@@ -426,21 +523,109 @@ idgen_seq_cache_available(void)
  * not (the view idgen_seq_keys shows it for every cached key).
  */
 char *
-idgen_seq_cache_why_not(void)
+idgen_seq_cache_why_not(bool *for_now)
 {
-	Oid			dbid;
-	char	   *name;
+	SeqWorkerState state = WORKER_FREE;
+	bool		full = true;
+	bool		start_failed;
 
+	if (for_now != NULL)
+		*for_now = false;
 	if (cache == NULL)
 		return pstrdup("idgen is not in shared_preload_libraries");
-	dbid = *(volatile Oid *) &cache->worker_dbid;
-	if (dbid == MyDatabaseId)
+	SpinLockAcquire(&cache->mutex);
+	for (int i = 0; i < cache->nworkers; i++)
+	{
+		SeqDbWorker *w = &cache->workers[i];
+
+		if (w->dbid == MyDatabaseId)
+			state = w->state;
+		full &= (w->state != WORKER_FREE);
+	}
+	start_failed = cache->start_failed_at != 0 &&
+		!TimestampDifferenceExceeds(cache->start_failed_at, GetCurrentTimestamp(), 60 * 1000);
+	SpinLockRelease(&cache->mutex);
+
+	if (state == WORKER_RUNNING)
 		return NULL;
-	if (!OidIsValid(dbid))
-		return pstrdup("the idgen purge process, which reserves segments, is not running");
-	name = get_database_name(dbid);
-	return psprintf("segments are reserved only in database \"%s\" (idgen.database)",
-					name != NULL ? name : "?");
+	if (for_now != NULL)
+		*for_now = (state != WORKER_FREE || (!full && !start_failed));
+	if (state != WORKER_FREE)
+		return pstrdup("the idgen purge process of this database is starting");
+	if (full)
+		return psprintf("all %d idgen purge processes (idgen.max_database_workers) serve other databases",
+						cache->nworkers);
+	if (start_failed)
+		return pstrdup("the idgen launcher could not start a process in the last minute (max_worker_processes)");
+	return pstrdup("no idgen purge process runs in this database: the next use of a cached key starts one");
+}
+
+/*
+ * A cached key of this database is served from its row because no process
+ * runs here: ask the launcher for one, unless it is asked for or running
+ * already.  When every slot serves another database, count the refusal.  A
+ * backend asks at most once a second.
+ */
+void
+idgen_seq_cache_want_worker(void)
+{
+	static TimestampTz asked_at = 0;
+	TimestampTz now;
+	SeqDbWorker *free_slot = NULL;
+	Latch	   *launcher = NULL;
+	bool		found = false;
+
+	if (cache == NULL)
+		return;
+	now = GetCurrentTimestamp();
+	if (asked_at != 0 && !TimestampDifferenceExceeds(asked_at, now, 1000))
+		return;
+	asked_at = now;
+	SpinLockAcquire(&cache->mutex);
+	for (int i = 0; i < cache->nworkers && !found; i++)
+	{
+		SeqDbWorker *w = &cache->workers[i];
+
+		if (w->dbid == MyDatabaseId && w->state != WORKER_FREE)
+		{
+			w->serve = true;	/* a process lent for a purge stays */
+			found = true;
+		}
+		else if (w->state == WORKER_FREE && free_slot == NULL)
+			free_slot = w;
+	}
+	if (!found && free_slot != NULL)
+	{
+		free_slot->dbid = MyDatabaseId;
+		free_slot->state = WORKER_WANTED;
+		free_slot->generation++;
+		free_slot->serve = true;
+		launcher = cache->launcher_latch;
+	}
+	else if (!found)
+	{
+		cache->refused++;
+		cache->refused_at = now;
+	}
+	SpinLockRelease(&cache->mutex);
+	if (launcher != NULL)
+		SetLatch(launcher);
+}
+
+/* For idgen_info(): the processes running, and the refusals so far. */
+void
+idgen_seq_cache_workers_report(int *running, int *max, int64 *refused)
+{
+	*running = *max = 0;
+	*refused = 0;
+	if (cache == NULL)
+		return;
+	SpinLockAcquire(&cache->mutex);
+	for (int i = 0; i < cache->nworkers; i++)
+		*running += (cache->workers[i].state == WORKER_RUNNING);
+	*max = cache->nworkers;
+	*refused = (int64) cache->refused;
+	SpinLockRelease(&cache->mutex);
 }
 
 /* Remove entry 'e' (map_lock held exclusively, e->lock held). */
@@ -879,16 +1064,152 @@ idgen_seq_cache_invalidate(const char *key, int keylen)
 }
 
 /* ----------
- * The worker's side (seq_worker.c calls these in its database)
+ * The launcher's side (seq_worker.c)
  * ----------
  */
 void
-idgen_seq_cache_worker_attach(Latch *latch)
+idgen_seq_cache_launcher_attach(Latch *latch)
 {
+	SpinLockAcquire(&cache->mutex);
+	cache->launcher_latch = latch;
+	/* A launcher started again forgets the processes it had started. */
+	for (int i = 0; i < cache->nworkers; i++)
+		if (cache->workers[i].state == WORKER_STARTING)
+			cache->workers[i].state = WORKER_WANTED;
+	SpinLockRelease(&cache->mutex);
+}
+
+void
+idgen_seq_cache_launcher_detach(int code, Datum arg)
+{
+	SpinLockAcquire(&cache->mutex);
+	cache->launcher_latch = NULL;
+	SpinLockRelease(&cache->mutex);
+}
+
+/*
+ * A slot whose database wants a process, now being started: its index,
+ * database and generation; -1 if none.
+ */
+int
+idgen_seq_cache_take_wanted(Oid *dbid, uint32 *generation)
+{
+	int			slot = -1;
+
+	SpinLockAcquire(&cache->mutex);
+	for (int i = 0; i < cache->nworkers && slot < 0; i++)
+	{
+		SeqDbWorker *w = &cache->workers[i];
+
+		if (w->state == WORKER_WANTED)
+		{
+			w->state = WORKER_STARTING;
+			*dbid = w->dbid;
+			*generation = w->generation;
+			slot = i;
+		}
+	}
+	SpinLockRelease(&cache->mutex);
+	return slot;
+}
+
+/*
+ * Lend a free slot to database 'dbid' for one purge: its index and
+ * generation; -1 if the database has a slot already (its process purges
+ * it) or none is free.
+ */
+int
+idgen_seq_cache_take_for_purge(Oid dbid, uint32 *generation)
+{
+	int			slot = -1;
+	bool		has = false;
+
+	SpinLockAcquire(&cache->mutex);
+	for (int i = 0; i < cache->nworkers; i++)
+	{
+		SeqDbWorker *w = &cache->workers[i];
+
+		if (w->state != WORKER_FREE && w->dbid == dbid)
+			has = true;
+		else if (w->state == WORKER_FREE && slot < 0)
+			slot = i;
+	}
+	if (has)
+		slot = -1;
+	else if (slot >= 0)
+	{
+		SeqDbWorker *w = &cache->workers[slot];
+
+		w->dbid = dbid;
+		w->state = WORKER_STARTING;
+		w->generation++;
+		w->serve = false;
+		*generation = w->generation;
+	}
+	SpinLockRelease(&cache->mutex);
+	return slot;
+}
+
+/*
+ * The process started for slot 'slot' (of 'generation') stopped, or could
+ * not be started ('start_failed'): free the slot, unless the process
+ * attached (it frees the slot itself) or the slot changed hands.
+ */
+void
+idgen_seq_cache_start_ended(int slot, uint32 generation, bool start_failed)
+{
+	SeqDbWorker *w = &cache->workers[slot];
+
+	SpinLockAcquire(&cache->mutex);
+	if (w->generation == generation && w->state == WORKER_STARTING)
+	{
+		w->dbid = InvalidOid;
+		w->state = WORKER_FREE;
+		w->serve = false;
+	}
+	if (start_failed)
+		cache->start_failed_at = GetCurrentTimestamp();
+	SpinLockRelease(&cache->mutex);
+}
+
+/* ----------
+ * A database's process (seq_worker.c)
+ * ----------
+ */
+/* The database of slot 'slot', which this process was started for. */
+Oid
+idgen_seq_cache_slot_dbid(int slot, uint32 *generation)
+{
+	Oid			dbid;
+
+	SpinLockAcquire(&cache->mutex);
+	dbid = cache->workers[slot].state == WORKER_STARTING ? cache->workers[slot].dbid : InvalidOid;
+	*generation = cache->workers[slot].generation;
+	SpinLockRelease(&cache->mutex);
+	return dbid;
+}
+
+/*
+ * Take slot 'slot' (started for this database, 'generation'); false if it
+ * changed hands meanwhile (the launcher restarted).
+ */
+bool
+idgen_seq_cache_worker_attach(int slot, uint32 generation, Latch *latch)
+{
+	SeqDbWorker *w = &cache->workers[slot];
+	bool		ours;
+
+	SpinLockAcquire(&cache->mutex);
+	ours = w->generation == generation && w->state == WORKER_STARTING &&
+		w->dbid == MyDatabaseId;
+	SpinLockRelease(&cache->mutex);
+	if (!ours)
+		return false;
+
 	/*
-	 * Start afresh: while no worker ran, cached keys were served from the
-	 * table, past the segments these entries hold.  Their callers install
-	 * them again, above the table's values.
+	 * Start afresh: while no process ran here, cached keys of this database
+	 * were served from the table, past the segments their entries hold.
+	 * Their callers install them again, above the table's values.
 	 */
 	LWLockAcquire(cache->map_lock, LW_EXCLUSIVE);
 	for (int i = 0; i < cache->nentries; i++)
@@ -896,32 +1217,95 @@ idgen_seq_cache_worker_attach(Latch *latch)
 		SeqCacheEntry *e = &cache->entries[i];
 
 		LWLockAcquire(e->lock, LW_EXCLUSIVE);
-		if (e->in_use)
-			retire_entry(e);
-		e->requested = e->reserving = false;
+		if (e->tag.dbid == MyDatabaseId)
+		{
+			if (e->in_use)
+				retire_entry(e);
+			e->requested = e->reserving = false;
+		}
 		LWLockRelease(e->lock);
 	}
 	LWLockRelease(cache->map_lock);
 
 	SpinLockAcquire(&cache->mutex);
-	cache->queue_head = cache->queue_tail = 0;
-	cache->urgent = false;
-	cache->overflow = true;		/* one scan, for anything installed meanwhile */
-	cache->worker_dbid = MyDatabaseId;
-	cache->worker_latch = latch;
+	w->queue_head = w->queue_tail = 0;
+	w->urgent = false;
+	w->overflow = true;			/* one scan, for anything installed meanwhile */
+	w->latch = latch;
+	w->pid = MyProcPid;
+	w->started = GetCurrentTimestamp();
+	w->state = WORKER_RUNNING;
 	SpinLockRelease(&cache->mutex);
+	my_worker = slot;
 	ConditionVariableBroadcast(&cache->cv);
+	return true;
+}
+
+/* Free this process's slot (cache->mutex held) and tell the launcher. */
+static Latch *
+free_my_slot(void)
+{
+	SeqDbWorker *w = &cache->workers[my_worker];
+
+	w->dbid = InvalidOid;
+	w->state = WORKER_FREE;
+	w->serve = false;
+	w->latch = NULL;
+	w->pid = 0;
+	my_worker = -1;
+	return cache->launcher_latch;
 }
 
 void
 idgen_seq_cache_worker_detach(int code, Datum arg)
 {
-	if (cache == NULL)
+	Latch	   *launcher = NULL;
+
+	if (cache == NULL || my_worker < 0)
 		return;
 	SpinLockAcquire(&cache->mutex);
-	cache->worker_dbid = InvalidOid;
-	cache->worker_latch = NULL;
+	if (cache->workers[my_worker].pid == MyProcPid)
+		launcher = free_my_slot();
 	SpinLockRelease(&cache->mutex);
+	if (launcher != NULL)
+		SetLatch(launcher);
+}
+
+/*
+ * Whether this process may end after a purge: it was lent for the purge
+ * only, or no cached key of its database was used for 'idle_ms'.  If so,
+ * its slot is freed (under the mutex, so that a backend asking for the
+ * process either sees it stay or finds the slot free).
+ */
+bool
+idgen_seq_cache_worker_done(int idle_ms)
+{
+	TimestampTz last = 0;
+	bool		done;
+	Latch	   *launcher = NULL;
+
+	for (int i = 0; i < cache->nentries; i++)
+	{
+		SeqCacheEntry *e = &cache->entries[i];
+
+		LWLockAcquire(e->lock, LW_SHARED);
+		if (e->in_use && e->tag.dbid == MyDatabaseId)
+			last = Max(last, e->c.f.last_used);
+		LWLockRelease(e->lock);
+	}
+	SpinLockAcquire(&cache->mutex);
+	last = Max(last, cache->workers[my_worker].started);
+	done = !cache->workers[my_worker].serve ||
+		TimestampDifferenceExceeds(last, GetCurrentTimestamp(), idle_ms);
+	if (done && cache->workers[my_worker].queue_tail == cache->workers[my_worker].queue_head &&
+		!cache->workers[my_worker].overflow)
+		launcher = free_my_slot();
+	else
+		done = false;
+	SpinLockRelease(&cache->mutex);
+	if (launcher != NULL)
+		SetLatch(launcher);
+	return done;
 }
 
 /*
@@ -933,14 +1317,15 @@ static bool collect_one(SeqCacheEntry *e, IdgenSeqRequest *r);
 int
 idgen_seq_cache_collect(IdgenSeqRequest *req, int max)
 {
+	SeqDbWorker *w = &cache->workers[my_worker];
 	int			n = 0;
 	bool		scan;
 
 	SpinLockAcquire(&cache->mutex);
-	scan = cache->overflow;
-	cache->overflow = cache->urgent = false;
+	scan = w->overflow;
+	w->overflow = w->urgent = false;
 	if (scan)
-		cache->queue_head = cache->queue_tail;	/* the scan covers them */
+		w->queue_head = w->queue_tail;	/* the scan covers them */
 	SpinLockRelease(&cache->mutex);
 
 	if (scan)
@@ -954,7 +1339,7 @@ idgen_seq_cache_collect(IdgenSeqRequest *req, int max)
 		{
 			/* Stopped early: scan again next round. */
 			SpinLockAcquire(&cache->mutex);
-			cache->overflow = true;
+			w->overflow = true;
 			SpinLockRelease(&cache->mutex);
 		}
 		return n;
@@ -964,8 +1349,8 @@ idgen_seq_cache_collect(IdgenSeqRequest *req, int max)
 		int			i = -1;
 
 		SpinLockAcquire(&cache->mutex);
-		if (cache->queue_head < cache->queue_tail)
-			i = cache->queue[cache->queue_head++ % cache->queue_size];
+		if (w->queue_head < w->queue_tail)
+			i = w->queue[w->queue_head++ % w->queue_size];
 		SpinLockRelease(&cache->mutex);
 		if (i < 0)
 			break;
@@ -978,11 +1363,12 @@ idgen_seq_cache_collect(IdgenSeqRequest *req, int max)
 bool
 idgen_seq_cache_pending(bool *urgent)
 {
+	SeqDbWorker *w = &cache->workers[my_worker];
 	bool		pending;
 
 	SpinLockAcquire(&cache->mutex);
-	pending = cache->queue_head < cache->queue_tail || cache->overflow;
-	*urgent = cache->urgent;
+	pending = w->queue_head < w->queue_tail || w->overflow;
+	*urgent = w->urgent;
 	SpinLockRelease(&cache->mutex);
 	return pending;
 }
@@ -1258,6 +1644,13 @@ idgen_seq_cache_init(void)
 							"The least recently used key is evicted when a new one needs room; "
 							"its reserved but unserved values are lost.",
 							&idgen_seq_cache_keys, 1024, 16, 1024 * 1024,
+							idgen_startup_context(), 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("idgen.max_database_workers",
+							"Sets how many databases may have an idgen purge process at once.",
+							"A database's process reserves the segments of its cached per-key sequences and "
+							"deletes its expired keys and ended leases. Each is a background worker "
+							"(max_worker_processes).",
+							&idgen_max_database_workers, 4, 1, IDGEN_MAX_DATABASE_WORKERS,
 							idgen_startup_context(), 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("idgen.seq_cache_wait",
 							"Sets how long a call waits for a segment of a cached key before it fails.",

@@ -1,8 +1,34 @@
 /*-------------------------------------------------------------------------
  *
  * seq_worker.c
- *	  The "idgen purge" background process: reserves the segments of cached
- *	  per-key sequences, forgets expired keys and ends worker-id leases.
+ *	  The "idgen purge" background processes, one per database at a time:
+ *	  they reserve the segments of cached per-key sequences, forget expired
+ *	  keys and end worker-id leases; and the "idgen launcher" that starts
+ *	  them.
+ *
+ * Launcher
+ *	  One process, connected to no database (it reads pg_database).  It
+ *	  starts a database's idgen purge process (a dynamic background worker,
+ *	  in a slot of seq_cache.c) when a backend there asks for one (a cached
+ *	  key met without a process), and every idgen.purge_interval lends the
+ *	  free slots, one purge each, to the databases that accept connections
+ *	  and have no process (templates aside), rotating so that every
+ *	  database gets its turn.  No setting names a database: cached keys and
+ *	  purges work in every database where the extension is created.  At
+ *	  most idgen.max_database_workers processes run at once; beyond that a
+ *	  database's cached keys are served from their rows (idgen_seq_keys
+ *	  says so, idgen_info() counts the refusals) and its purge waits for a
+ *	  free slot.
+ *
+ * A database's process
+ *	  Attaches to its slot, leaves at once if the extension is not
+ *	  installed, purges, and then either ends (lent for the purge) or, while
+ *	  its database's cached keys are in use, stays: reserving their
+ *	  segments and purging every idgen.purge_interval, until none has been
+ *	  used for idgen.database_worker_idle.  While it runs it is a session
+ *	  in its database, so DROP DATABASE, ALTER DATABASE ... RENAME and
+ *	  CREATE DATABASE ... TEMPLATE of that database fail (55006) until it
+ *	  ends, or WITH (FORCE) ends it.
  *
  * Segments
  *	  Callers ask for segments through a queue in shared memory
@@ -16,25 +42,25 @@
  *	  Keys whose ttl has passed are already treated as absent by every
  *	  function (seq.c), and a worker id whose lease ended more than
  *	  idgen.worker_quarantine ago is free whether its row is there or not
- *	  (lease.c); this process deletes those rows so that the tables do not
+ *	  (lease.c); the processes delete those rows so that the tables do not
  *	  grow without bound (an application that makes a key per
- *	  conversation, say).  Every idgen.purge_interval, if the extension is
- *	  installed in the database idgen.database, it calls idgen_seq_purge()
- *	  and idgen_worker_purge() in a transaction of its own (both skip rows
+ *	  conversation, say).  A purge calls idgen_seq_purge() and
+ *	  idgen_worker_purge() in a transaction of its own (both skip rows
  *	  other transactions hold, so the purge never makes a caller wait and
  *	  cannot deadlock with one).
- *
- *	  Other databases with the extension are not visited: there, expired
- *	  rows are only ignored (and overwritten on their next use) until
- *	  someone runs the purge functions.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_database.h"
 #include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -56,11 +82,12 @@
 #include "idgen_sql.h"
 #include "idgen_bgworker.h"
 
+PGDLLEXPORT void idgen_launcher_main(Datum main_arg);
 PGDLLEXPORT void idgen_purge_main(Datum main_arg);
 
 /* Settings */
-char	   *idgen_purge_database = NULL;
 int			idgen_purge_interval_s = 60;
+int			idgen_database_worker_idle_s = 60;
 
 /* Requests handled in one transaction (reservation) or one purge run. */
 #define WORKER_BATCH	256
@@ -356,31 +383,45 @@ purge_once(IdgenSeqRequest *req)
 }
 
 /*
- * Main entry point of the purge background worker.
+ * Main entry point of a database's idgen purge process (a dynamic
+ * background worker started by the launcher for slot main_arg).
  */
 void
 idgen_purge_main(Datum main_arg)
 {
+	int			slot = DatumGetInt32(main_arg);
+	uint32		generation;
+	Oid			dbid;
 	IdgenSeqRequest *req;
 	TimestampTz next_purge;
+	TimestampTz next_check;		/* whether to end, once a second */
+	IdgenFunction ext;
+	bool		installed;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnection(idgen_purge_database, NULL, 0);
+	dbid = idgen_seq_cache_slot_dbid(slot, &generation);
+	if (!OidIsValid(dbid))
+		proc_exit(0);			/* the slot changed hands meanwhile */
+	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 
 	/* A reservation must be durable before its values are served. */
 	SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
+	before_shmem_exit(idgen_seq_cache_worker_detach, (Datum) 0);
+	if (!idgen_seq_cache_worker_attach(slot, generation, MyLatch))
+		proc_exit(0);
+
+	/* Nothing to do where the extension is not installed. */
+	installed = begin_work("idgen purge", &ext);
+	end_work();
+	if (!installed)
+		proc_exit(0);
+
 	req = MemoryContextAlloc(TopMemoryContext,
 							 sizeof(IdgenSeqRequest) * Max(idgen_seq_cache_keys, WORKER_BATCH));
-	before_shmem_exit(idgen_seq_cache_worker_detach, (Datum) 0);
-	idgen_seq_cache_worker_attach(MyLatch);
-	next_purge = GetCurrentTimestamp() + (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC;
-
-	ereport(LOG,
-			(errmsg("idgen purge started"),
-			 errdetail("Expired per-key sequences and ended worker-id leases in database \"%s\" are deleted every %d s; segments of its cached keys are reserved here.",
-					   idgen_purge_database, idgen_purge_interval_s)));
+	next_purge = next_check = GetCurrentTimestamp();
+	elog(DEBUG1, "idgen purge started in database \"%s\"", get_database_name(MyDatabaseId));
 
 	for (;;)
 	{
@@ -411,43 +452,214 @@ idgen_purge_main(Datum main_arg)
 			if (deleted > 0)
 				elog(DEBUG1, "idgen purge deleted " UINT64_FORMAT " expired keys and leases", deleted);
 			next_purge = now + (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC;
+			next_check = now;
+		}
+
+		/* Lent for a purge, done; or no cached key used here for a while. */
+		if (now >= next_check)
+		{
+			if (idgen_seq_cache_worker_done(idgen_database_worker_idle_s * 1000))
+				proc_exit(0);
+			next_check = now + USECS_PER_SEC;
 		}
 
 		/*
 		 * More to reserve: at once.  Only busy rows to ask again: in 10 ms.
-		 * Nothing: sleep until woken, or the next purge.
+		 * Nothing: sleep until woken, the next check or the next purge.
 		 */
 		if (idgen_seq_cache_pending(&urgent))
 			timeout_ms = progress ? 0 : 10;
 		else
-			timeout_ms = (long) ((next_purge - now) / 1000) + 1;
+			timeout_ms = (long) ((Min(next_purge, next_check) - now) / 1000) + 1;
 		if (timeout_ms > 0)
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 timeout_ms, PG_WAIT_EXTENSION);
 	}
 }
 
+/* ----------
+ * The launcher
+ * ----------
+ */
+/* The processes it started, by slot, to see them stop. */
+typedef struct Started
+{
+	BackgroundWorkerHandle *handle;
+	uint32		generation;
+} Started;
+
+static Started started[IDGEN_MAX_DATABASE_WORKERS];
+
+/* Start the process of slot 'slot' (for database 'dbid'). */
+static void
+start_process(int slot, uint32 generation, Oid dbid)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, sizeof(worker.bgw_library_name), "idgen");
+	snprintf(worker.bgw_function_name, sizeof(worker.bgw_function_name), "idgen_purge_main");
+	snprintf(worker.bgw_name, sizeof(worker.bgw_name), "idgen purge for database %u", dbid);
+	snprintf(worker.bgw_type, sizeof(worker.bgw_type), "idgen purge");
+	worker.bgw_main_arg = Int32GetDatum(slot);
+	worker.bgw_notify_pid = MyProcPid;
+
+	if (started[slot].handle != NULL)
+		pfree(started[slot].handle);
+	started[slot].handle = NULL;
+	if (!RegisterDynamicBackgroundWorker(&worker, &started[slot].handle))
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("the idgen launcher could not start an idgen purge process for database %u", dbid),
+				 errdetail("Every background worker slot is taken."),
+				 errhint("Raise max_worker_processes; until then that database's cached per-key sequences are served transactionally.")));
+		idgen_seq_cache_start_ended(slot, generation, true);
+		started[slot].handle = NULL;
+		return;
+	}
+	started[slot].generation = generation;
+}
+
+/* Free the slots of processes that stopped before they attached. */
+static void
+reap_processes(void)
+{
+	for (int i = 0; i < idgen_max_database_workers; i++)
+	{
+		pid_t		pid;
+
+		if (started[i].handle == NULL)
+			continue;
+		if (GetBackgroundWorkerPid(started[i].handle, &pid) != BGWH_STOPPED)
+			continue;
+		idgen_seq_cache_start_ended(i, started[i].generation, false);
+		pfree(started[i].handle);
+		started[i].handle = NULL;
+	}
+}
+
 /*
- * Define the process's settings; when preloading, register it.  It needs a
- * database connection, so it starts once recovery has finished.
+ * Lend the free slots to the databases without a process, for a purge each,
+ * from where the last round stopped.
+ */
+static void
+purge_round(void)
+{
+	static Oid	last_dbid = InvalidOid;
+	List	   *dbids = NIL;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	int			n;
+	int			first = 0;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	(void) GetTransactionSnapshot();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+
+		if (db->datallowconn && !db->datistemplate)
+			dbids = lappend_oid(dbids, db->oid);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+
+	n = list_length(dbids);
+	for (int i = 0; i < n; i++)
+		if (list_nth_oid(dbids, i) == last_dbid)
+			first = i + 1;
+	for (int k = 0; k < n; k++)
+	{
+		Oid			dbid = list_nth_oid(dbids, (first + k) % n);
+		uint32		generation;
+		int			slot = idgen_seq_cache_take_for_purge(dbid, &generation);
+
+		if (slot < 0)
+			continue;
+		start_process(slot, generation, dbid);
+		last_dbid = dbid;
+	}
+	list_free(dbids);
+}
+
+/*
+ * Main entry point of the idgen launcher.
+ */
+void
+idgen_launcher_main(Datum main_arg)
+{
+	TimestampTz next_round = 0;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	before_shmem_exit(idgen_seq_cache_launcher_detach, (Datum) 0);
+	idgen_seq_cache_launcher_attach(MyLatch);
+	ereport(LOG,
+			(errmsg("idgen launcher started"),
+			 errdetail("It starts up to %d idgen purge processes, one per database: where cached per-key sequences are used, and every %d s to purge expired keys and leases.",
+					   idgen_max_database_workers, idgen_purge_interval_s)));
+
+	for (;;)
+	{
+		TimestampTz now;
+		Oid			dbid;
+		uint32		generation;
+		int			slot;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		ResetLatch(MyLatch);
+
+		reap_processes();
+		while ((slot = idgen_seq_cache_take_wanted(&dbid, &generation)) >= 0)
+			start_process(slot, generation, dbid);
+
+		now = GetCurrentTimestamp();
+		if (now >= next_round)
+		{
+			purge_round();
+			next_round = now + (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 (long) ((next_round - now) / 1000) + 1, PG_WAIT_EXTENSION);
+	}
+}
+
+/*
+ * Define the processes' settings; when preloading, register the launcher.
+ * It reads pg_database, so it starts once recovery has finished.
  */
 void
 idgen_seq_worker_init(void)
 {
-	DefineCustomStringVariable("idgen.database",
-							   "Sets the database where the idgen purge process runs.",
-							   "There it reserves segments of cached per-key sequences, records their use, "
-							   "and deletes expired per-key sequence keys and ended worker-id leases.",
-							   &idgen_purge_database, "postgres",
-							   idgen_startup_context(), 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("idgen.purge_interval",
 							"Sets how often expired per-key sequence keys and ended leases are deleted.",
-							NULL,
+							"Every database that accepts connections is visited this often.",
 							&idgen_purge_interval_s, 60, 1, 24 * 3600,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("idgen.database_worker_idle",
+							"Sets how long a database's idgen purge process stays after its cached keys were last used.",
+							"Its slot (idgen.max_database_workers) is then free for another database.",
+							&idgen_database_worker_idle_s, 60, 1, 24 * 3600,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 
 	if (process_shared_preload_libraries_in_progress)
-		idgen_register_worker("idgen purge", "idgen_purge_main",
+		idgen_register_worker("idgen launcher", "idgen_launcher_main",
 							  BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
 							  BgWorkerStart_RecoveryFinished, 10);
 }

@@ -22,6 +22,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_seq.h"
 #include "idgen_layout.h"
 #include "idgen_shmem.h"
 
@@ -164,8 +165,8 @@ idgen_info(PG_FUNCTION_ARGS)
 {
 	const IdgenLayout *l = &idgen_layout;
 	TupleDesc	tupdesc;
-	Datum		values[33];
-	bool		nulls[33] = {0};
+	Datum		values[36];
+	bool		nulls[36] = {0};
 	int			i = 0;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -286,6 +287,24 @@ idgen_info(PG_FUNCTION_ARGS)
 	else
 	{
 		for (int n = 0; n < 6; n++)
+			nulls[i++] = true;
+	}
+
+	/* The databases' idgen purge processes (seq_cache.c). */
+	if (idgen_shared != NULL)
+	{
+		int			running;
+		int			max;
+		int64		refused;
+
+		idgen_seq_cache_workers_report(&running, &max, &refused);
+		values[i++] = Int32GetDatum(running);	/* database_workers */
+		values[i++] = Int32GetDatum(max);	/* max_database_workers */
+		values[i++] = Int64GetDatum(refused);	/* database_workers_refused */
+	}
+	else
+	{
+		for (int n = 0; n < 3; n++)
 			nulls[i++] = true;
 	}
 

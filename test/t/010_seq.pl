@@ -15,7 +15,7 @@ use IdgenTest;
 my $node = idgen_node('seq', 'idgen.purge_interval' => '1s', 'max_connections' => 30,
 	'max_prepared_transactions' => 2);
 
-ok($node->log_contains(qr/LOG:  idgen purge started/), 'the purge worker started');
+ok($node->log_contains(qr/LOG:  idgen launcher started/), 'the idgen launcher started');
 
 # Keys with a 1 s ttl, one of them kept in use; and a key without ttl.
 $node->safe_psql('postgres', q{
@@ -36,6 +36,20 @@ is( $node->safe_psql(
 		'postgres', q{SELECT string_agg(key || '=' || value, ',' ORDER BY key) FROM idgen_seq}),
 	'busy=8,forever=1',
 	'keys in use, and keys without ttl, were left alone');
+
+# Every database is purged, not only one: the launcher lends a database
+# without an idgen purge process one for a purge, every idgen.purge_interval.
+{
+	$node->safe_psql('postgres', 'CREATE DATABASE elsewhere');
+	$node->safe_psql('elsewhere', q{CREATE EXTENSION idgen;
+		SELECT idgen_seq_configure('e' || g, ttl => '1 s') FROM generate_series(1, 10) g;
+		SELECT idgen_seq_next('kept')});
+	$node->poll_query_until('elsewhere', "SELECT count(*) = 1 FROM idgen_seq")
+	  or die 'the expired keys of database elsewhere were not purged';
+	is($node->safe_psql('elsewhere', 'SELECT key FROM idgen_seq'), 'kept',
+		'another database: its expired keys were purged, and its key without ttl kept');
+	$node->safe_psql('postgres', 'DROP DATABASE elsewhere');
+}
 
 # A purge skips an expired row another transaction holds (so it never makes
 # a caller wait, nor deadlocks with one), and deletes it once released.

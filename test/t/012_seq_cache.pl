@@ -37,11 +37,19 @@ my $node = idgen_node(
 	'idgen.seq_cache_wait' => 1000);
 my $connstr = $node->connstr('postgres');
 
+# Wait for the idgen purge process of database $db (default postgres),
+# which configuring a cached key asks for.
 sub wait_for_worker
 {
-	$node->poll_query_until('postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idgen purge'")
-	  or die 'the idgen purge worker did not start';
+	my ($db) = @_;
+	$db //= 'postgres';
+	# Asked again at every poll: a slot lent to another database for a
+	# purge at that moment refuses the request.
+	$node->poll_query_until($db, q{
+		SELECT (SELECT count(*) FROM (SELECT idgen_seq_configure('worker:wanted', cache => 1)) c) = 1
+		   AND (SELECT count(*) = 1 FROM pg_stat_activity
+		        WHERE backend_type = 'idgen purge' AND datname = current_database())})
+	  or die "the idgen purge process of database $db did not start";
 }
 
 sub configure_keys
@@ -125,6 +133,54 @@ wait_for_worker();
 	like($out, qr/\b0 order violations\b/, "crashes: each connection's values of a key kept rising");
 	my ($reconnects) = $out =~ /(\d+) reconnects/;
 	cmp_ok($reconnects // 0, '>=', 8, "crashes: the connections were lost and came back ($reconnects)");
+}
+
+# --- two databases ------------------------------------------------------------
+# Cached keys in two more databases, with no setting changed: each database
+# gets its own idgen purge process, its keys are served from shared memory,
+# and under load through a crash-restart and an immediate stop no value of
+# either repeats.
+{
+	for my $db ('one', 'two')
+	{
+		$node->safe_psql('postgres', "CREATE DATABASE $db");
+		$node->safe_psql($db, q{CREATE EXTENSION idgen;
+			SELECT idgen_seq_configure('hot', cache => 50);
+			SELECT idgen_seq_configure('k:' || i, cache => 10) FROM generate_series(1, 50) i});
+		wait_for_worker($db);
+	}
+	for my $db ('one', 'two')
+	{
+		$node->safe_psql($db, "SELECT idgen_seq_next('hot') FROM generate_series(1, 100)");
+		is($node->safe_psql($db, "SELECT served FROM idgen_seq_keys WHERE key = 'hot'"),
+			'cached', "$db: idgen_seq_keys says the hot key is cached");
+		is($node->safe_psql($db, "SELECT served, fetches > 0 FROM idgen_seq_cache WHERE key = 'hot'"),
+			'100|t', "$db: idgen_seq_cache shows its 100 values served from shared memory");
+	}
+	is($node->safe_psql('postgres', q{SELECT string_agg(datname, ',' ORDER BY datname)
+			FROM pg_stat_activity WHERE backend_type = 'idgen purge' AND datname IN ('one', 'two')}),
+		'one,two', 'a process per database with cached keys in use');
+	my (%h, %out);
+	for my $db ('one', 'two')
+	{
+		$out{$db} = '';
+		$h{$db} = IPC::Run::start([ $stress, '-d', $node->connstr($db), '-q', '-c', 4, '-D', 8, '-b', 20,
+				'--keys', 50, '--hot', '0.5', '--cached', '--reconnect' ], '>', \$out{$db}, '2>&1');
+	}
+	crash_twice($node, 'serving cached values in two databases');
+	for my $db ('one', 'two')
+	{
+		my $passed = $h{$db}->finish;
+		note("two databases, $db:
+$out{$db}");
+		ok($passed, "$db: the stress client passed");
+		like($out{$db}, qr/\b0 duplicates\b/, "$db: no value served twice across both crashes");
+		like($out{$db}, qr/\b0 order violations\b/, "$db: each connection's values of a key kept rising");
+		is($node->safe_psql($db, "SELECT served FROM idgen_seq_keys WHERE key = 'hot'"),
+			'cached', "$db: cached again after the restarts");
+	}
+	cmp_ok($node->safe_psql('one', "SELECT count(*) FROM idgen_seq_cache"), '>', 0,
+		'one: its keys are in shared memory after the restarts');
 }
 
 # --- the worker cannot reserve ----------------------------------------------
@@ -286,6 +342,45 @@ wait_for_worker();
 	$holder->quit;
 	cmp_ok($node->safe_psql('postgres', "SELECT idgen_seq_next('pinned')"), '>', 0,
 		'once the row is free, the key is served');
+}
+
+# --- more databases than processes -------------------------------------------
+# With idgen.max_database_workers = 1, the database that asks first gets
+# the process; another's cached keys are served from their rows, and it is
+# said: a NOTICE when a key is configured, the reason in idgen_seq_keys,
+# and the refusal counted in idgen_info().  Once the first database's keys
+# have gone unused for idgen.database_worker_idle, its process ends, and
+# the other database's next use gets one.
+{
+	$node->append_conf('postgresql.conf',
+		"idgen.max_database_workers = 1\nidgen.database_worker_idle = '5s'\nidgen.purge_interval = '1h'");
+	$node->restart;
+	$node->safe_psql('one', "SELECT idgen_seq_configure('hot', cache => 50)");
+	wait_for_worker('one');
+	$node->safe_psql('one', "SELECT idgen_seq_next('hot')");
+	my ($ret, $stdout, $stderr) = $node->psql('two', "SELECT idgen_seq_configure('hot', cache => 50)");
+	like($stderr, qr/NOTICE:  sequence key "hot" is served transactionally in this database, not from shared memory/,
+		'one process, two databases: configuring a cached key in the second raises a NOTICE');
+	like($stderr, qr/all 1 idgen purge processes \(idgen.max_database_workers\) serve other databases/,
+		'which says why');
+	is($node->safe_psql('two', "SELECT served FROM idgen_seq_keys WHERE key = 'hot'"),
+		'transactional: all 1 idgen purge processes (idgen.max_database_workers) serve other databases',
+		'one process, two databases: idgen_seq_keys says why the second database serves it transactionally');
+	is($node->safe_psql('two', q{BEGIN; SELECT idgen_seq_next('hot') > 0; ROLLBACK;
+			SELECT idgen_seq_next('hot') = idgen_seq_current('hot')}),
+		"t\nt", 'one process, two databases: the key works, transactionally');
+	is($node->safe_psql('two', q{SELECT database_workers, max_database_workers, database_workers_refused > 0
+			FROM idgen_info()}),
+		'1|1|t', 'idgen_info() counts the process and the refusals');
+	# The first database's process ends once its keys have gone unused.
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'idgen purge' AND datname = 'one'")
+	  or die 'the idle process of database one did not end';
+	pass('the process of a database whose cached keys went unused ended');
+	$node->safe_psql('two', "SELECT idgen_seq_next('hot')");
+	$node->poll_query_until('two', "SELECT served = 'cached' FROM idgen_seq_keys WHERE key = 'hot'")
+	  or die 'database two did not get the process';
+	pass('the other database\'s next use of its cached key got the free process');
 }
 
 $node->stop('fast');

@@ -1,15 +1,15 @@
-# Scenario: the idgen purge process stays connected to idgen.database, so
-# CREATE DATABASE ... TEMPLATE, ALTER DATABASE ... RENAME and DROP DATABASE
-# of that database fail with 55006 while it runs ("is being accessed by
-# other users", one other session), and change nothing.  DROP DATABASE ...
-# WITH (FORCE) ends the process and drops the database; the process starts
-# again after its restart time (10 s) and, once the database exists again,
-# is back at work there.
+# Scenario: a database's idgen purge process is a session in its database
+# while it runs (its cached keys in use), so CREATE DATABASE ... TEMPLATE,
+# ALTER DATABASE ... RENAME and DROP DATABASE of that database fail with
+# 55006 ("is being accessed by other users", one other session) and change
+# nothing.  DROP DATABASE ... WITH (FORCE) ends the process and drops the
+# database; the launcher starts none for a database that is gone, and the
+# database created again gets one at its first cached key.  Once the keys
+# have gone unused for idgen.database_worker_idle, the process ends and the
+# commands work.
 #
 # (PostgreSQL 19 lets a background worker ask to be ended by the three
-# commands instead, BGWORKER_INTERRUPTIBLE; the server then does not start
-# it again until it restarts, which would stop cached per-key sequences, so
-# idgen does not ask: docs/versions.md.)
+# commands instead, BGWORKER_INTERRUPTIBLE: docs/versions.md.)
 use strict;
 use warnings;
 
@@ -18,20 +18,27 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IdgenTest;
 
-my $node = idgen_node('dbcmds', 'idgen.database' => "'app'");
+# Each refused command waits 5 s for the other sessions to leave: the
+# process must not end meanwhile.
+my $node = idgen_node('dbcmds', 'idgen.database_worker_idle' => "'10s'");
 $node->safe_psql('postgres', 'CREATE DATABASE app');
-$node->safe_psql('app', 'CREATE EXTENSION idgen');
+$node->safe_psql('app', "CREATE EXTENSION idgen; SELECT idgen_seq_next('k')");
 
-my $purge_in_app = sub {
-	return $node->poll_query_until('postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idgen purge' AND datname = 'app'");
+# Configure a cached key in app and use it until app's process runs.
+my $process_in_app = sub {
+	return $node->poll_query_until('app', q{
+		SELECT (SELECT count(*) FROM (SELECT idgen_seq_configure('c', cache => 10)) c) = 1
+		   AND (SELECT count(*) FROM idgen_seq_next('c', 2)) = 2
+		   AND (SELECT count(*) = 1 FROM pg_stat_activity
+		        WHERE backend_type = 'idgen purge' AND datname = 'app')});
 };
-ok($purge_in_app->(), 'the idgen purge process is connected to idgen.database');
-$node->safe_psql('app', "SELECT idgen_seq_next('k')");
+ok($process_in_app->(), 'a cached key in use: app has its idgen purge process');
 
 for my $cmd ('CREATE DATABASE app_copy TEMPLATE app', 'ALTER DATABASE app RENAME TO app_renamed',
 	'DROP DATABASE app')
 {
+	# Used again, so that the process does not end meanwhile.
+	$node->safe_psql('app', "SELECT idgen_seq_next('c')");
 	my $err = sql_error($node, $cmd);
 	like($err, qr/ERROR:  55006: (source )?database "app" is being accessed by other users/,
 		"$cmd: 55006 while the idgen purge process is connected");
@@ -45,12 +52,26 @@ is($node->safe_psql('app', "SELECT idgen_seq_current('k')"), '1', 'app keeps its
 $node->safe_psql('postgres', 'DROP DATABASE app WITH (FORCE)');
 is($node->safe_psql('postgres', "SELECT count(*) FROM pg_database WHERE datname = 'app'"), '0',
 	'DROP DATABASE ... WITH (FORCE): dropped');
+sleep 2;
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity
+		WHERE backend_type = 'idgen purge' AND (datname IS NULL OR datname = 'app')}),
+	'0', 'no process is started for the dropped database');
 $node->safe_psql('postgres', 'CREATE DATABASE app');
-$node->safe_psql('app', "CREATE EXTENSION idgen; SELECT idgen_seq_configure('c', cache => 10)");
+$node->safe_psql('app', 'CREATE EXTENSION idgen');
+ok($process_in_app->(), 'the database created again gets a process at its first cached key');
+is($node->safe_psql('app', "SELECT served FROM idgen_seq_keys WHERE key = 'c'"), 'cached',
+	'a cached key is served there from shared memory');
 
-ok($purge_in_app->(), 'the process is back once idgen.database exists again');
-is($node->safe_psql('app', "SELECT idgen_seq_next('c') FROM generate_series(1, 3)"), "1\n2\n3",
-	'a cached key is served there (the process reserves its segments)');
+# Unused for idgen.database_worker_idle (10 s), the process ends: the
+# commands work without FORCE.
+$node->poll_query_until('postgres',
+	"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'idgen purge' AND datname = 'app'")
+  or die 'the idle process did not end';
+pass('the process ended once its cached keys went unused');
+$node->safe_psql('postgres', 'ALTER DATABASE app RENAME TO app_renamed');
+$node->safe_psql('postgres', 'DROP DATABASE app_renamed');
+is($node->safe_psql('postgres', "SELECT count(*) FROM pg_database WHERE datname LIKE 'app%'"), '0',
+	'then ALTER DATABASE ... RENAME and DROP DATABASE work');
 
 $node->stop;
 no_crash_logged($node, 'clean shutdown');
