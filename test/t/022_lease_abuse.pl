@@ -7,7 +7,7 @@
 #             generates at once, its lease valid for its ttl, not until
 #             2125; a role with the application grants cannot report a
 #             horizon at all
-#   session   outside idgen.database (no purge process there), a
+#   session   in a database no purge visits meanwhile (once a minute), a
 #             session-bound lease whose session has ended blocks its id
 #             for the quarantine only, although every acquirer that sees
 #             it fails (and rolls back) while it rests
@@ -103,7 +103,7 @@ sub as_role
 }
 
 ########################################################################
-# session: a database other than idgen.database, two ids (own id 0 aside)
+# session: a database no purge visits meanwhile, two ids (own id 0 aside)
 ########################################################################
 my $node = idgen_node('node', 'idgen.worker_quarantine' => "'1s'");
 $node->safe_psql('postgres', 'CREATE DATABASE other');
@@ -222,8 +222,8 @@ $node->safe_psql('other', 'CREATE EXTENSION idgen');
 	$node->safe_psql('postgres', q{DELETE FROM idgen_worker_lease WHERE acquired_by = 'app'::regrole});
 
 	# Two sessions of the limited role (2) die holding session-bound
-	# leases; nothing purges in this database (idgen.database is postgres,
-	# but the purge process runs every minute): the role's next acquire
+	# leases; nothing purges meanwhile (a purge visits every database once
+	# a minute): the role's next acquire
 	# ends them, and succeeds once their ids have rested.
 	for my $i (1 .. 2)
 	{
