@@ -459,23 +459,22 @@ static bool
 request_segment(SeqCacheEntry *e, bool urgent)
 {
 	bool		wake = urgent;
-
 	SeqDbWorker *w;
 
 	SpinLockAcquire(&cache->mutex);
-	/* Without a process, the next one's first scan finds the request. */
 	w = running_worker(e->tag.dbid);
 	if (!e->requested && !e->reserving)
 	{
 		e->requested = true;
-		if (w == NULL)
-			;
-		else if (w->queue_tail - w->queue_head >= (uint64) w->queue_size)
-			w->overflow = true;
-		else
-			w->queue[w->queue_tail++ % w->queue_size] = (int) (e - cache->entries);
+		/* Without a process, the next one's first scan finds the request. */
 		if (w != NULL)
+		{
+			if (w->queue_tail - w->queue_head >= (uint64) w->queue_size)
+				w->overflow = true;
+			else
+				w->queue[w->queue_tail++ % w->queue_size] = (int) (e - cache->entries);
 			wake |= (w->queue_tail - w->queue_head == 1) || w->overflow;
+		}
 	}
 	if (urgent && w != NULL)
 		w->urgent = true;
@@ -490,7 +489,8 @@ request_segment(SeqCacheEntry *e, bool urgent)
  * first, with aligned 4-byte reads (a process that ends meanwhile only
  * makes a request wait for the next one, see request_segment).
  */
-static int	my_worker = -1;		/* the slot of this database's process */
+static int	known_worker = -1;	/* a backend's: the slot found last */
+static int	my_worker = -1;		/* a database's process: its own slot */
 
 bool
 idgen_seq_cache_available(void)
@@ -499,9 +499,9 @@ idgen_seq_cache_available(void)
 
 	if (cache == NULL)
 		return false;
-	if (my_worker >= 0)
+	if (known_worker >= 0)
 	{
-		w = &cache->workers[my_worker];
+		w = &cache->workers[known_worker];
 		if (w->dbid == MyDatabaseId && w->state == WORKER_RUNNING)
 			return true;
 	}
@@ -510,7 +510,7 @@ idgen_seq_cache_available(void)
 		w = &cache->workers[i];
 		if (w->dbid == MyDatabaseId && w->state == WORKER_RUNNING)
 		{
-			my_worker = i;
+			known_worker = i;
 			return true;
 		}
 	}
@@ -527,6 +527,7 @@ idgen_seq_cache_why_not(bool *for_now)
 {
 	SeqWorkerState state = WORKER_FREE;
 	bool		full = true;
+	TimestampTz start_failed_at;
 	bool		start_failed;
 
 	if (for_now != NULL)
@@ -542,9 +543,10 @@ idgen_seq_cache_why_not(bool *for_now)
 			state = w->state;
 		full &= (w->state != WORKER_FREE);
 	}
-	start_failed = cache->start_failed_at != 0 &&
-		!TimestampDifferenceExceeds(cache->start_failed_at, GetCurrentTimestamp(), 60 * 1000);
+	start_failed_at = cache->start_failed_at;
 	SpinLockRelease(&cache->mutex);
+	start_failed = start_failed_at != 0 &&
+		!TimestampDifferenceExceeds(start_failed_at, GetCurrentTimestamp(), 60 * 1000);
 
 	if (state == WORKER_RUNNING)
 		return NULL;
@@ -1116,7 +1118,7 @@ idgen_seq_cache_take_wanted(Oid *dbid, uint32 *generation)
 /*
  * Lend a free slot to database 'dbid' for one purge: its index and
  * generation; -1 if the database has a slot already (its process purges
- * it) or none is free.
+ * it), -2 if none is free.
  */
 int
 idgen_seq_cache_take_for_purge(Oid dbid, uint32 *generation)
@@ -1136,7 +1138,9 @@ idgen_seq_cache_take_for_purge(Oid dbid, uint32 *generation)
 	}
 	if (has)
 		slot = -1;
-	else if (slot >= 0)
+	else if (slot < 0)
+		slot = -2;
+	else
 	{
 		SeqDbWorker *w = &cache->workers[slot];
 
@@ -1159,6 +1163,7 @@ void
 idgen_seq_cache_start_ended(int slot, uint32 generation, bool start_failed)
 {
 	SeqDbWorker *w = &cache->workers[slot];
+	TimestampTz now = GetCurrentTimestamp();
 
 	SpinLockAcquire(&cache->mutex);
 	if (w->generation == generation && w->state == WORKER_STARTING)
@@ -1168,7 +1173,7 @@ idgen_seq_cache_start_ended(int slot, uint32 generation, bool start_failed)
 		w->serve = false;
 	}
 	if (start_failed)
-		cache->start_failed_at = GetCurrentTimestamp();
+		cache->start_failed_at = now;
 	SpinLockRelease(&cache->mutex);
 }
 
@@ -1197,6 +1202,7 @@ bool
 idgen_seq_cache_worker_attach(int slot, uint32 generation, Latch *latch)
 {
 	SeqDbWorker *w = &cache->workers[slot];
+	TimestampTz now;
 	bool		ours;
 
 	SpinLockAcquire(&cache->mutex);
@@ -1227,13 +1233,14 @@ idgen_seq_cache_worker_attach(int slot, uint32 generation, Latch *latch)
 	}
 	LWLockRelease(cache->map_lock);
 
+	now = GetCurrentTimestamp();
 	SpinLockAcquire(&cache->mutex);
 	w->queue_head = w->queue_tail = 0;
 	w->urgent = false;
 	w->overflow = true;			/* one scan, for anything installed meanwhile */
 	w->latch = latch;
 	w->pid = MyProcPid;
-	w->started = GetCurrentTimestamp();
+	w->started = now;
 	w->state = WORKER_RUNNING;
 	SpinLockRelease(&cache->mutex);
 	my_worker = slot;
@@ -1281,6 +1288,8 @@ bool
 idgen_seq_cache_worker_done(int idle_ms)
 {
 	TimestampTz last = 0;
+	TimestampTz now = GetCurrentTimestamp();
+	SeqDbWorker *w = &cache->workers[my_worker];
 	bool		done;
 	Latch	   *launcher = NULL;
 
@@ -1294,11 +1303,9 @@ idgen_seq_cache_worker_done(int idle_ms)
 		LWLockRelease(e->lock);
 	}
 	SpinLockAcquire(&cache->mutex);
-	last = Max(last, cache->workers[my_worker].started);
-	done = !cache->workers[my_worker].serve ||
-		TimestampDifferenceExceeds(last, GetCurrentTimestamp(), idle_ms);
-	if (done && cache->workers[my_worker].queue_tail == cache->workers[my_worker].queue_head &&
-		!cache->workers[my_worker].overflow)
+	last = Max(last, w->started);
+	done = !w->serve || TimestampDifferenceExceeds(last, now, idle_ms);
+	if (done && w->queue_tail == w->queue_head && !w->overflow)
 		launcher = free_my_slot();
 	else
 		done = false;

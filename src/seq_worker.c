@@ -11,9 +11,10 @@
  *	  starts a database's idgen purge process (a dynamic background worker,
  *	  in a slot of seq_cache.c) when a backend there asks for one (a cached
  *	  key met without a process), and every idgen.purge_interval lends the
- *	  free slots, one purge each, to the databases that accept connections
- *	  and have no process (templates aside), rotating so that every
- *	  database gets its turn.  No setting names a database: cached keys and
+ *	  free slots, one purge each and as they come free, to the databases
+ *	  that accept connections and have no process (templates aside), each
+ *	  round starting one database further so that every database gets its
+ *	  turn.  No setting names a database: cached keys and
  *	  purges work in every database where the extension is created.  At
  *	  most idgen.max_database_workers processes run at once; beyond that a
  *	  database's cached keys are served from their rows (idgen_seq_keys
@@ -543,20 +544,27 @@ reap_processes(void)
 }
 
 /*
- * Lend the free slots to the databases without a process, for a purge each,
- * from where the last round stopped.
+ * A purge round: the databases still to visit, in order.  Every
+ * idgen.purge_interval a round lists the databases that accept
+ * connections (templates aside), starting after the one the last round
+ * began with, so that with more databases than slots none waits for ever;
+ * each free slot is lent to the next one, for a purge, as slots come free.
  */
+static List *round_dbids = NIL;
+
 static void
-purge_round(void)
+start_round(void)
 {
-	static Oid	last_dbid = InvalidOid;
+	static Oid	last_first = InvalidOid;
 	List	   *dbids = NIL;
 	Relation	rel;
 	TableScanDesc scan;
 	HeapTuple	tup;
 	int			n;
 	int			first = 0;
+	MemoryContext old;
 
+	/* The lists outlive the transaction: in TopMemoryContext. */
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	(void) GetTransactionSnapshot();
@@ -567,28 +575,48 @@ purge_round(void)
 		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
 
 		if (db->datallowconn && !db->datistemplate)
+		{
+			old = MemoryContextSwitchTo(TopMemoryContext);
 			dbids = lappend_oid(dbids, db->oid);
+			MemoryContextSwitchTo(old);
+		}
 	}
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
 	CommitTransactionCommand();
 
+	list_free(round_dbids);
+	round_dbids = NIL;
 	n = list_length(dbids);
 	for (int i = 0; i < n; i++)
-		if (list_nth_oid(dbids, i) == last_dbid)
+		if (list_nth_oid(dbids, i) == last_first)
 			first = i + 1;
+	old = MemoryContextSwitchTo(TopMemoryContext);
 	for (int k = 0; k < n; k++)
+		round_dbids = lappend_oid(round_dbids, list_nth_oid(dbids, (first + k) % n));
+	MemoryContextSwitchTo(old);
+	if (round_dbids != NIL)
+		last_first = linitial_oid(round_dbids);
+	list_free(dbids);
+}
+
+/* Lend the free slots to the next databases of the round. */
+static void
+continue_round(void)
+{
+	while (round_dbids != NIL)
 	{
-		Oid			dbid = list_nth_oid(dbids, (first + k) % n);
+		Oid			dbid = linitial_oid(round_dbids);
 		uint32		generation;
 		int			slot = idgen_seq_cache_take_for_purge(dbid, &generation);
 
-		if (slot < 0)
-			continue;
-		start_process(slot, generation, dbid);
-		last_dbid = dbid;
+		if (slot == -2)
+			break;				/* no free slot: when one comes free */
+		round_dbids = list_delete_first(round_dbids);
+		if (slot >= 0)
+			start_process(slot, generation, dbid);
+		/* -1: the database has a process, which purges it */
 	}
-	list_free(dbids);
 }
 
 /*
@@ -632,9 +660,10 @@ idgen_launcher_main(Datum main_arg)
 		now = GetCurrentTimestamp();
 		if (now >= next_round)
 		{
-			purge_round();
+			start_round();
 			next_round = now + (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC;
 		}
+		continue_round();
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 (long) ((next_round - now) / 1000) + 1, PG_WAIT_EXTENSION);
 	}

@@ -313,6 +313,31 @@ is( $node->safe_psql(
 		'10001|3001|1', 'crash: COMMIT PREPARED afterwards commits the prepared transaction\'s values');
 }
 
+# More databases than idgen purge processes: a round lends the one slot to
+# each database in turn, as it comes free, so every database is purged in
+# the round the server starts with (the next is an hour away).
+{
+	$node->append_conf('postgresql.conf',
+		"idgen.max_database_workers = 1\nidgen.purge_interval = '1h'");
+	$node->restart;
+	for my $db ('p1', 'p2', 'p3')
+	{
+		$node->safe_psql('postgres', "CREATE DATABASE $db");
+		$node->safe_psql($db, q{CREATE EXTENSION idgen;
+			SELECT idgen_seq_configure('e' || g, ttl => '1 s') FROM generate_series(1, 5) g});
+	}
+	sleep 2;
+	is($node->safe_psql('p3', 'SELECT count(*) FROM idgen_seq'), '5',
+		'one slot, three databases: nothing purged before the round');
+	$node->restart;
+	for my $db ('p1', 'p2', 'p3')
+	{
+		$node->poll_query_until($db, 'SELECT count(*) = 0 FROM idgen_seq')
+		  or die "database $db was not purged";
+	}
+	pass('one slot, three databases: each was purged in the first round');
+}
+
 $node->stop('fast');
 no_crash_logged($node, 'clean shutdown');
 done_testing();
