@@ -170,6 +170,24 @@ SELECT idgen_seq_current('txn:deferred') AS deferred_committed;
 DROP TABLE txn_deferred;
 DROP FUNCTION txn_deferred_next();
 
+-- A procedure that commits and rolls back as it goes: each of its
+-- transactions writes its keys at its own commit.
+CREATE PROCEDURE txn_proc() LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1 .. 5 LOOP
+        PERFORM idgen_seq_next('txn:proc') FROM generate_series(1, 100);
+        IF i % 2 = 0 THEN
+            ROLLBACK;
+        ELSE
+            COMMIT;
+        END IF;
+    END LOOP;
+END
+$$;
+CALL txn_proc();
+SELECT idgen_seq_current('txn:proc') AS three_of_five_committed;
+DROP PROCEDURE txn_proc();
+
 -- Two-phase commit: the rows are written at PREPARE TRANSACTION, and the
 -- prepared transaction holds them until COMMIT or ROLLBACK PREPARED.
 BEGIN;
