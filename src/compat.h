@@ -41,6 +41,16 @@
 #define idgen_my_backend_number()	(MyBackendId)
 #endif
 
+/*
+ * PostgreSQL 19: get_database_name() is declared in utils/lsyscache.h; it
+ * was in commands/dbcommands.h.
+ */
+#if PG_VERSION_NUM >= 190000
+#include "utils/lsyscache.h"
+#else
+#include "commands/dbcommands.h"
+#endif
+
 /* PostgreSQL 17: LockHeldByMe() takes whether a stronger lock counts. */
 #if PG_VERSION_NUM >= 170000
 #define idgen_lock_held_by_me(tag, mode)	LockHeldByMe((tag), (mode), false)

@@ -83,7 +83,6 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "commands/dbcommands.h"
 #include "common/pg_prng.h"
 #include "funcapi.h"
 #include "miscadmin.h"

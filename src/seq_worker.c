@@ -61,7 +61,6 @@
 #include "access/xact.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_type.h"
-#include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
