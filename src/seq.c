@@ -23,7 +23,10 @@
  *	  callers of one key queue on its row lock, so the committed values of a
  *	  key are gap-free and in commit order.  Different keys are different
  *	  rows and do not wait for each other (unless their hashes are equal
- *	  while both are inserted).
+ *	  while both are inserted).  A transaction's later calls on a key whose
+ *	  row it has locked advance a copy of the row in backend memory, written
+ *	  back before the transaction commits (seq_held.c): the n-th call costs
+ *	  what the first did.
  *
  *	  A key springs into existence on first use (idgen_seq_next), or when an
  *	  administrative function (set, set_if_absent, configure) names it.
