@@ -14,12 +14,13 @@
  *	  free slots, one purge each and as they come free, to the databases
  *	  that accept connections and have no process (templates aside), each
  *	  round starting one database further so that every database gets its
- *	  turn.  No setting names a database: cached keys and
- *	  purges work in every database where the extension is created.  At
- *	  most idgen.max_database_workers processes run at once; beyond that a
+ *	  turn.  No setting names a database: cached keys and purges work in
+ *	  every database where the extension is created.  At most
+ *	  idgen.max_database_workers processes run at once; beyond that a
  *	  database's cached keys are served from their rows (idgen_seq_keys
  *	  says so, idgen_info() counts the refusals) and its purge waits for a
- *	  free slot.
+ *	  free slot.  A process that stops before it attached (its database
+ *	  dropped meanwhile, say) is seen through its handle, and its slot freed.
  *
  * A database's process
  *	  Attaches to its slot, leaves at once if the extension is not
