@@ -54,7 +54,8 @@
  *		its commit record, and its values go back with it.  PREPARE
  *		TRANSACTION works: the rows are written, and stay locked, in the
  *		prepared transaction, and COMMIT PREPARED makes them durable.
- *	  - Commit, abort, prepare: the table is emptied.
+ *	  - Commit, abort, prepare: the table is emptied (and kept for the next
+ *		transaction, unless it grew past HELD_KEEP entries).
  *
  * Readers
  *	  idgen_seq_current and the view idgen_seq_keys ask the entry first
@@ -94,10 +95,18 @@ typedef struct HeldState
 	bool		dirty;
 } HeldState;
 
-/* The hash table, its memory (emptied with it) and the entry found last. */
+/*
+ * The hash table, kept from transaction to transaction (made again only
+ * after a transaction that held many keys), its memory, how many entries
+ * it has, and the entry found last.
+ */
 static HTAB *held = NULL;
 static MemoryContext held_cxt = NULL;
+static long nheld = 0;
 static IdgenSeqHeld *last_found = NULL;
+
+/* A table that held more keys than this is made again, smaller. */
+#define HELD_KEEP	64
 
 /* The deepest subtransaction level with a saved state or a lock taken. */
 static int	deepest_level = 0;
@@ -148,16 +157,40 @@ create_table(void)
 					   HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
 }
 
+/* Remove entry 'h'. */
+static void
+remove_entry(IdgenSeqHeld *h)
+{
+	if (h->saved != NULL)
+		pfree(h->saved);
+	if (last_found == h)
+		last_found = NULL;
+	(void) hash_search(held, &h->tag, HASH_REMOVE, NULL);
+	nheld--;
+}
+
 /* The end of the transaction: forget every entry. */
 static void
 forget_all(void)
 {
-	if (held == NULL)
-		return;
-	held = NULL;
-	last_found = NULL;
+	HASH_SEQ_STATUS status;
+	IdgenSeqHeld *h;
+
 	deepest_level = 0;
-	MemoryContextReset(held_cxt);
+	last_found = NULL;
+	if (nheld == 0)
+		return;
+	if (nheld > HELD_KEEP)
+	{
+		held = NULL;
+		nheld = 0;
+		MemoryContextReset(held_cxt);
+		return;
+	}
+	hash_seq_init(&status, held);
+	while ((h = (IdgenSeqHeld *) hash_seq_search(&status)) != NULL)
+		remove_entry(h);
+	Assert(nheld == 0);
 }
 
 /*
@@ -169,7 +202,7 @@ idgen_seq_held_find(Oid relid, const char *key, int keylen)
 {
 	IdgenSeqHeldTag tag;
 
-	if (held == NULL)
+	if (nheld == 0)
 		return NULL;
 	if (last_found != NULL && last_found->tag.relid == relid &&
 		last_found->tag.keylen == keylen && memcmp(last_found->tag.key, key, keylen) == 0)
@@ -247,6 +280,7 @@ idgen_seq_held_written(Oid relid, const char *key, int keylen, const IdgenSeqRow
 		set_tag(&tag, relid, key, keylen);
 		h = (IdgenSeqHeld *) hash_search(held, &tag, HASH_ENTER, &found);
 		Assert(!found);
+		nheld++;
 		h->lock_level = GetCurrentTransactionNestLevel();
 		h->nsaved = h->maxsaved = 0;
 		h->saved = NULL;
@@ -286,7 +320,7 @@ idgen_seq_held_write_all(void)
 	IdgenSeqTable t;
 	Oid			open_relid = InvalidOid;
 
-	if (held == NULL)
+	if (nheld == 0)
 		return;
 	hash_seq_init(&status, held);
 	while ((h = (IdgenSeqHeld *) hash_seq_search(&status)) != NULL)
@@ -330,7 +364,7 @@ end_subtransaction(int level, bool commit)
 	HASH_SEQ_STATUS status;
 	IdgenSeqHeld *h;
 
-	if (held == NULL || deepest_level < level)
+	if (nheld == 0 || deepest_level < level)
 		return;
 	hash_seq_init(&status, held);
 	while ((h = (IdgenSeqHeld *) hash_seq_search(&status)) != NULL)
@@ -340,11 +374,7 @@ end_subtransaction(int level, bool commit)
 		if (!commit && h->lock_level >= level)
 		{
 			/* The lock and the row's versions of this level are gone. */
-			if (h->saved != NULL)
-				pfree(h->saved);
-			if (last_found == h)
-				last_found = NULL;
-			(void) hash_search(held, &h->tag, HASH_REMOVE, NULL);
+			remove_entry(h);
 			continue;
 		}
 		if (commit && h->lock_level >= level)
