@@ -372,5 +372,5 @@ echo "| ${BQ}SELECT count(*) FROM idgen_seq_next('batch', $BATCH)${BQ} | $(fmt_i
 echo "| ${BQ}SELECT count(idgen_seq_next('single')) FROM generate_series(1, $SINGLE_N)${BQ} | $(fmt_int "${C_RATE[single]}") | $C_US_SINGLE us per value |"
 echo
 echo "Median of $MEASUREMENTS measurements ($REPS batch calls, or $(fmt_int "$SINGLE_N") single values, per measurement, in one transaction);"
-echo "batches hand out ${C_X}x as many values per second as one row at a time (whose per-value cost grows with the"
-echo "number of calls in the transaction: each updates the same row again)."
+echo "batches hand out ${C_X}x as many values per second as one row at a time (all of a transaction's calls on"
+echo "one key after its first advance the key in memory; seq_txn_bench.sh measures them)."
