@@ -74,6 +74,13 @@ RETURNS text
 AS 'MODULE_PATHNAME', 'idgen_snowflake_debug'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
+-- The last ID this session generated, with currval()'s rules.  PARALLEL
+-- RESTRICTED: the state is the session's process's own.
+CREATE FUNCTION @extschema@.idgen_snowflake_last()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_snowflake_last'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
 -- UUIDv7 (RFC 9562).  idgen_uuid7() is strictly increasing across the whole
 -- server; the others need no shared memory.
 
@@ -81,6 +88,11 @@ CREATE FUNCTION @extschema@.idgen_uuid7()
 RETURNS uuid
 AS 'MODULE_PATHNAME', 'idgen_uuid7'
 LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE FUNCTION @extschema@.idgen_uuid7_last()
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'idgen_uuid7_last'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 CREATE FUNCTION @extschema@.idgen_uuid7(ts timestamptz)
 RETURNS uuid
@@ -501,6 +513,10 @@ COMMENT ON FUNCTION @extschema@.idgen_snowflake_debug(bigint) IS
     'the bits of a Snowflake ID split into its fields';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake_trigger() IS
     'trigger: fills an ID column with idgen_snowflake(), with the gene of a parent column if named';
+COMMENT ON FUNCTION @extschema@.idgen_snowflake_last() IS
+    'the last Snowflake ID this session generated (currval rules; lastval untouched)';
+COMMENT ON FUNCTION @extschema@.idgen_uuid7_last() IS
+    'the last UUIDv7 idgen_uuid7() generated in this session (currval rules)';
 COMMENT ON FUNCTION @extschema@.idgen_uuid7() IS
     'next UUIDv7 of this server, greater than every one it issued before';
 COMMENT ON FUNCTION @extschema@.idgen_uuid7(timestamptz) IS
@@ -650,7 +666,9 @@ GRANT EXECUTE ON FUNCTION
     @extschema@.idgen_snowflake_time(bigint),
     @extschema@.idgen_snowflake_min(timestamptz),
     @extschema@.idgen_snowflake_debug(bigint),
+    @extschema@.idgen_snowflake_last(),
     @extschema@.idgen_uuid7(),
+    @extschema@.idgen_uuid7_last(),
     @extschema@.idgen_uuid7(timestamptz),
     @extschema@.idgen_uuid7_min(timestamptz),
     @extschema@.idgen_uuid7_time(uuid),

@@ -45,6 +45,14 @@ PG_FUNCTION_INFO_V1(idgen_snowflake);
 PG_FUNCTION_INFO_V1(idgen_snowflake_gene);
 PG_FUNCTION_INFO_V1(idgen_snowflake_gene_int4);
 PG_FUNCTION_INFO_V1(idgen_snowflake_trigger);
+PG_FUNCTION_INFO_V1(idgen_snowflake_last);
+
+/*
+ * The last ID this process generated (idgen_snowflake_last), as currval()
+ * keeps a sequence's: per session, untouched by rollbacks.
+ */
+static int64 last_id;
+static bool have_last_id = false;
 
 /* This backend's round-robin position for idgen_snowflake(). */
 static uint32 spread_next;
@@ -71,8 +79,31 @@ snowflake_next(uint32 gene)
 	};
 
 	if (unlikely(idgen_shared->identity_leased))
-		return idgen_leased_next(&idgen_shared->genes[gene], &c, gene);
-	return idgen_compose(l, idgen_next_tick(&idgen_shared->genes[gene], &c), gene);
+		last_id = idgen_leased_next(&idgen_shared->genes[gene], &c, gene);
+	else
+		last_id = idgen_compose(l, idgen_next_tick(&idgen_shared->genes[gene], &c), gene);
+	have_last_id = true;
+	return last_id;
+}
+
+/*
+ * idgen_snowflake_last() returns bigint
+ *		The last Snowflake ID this session generated (idgen_snowflake, in
+ *		either form, or the trigger), with currval()'s rules: an error
+ *		before the first, kept across rollbacks; lastval() is left alone.
+ *		IDs that parallel workers generated for the session's queries are
+ *		theirs, not counted.
+ */
+Datum
+idgen_snowflake_last(PG_FUNCTION_ARGS)
+{
+	if (!have_last_id)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("idgen_snowflake_last is not yet defined in this session"),
+				 errdetail("This session has not generated a Snowflake ID yet."),
+				 errhint("Generate one first (an INSERT with DEFAULT idgen_snowflake()), or take the ID with INSERT ... RETURNING.")));
+	PG_RETURN_INT64(last_id);
 }
 
 static void

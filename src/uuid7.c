@@ -39,6 +39,11 @@ PG_FUNCTION_INFO_V1(idgen_uuid7);
 PG_FUNCTION_INFO_V1(idgen_uuid7_at);
 PG_FUNCTION_INFO_V1(idgen_uuid7_min);
 PG_FUNCTION_INFO_V1(idgen_uuid7_time);
+PG_FUNCTION_INFO_V1(idgen_uuid7_last);
+
+/* The last UUIDv7 idgen_uuid7() generated in this session. */
+static pg_uuid_t last_uuid;
+static bool have_last_uuid = false;
 
 #define UUID7_MS_BITS		48
 #define UUID7_MAX_MS		((UINT64CONST(1) << UUID7_MS_BITS) - 1)
@@ -140,9 +145,35 @@ idgen_uuid7(PG_FUNCTION_ARGS)
 {
 	uint8		rand[8];
 	uint64		tick = (uint64) idgen_uuid7_next_tick("idgen_uuid7");
+	pg_uuid_t  *u;
 
 	random_8(rand);
-	PG_RETURN_UUID_P(uuid7_build(tick, rand));
+	u = uuid7_build(tick, rand);
+	last_uuid = *u;
+	have_last_uuid = true;
+	PG_RETURN_UUID_P(u);
+}
+
+/*
+ * idgen_uuid7_last() returns uuid
+ *		The last UUIDv7 idgen_uuid7() generated in this session, with
+ *		currval()'s rules (idgen_uuid7(ts), which builds one for a given
+ *		time, does not count).
+ */
+Datum
+idgen_uuid7_last(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *u;
+
+	if (!have_last_uuid)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("idgen_uuid7_last is not yet defined in this session"),
+				 errdetail("This session has not generated a UUIDv7 with idgen_uuid7() yet."),
+				 errhint("Generate one first (an INSERT with DEFAULT idgen_uuid7()), or take the ID with INSERT ... RETURNING.")));
+	u = palloc(sizeof(pg_uuid_t));
+	*u = last_uuid;
+	PG_RETURN_UUID_P(u);
 }
 
 /*
