@@ -17,6 +17,7 @@
  */
 #include "postgres.h"
 
+#include "commands/extension.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
@@ -62,4 +63,16 @@ _PG_init(void)
 
 	if (process_shared_preload_libraries_in_progress)
 		idgen_shmem_init();
+	else if (creating_extension)
+	{
+		/*
+		 * Loaded by CREATE EXTENSION (its script's C functions) without the
+		 * preload: everything is created, and the first ID would fail.
+		 */
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("idgen is not in shared_preload_libraries"),
+				 errdetail("The extension is created, but idgen_snowflake(), idgen_uuid7() and idgen_stats fail until the server is started with the library preloaded, and cached per-key sequences are served transactionally."),
+				 errhint("Add 'idgen' to shared_preload_libraries in postgresql.conf and restart the server.")));
+	}
 }

@@ -1,5 +1,5 @@
 # Scenario: idgen installed but not in shared_preload_libraries.  CREATE
-# EXTENSION works; the functions that need shared memory fail with SQLSTATE
+# EXTENSION works, with a WARNING saying so; the functions that need shared memory fail with SQLSTATE
 # 55000 and a hint naming shared_preload_libraries; the pure functions work.
 use strict;
 use warnings;
@@ -12,6 +12,19 @@ use IdgenTest;
 # The layout settings still come from postgresql.conf.
 my $node = idgen_node('not_preloaded', shared_preload_libraries => "''",
 	'idgen.sequence_bits' => 8, 'idgen.gene_bits' => 4);
+
+# CREATE EXTENSION says at once what is missing (it used to succeed in
+# silence, and the first INSERT with DEFAULT idgen_snowflake() failed).
+{
+	$node->safe_psql('postgres', 'DROP EXTENSION idgen');
+	my ($ret, $stdout, $stderr) = $node->psql('postgres', 'CREATE EXTENSION idgen',
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	is($ret, 0, 'without preload, CREATE EXTENSION succeeds');
+	like($stderr, qr/WARNING:  55000: idgen is not in shared_preload_libraries/,
+		'and warns that the library is not preloaded');
+	like($stderr, qr/HINT:  Add 'idgen' to shared_preload_libraries in postgresql.conf and restart the server\./,
+		'saying how to preload it');
+}
 
 for my $call ('SELECT idgen_snowflake()', 'SELECT idgen_snowflake(0)',
 	'SELECT idgen_uuid7()', 'SELECT * FROM idgen_stats', 'SELECT idgen_stats_reset()')
