@@ -56,12 +56,16 @@ sub sysid
 	return $node->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
 }
 
-my $na = idgen_node('a', %leased, 'idgen.identity' => 'registry');
-my $nb = idgen_node('b', %leased, 'idgen.identity' => 'registry');
+# c first, holding 2:5 before a and b ask for any free identity: the
+# registry tries free ids from a random one, and would as readily give 2:5
+# to a server that asked before c (c would then be refused, as any server
+# claiming an id held by another; see docs/many-servers.md).
 my $nc = idgen_node('c', %leased, 'idgen.datacenter_id' => 2, 'idgen.worker_id' => 5,
 	_init => { allows_streaming => 1 });
-
-my %ident = map { $_->name => held($_) } ($na, $nb, $nc);
+my %ident = (c => held($nc));
+my $na = idgen_node('a', %leased, 'idgen.identity' => 'registry');
+my $nb = idgen_node('b', %leased, 'idgen.identity' => 'registry');
+$ident{$_->name} = held($_) for ($na, $nb);
 is($ident{c}, '2:5', 'c holds the identity of its settings, 2:5');
 isnt($ident{a}, $ident{b}, "a and b are given different identities ($ident{a}, $ident{b})");
 ok(!grep({ $_ eq '0:0' || $_ eq '2:5' } $ident{a}, $ident{b}),
