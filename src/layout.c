@@ -107,10 +107,49 @@ parse_epoch(const char *str, TimestampTz *result)
 }
 
 static void
-define_layout_int(const char *name, const char *desc, int *var, int boot)
+define_layout_int(const char *name, const char *desc, int *var, int boot,
+				  GucIntCheckHook check)
 {
 	DefineCustomIntVariable(name, desc, NULL, var, boot, INT_MIN, INT_MAX,
-							idgen_startup_context(), 0, NULL, NULL, NULL);
+							idgen_startup_context(), 0, check, NULL, NULL);
+}
+
+/*
+ * Whether idgen.datacenter_id or idgen.worker_id was set anywhere (file,
+ * ALTER SYSTEM, command line), even to 0: a check hook sees each value's
+ * source, the boot value's being PGC_S_DEFAULT.
+ */
+static bool identity_set = false;
+
+static bool
+note_identity_source(int *newval, void **extra, GucSource source)
+{
+	if (source > PGC_S_DEFAULT)
+		identity_set = true;
+	return true;
+}
+
+/*
+ * At server start (the postmaster, once): warn when this server generates
+ * under identity 0:0 only because nothing was set, as every server that
+ * nobody configured does, so that two such servers make the same IDs.  A
+ * server whose identity a registry checks or gives is not warned (the
+ * caller knows), nor one whose layout has no identity bits.
+ */
+void
+idgen_layout_warn_default_identity(void)
+{
+	const IdgenLayout *l = &idgen_layout;
+
+	if (!l->valid || identity_set || l->datacenter_bits + l->worker_bits == 0)
+		return;
+	ereport(WARNING,
+			(errmsg("idgen generates Snowflake IDs under the default identity (datacenter 0, worker 0)"),
+			 errdetail("Neither \"idgen.datacenter_id\" nor \"idgen.worker_id\" is set, and no registry is configured: "
+					   "any other server left at the default makes the same IDs."),
+			 errhint("Give each server its own \"idgen.datacenter_id\" and \"idgen.worker_id\" "
+					 "(setting them, even to 0, silences this warning), or set \"idgen.registry\" "
+					 "to have the identity checked or given by a registry.")));
 }
 
 /*
@@ -128,25 +167,25 @@ idgen_layout_init(void)
 							   idgen_startup_context(), 0, NULL, NULL, NULL);
 	define_layout_int("idgen.timestamp_bits",
 					  "Sets the width of the Snowflake timestamp field (milliseconds since \"idgen.epoch\").",
-					  &idgen_timestamp_bits, 41);
+					  &idgen_timestamp_bits, 41, NULL);
 	define_layout_int("idgen.datacenter_bits",
 					  "Sets the width of the Snowflake datacenter id field.",
-					  &idgen_datacenter_bits, 5);
+					  &idgen_datacenter_bits, 5, NULL);
 	define_layout_int("idgen.worker_bits",
 					  "Sets the width of the Snowflake worker id field.",
-					  &idgen_worker_bits, 5);
+					  &idgen_worker_bits, 5, NULL);
 	define_layout_int("idgen.sequence_bits",
 					  "Sets the width of the Snowflake sequence field (IDs per millisecond per gene).",
-					  &idgen_sequence_bits, 12);
+					  &idgen_sequence_bits, 12, NULL);
 	define_layout_int("idgen.gene_bits",
 					  "Sets the width of the Snowflake gene field (low bits that carry a shard).",
-					  &idgen_gene_bits, 0);
+					  &idgen_gene_bits, 0, NULL);
 	define_layout_int("idgen.datacenter_id",
 					  "Sets this server's datacenter id; distinct per server in a cluster.",
-					  &idgen_datacenter_id, 0);
+					  &idgen_datacenter_id, 0, note_identity_source);
 	define_layout_int("idgen.worker_id",
 					  "Sets this server's worker id; distinct per server in a cluster.",
-					  &idgen_worker_id, 0);
+					  &idgen_worker_id, 0, note_identity_source);
 
 	idgen_layout_compute(&idgen_layout, GetCurrentTimestamp());
 	if (process_shared_preload_libraries_in_progress)

@@ -310,6 +310,8 @@ idgen_registry_init(void)
 
 	if (process_shared_preload_libraries_in_progress && identity_is_leased())
 		idgen_registry_worker_register();
+	else if (process_shared_preload_libraries_in_progress && !IsUnderPostmaster)
+		idgen_layout_warn_default_identity();
 }
 
 /*
