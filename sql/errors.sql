@@ -30,10 +30,29 @@ SELECT idgen_snowflake_min('2100-01-01 00:00:00+00');
 -- The failed calls issued no ID and are counted as errors.
 SELECT ids, errors FROM idgen_stats WHERE kind = 'snowflake';
 
+-- idgen_snowflake_compose checks every field against its width, and the
+-- time against the field's range (this instance: 5 datacenter, 5 worker,
+-- 12 sequence, no gene bits).  It generates nothing, so counts no error.
+SELECT idgen_snowflake_compose('2025-01-01', 32, 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_snowflake_compose('2025-01-01', 0, -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_snowflake_compose('2025-01-01', 0, 0, 4096);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_snowflake_compose('2025-01-01', 0, 0, 0, 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_snowflake_compose('2023-12-31 23:59:59.999+00', 0, 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_snowflake_compose('2100-01-01 00:00:00+00', 0, 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_snowflake_compose('infinity', 0, 0);
+\echo :LAST_ERROR_SQLSTATE
+
 -- STRICT readers return NULL for NULL.
 SELECT idgen_gene(NULL::bigint) IS NULL AS a, idgen_gene(1, NULL) IS NULL AS b,
        idgen_snowflake_time(NULL) IS NULL AS c, idgen_snowflake_min(NULL) IS NULL AS d,
-       idgen_snowflake_debug(NULL) IS NULL AS e, (idgen_snowflake_decode(NULL)).ts IS NULL AS f;
+       idgen_snowflake_debug(NULL) IS NULL AS e, (idgen_snowflake_decode(NULL)).ts IS NULL AS f,
+       idgen_snowflake_compose(NULL, 0, 0) IS NULL AS g, idgen_snowflake_compose(now(), 0, NULL) IS NULL AS h;
 
 -- idgen_snowflake takes an int gene too, so that the README's call
 -- (idgen_snowflake(idgen_gene(42, 4))) needs no cast; idgen_gene takes

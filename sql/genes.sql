@@ -118,4 +118,13 @@ SELECT count(DISTINCT idgen_gene(id, 4)) AS genes_spread FROM t_bad WHERE label 
 SELECT idgen_snowflake_trigger();
 \echo :LAST_ERROR_SQLSTATE
 
+-- idgen_snowflake_compose places the gene in the low bits: it gives back
+-- every order's ID from its decoded fields.
+SELECT count(*) FILTER (WHERE idgen_snowflake_compose(d.ts, d.datacenter_id, d.worker_id, d.sequence, d.gene) <> o.id)
+         AS compose_mismatch,
+       count(DISTINCT d.gene) AS genes
+FROM orders o, LATERAL idgen_snowflake_decode(o.id) d;
+SELECT idgen_snowflake_compose('2025-01-01', 1, 2, 0, 16);
+\echo :LAST_ERROR_SQLSTATE
+
 DROP TABLE t_bad, orders_by_shard, orders, users CASCADE;

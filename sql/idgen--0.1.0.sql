@@ -69,6 +69,18 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'idgen_snowflake_min'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
+-- The inverse of idgen_snowflake_decode, for generators outside the
+-- database that lease a worker id and must make IDs of this layout.
+CREATE FUNCTION @extschema@.idgen_snowflake_compose(
+    ts timestamptz,
+    datacenter_id int,
+    worker_id int,
+    sequence int DEFAULT 0,
+    gene int DEFAULT 0)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_snowflake_compose'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
 CREATE FUNCTION @extschema@.idgen_snowflake_debug(id bigint)
 RETURNS text
 AS 'MODULE_PATHNAME', 'idgen_snowflake_debug'
@@ -509,6 +521,8 @@ COMMENT ON FUNCTION @extschema@.idgen_snowflake_time(bigint) IS
     'the time of a Snowflake ID';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake_min(timestamptz) IS
     'the smallest Snowflake ID any generator can produce at a time (range scans by time)';
+COMMENT ON FUNCTION @extschema@.idgen_snowflake_compose(timestamptz, int, int, int, int) IS
+    'the Snowflake ID with these fields in this server''s layout (the inverse of idgen_snowflake_decode)';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake_debug(bigint) IS
     'the bits of a Snowflake ID split into its fields';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake_trigger() IS
@@ -665,6 +679,7 @@ GRANT EXECUTE ON FUNCTION
     @extschema@.idgen_snowflake_decode(bigint),
     @extschema@.idgen_snowflake_time(bigint),
     @extschema@.idgen_snowflake_min(timestamptz),
+    @extschema@.idgen_snowflake_compose(timestamptz, int, int, int, int),
     @extschema@.idgen_snowflake_debug(bigint),
     @extschema@.idgen_snowflake_last(),
     @extschema@.idgen_uuid7(),

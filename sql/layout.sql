@@ -50,6 +50,21 @@ SELECT bool_and(idgen_snowflake_time(idgen_snowflake_min(t)) = date_trunc('milli
 FROM (SELECT '2024-01-01 00:00:00+00'::timestamptz + random() * interval '60 years' AS t
       FROM generate_series(1, 10000)) x;
 
+-- idgen_snowflake_compose is decode's inverse: every field in place, the
+-- time truncated to the millisecond; and it gives back random IDs whole.
+SELECT idgen_snowflake_compose('2024-01-01 00:00:00.0019+00', 0, 0) AS one_ms_defaults,
+       idgen_snowflake_compose('2024-01-01 00:00:00+00', 31, 0) AS top_datacenter,
+       idgen_snowflake_compose('2024-01-01 00:00:00+00', 0, 31) AS top_worker,
+       idgen_snowflake_compose('2024-01-01 00:00:00+00', 0, 0, 4095) AS top_sequence,
+       idgen_snowflake_compose('2024-01-01 00:00:00.001+00', 3, 7, 5) = (1::bigint << 22) | (3 << 17) | (7 << 12) | 5
+         AS fields_in_place;
+SELECT bool_and(idgen_snowflake_compose(d.ts, d.datacenter_id, d.worker_id, d.sequence, d.gene) = x.id)
+         AS compose_inverts_decode
+FROM (SELECT ((random() * 2147483647)::bigint << 32) | (random() * 4294967295)::bigint AS id
+      FROM generate_series(1, 10000)) x,
+     LATERAL idgen_snowflake_decode(x.id) d;
+SELECT idgen_snowflake_decode(idgen_snowflake_compose('2026-11-26 12:34:56.789+00', 2, 9, 77)) AS decoded;
+
 -- idgen_gene reads low bits of any value.
 SELECT idgen_gene(191, 4) AS g191, idgen_gene(189, 4) AS g189,
        idgen_gene(191, 3) AS g191_3bits, idgen_gene(-1, 4) AS minus_one,

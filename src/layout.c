@@ -49,6 +49,7 @@ PG_FUNCTION_INFO_V1(idgen_gene);
 PG_FUNCTION_INFO_V1(idgen_snowflake_decode);
 PG_FUNCTION_INFO_V1(idgen_snowflake_time);
 PG_FUNCTION_INFO_V1(idgen_snowflake_min);
+PG_FUNCTION_INFO_V1(idgen_snowflake_compose);
 PG_FUNCTION_INFO_V1(idgen_snowflake_debug);
 
 IdgenLayout idgen_layout;
@@ -462,6 +463,59 @@ idgen_snowflake_min(PG_FUNCTION_ARGS)
 
 	ms = (ts - l->epoch) / 1000;
 	PG_RETURN_INT64((int64) ((uint64) ms << l->timestamp_shift));
+}
+
+/* Refuse a field value that does not fit its width in the layout. */
+static uint64
+check_field(const char *field, int32 value, int bits)
+{
+	if (value < 0 || (uint64) value > low_mask(bits))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("%s %d is out of range for the Snowflake layout", field, value),
+				 errdetail("The layout's %d-bit %s field holds 0 to " UINT64_FORMAT ".",
+						   bits, field, low_mask(bits))));
+	return (uint64) value;
+}
+
+/*
+ * idgen_snowflake_compose(ts, datacenter_id, worker_id, sequence, gene)
+ * returns bigint
+ *		The Snowflake ID with those fields in this server's layout: the
+ *		inverse of idgen_snowflake_decode.  'ts' is truncated to the
+ *		millisecond.  Every field is checked against its width; 'ts' must
+ *		lie from the epoch to the end of the timestamp field.  Composing
+ *		reserves nothing: only the generator that holds an identity may
+ *		issue IDs under it.
+ */
+Datum
+idgen_snowflake_compose(PG_FUNCTION_ARGS)
+{
+	TimestampTz ts = PG_GETARG_TIMESTAMPTZ(0);
+	const IdgenLayout *l = &idgen_layout;
+	uint64		dc;
+	uint64		worker;
+	uint64		seq;
+	uint64		gene;
+	uint64		ms;
+
+	idgen_layout_check();
+	dc = check_field("datacenter id", PG_GETARG_INT32(1), l->datacenter_bits);
+	worker = check_field("worker id", PG_GETARG_INT32(2), l->worker_bits);
+	seq = check_field("sequence", PG_GETARG_INT32(3), l->sequence_bits);
+	gene = check_field("gene", PG_GETARG_INT32(4), l->gene_bits);
+	if (TIMESTAMP_NOT_FINITE(ts) || ts < l->epoch || ts >= l->end_of_time)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp \"%s\" is outside the Snowflake timestamp field",
+						timestamptz_to_str(ts)),
+				 errdetail("The %d-bit field counted from \"idgen.epoch\" holds %s up to, not including, %s.",
+						   l->timestamp_bits, pstrdup(timestamptz_to_str(l->epoch)),
+						   l->end_of_time == DT_NOEND ? "infinity" : pstrdup(timestamptz_to_str(l->end_of_time)))));
+
+	ms = (uint64) ((ts - l->epoch) / 1000);
+	PG_RETURN_INT64((int64) ((ms << l->timestamp_shift) | (dc << l->datacenter_shift) |
+							 (worker << l->worker_shift) | (seq << l->sequence_shift) | gene));
 }
 
 /* Append 'bits' bits of 'value' as binary digits, most significant first. */
