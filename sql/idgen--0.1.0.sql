@@ -111,6 +111,20 @@ RETURNS uuid
 AS 'MODULE_PATHNAME', 'idgen_uuid7_at'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
+-- PostgreSQL 18's uuidv7(shift): the next UUIDv7 with its time moved.
+-- (A string literal matches this and the timestamptz form alike, and is
+-- ambiguous: give it a type, interval '-1 hour' or timestamptz '2020-05-01'.)
+CREATE FUNCTION @extschema@.idgen_uuid7(shift interval)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'idgen_uuid7_shifted'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+-- PostgreSQL 18's uuid_extract_version(), on every version.
+CREATE FUNCTION @extschema@.idgen_uuid_version(u uuid)
+RETURNS smallint
+AS 'MODULE_PATHNAME', 'idgen_uuid_version'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
 CREATE FUNCTION @extschema@.idgen_uuid7_min(ts timestamptz)
 RETURNS uuid
 AS 'MODULE_PATHNAME', 'idgen_uuid7_min'
@@ -535,6 +549,10 @@ COMMENT ON FUNCTION @extschema@.idgen_uuid7() IS
     'next UUIDv7 of this server, greater than every one it issued before';
 COMMENT ON FUNCTION @extschema@.idgen_uuid7(timestamptz) IS
     'a UUIDv7 for a given time (backfills): random tail, not ordered';
+COMMENT ON FUNCTION @extschema@.idgen_uuid7(interval) IS
+    'next UUIDv7 of this server with its time moved by shift (PostgreSQL 18''s uuidv7(shift))';
+COMMENT ON FUNCTION @extschema@.idgen_uuid_version(uuid) IS
+    'the version of an RFC 9562 UUID, NULL for other variants (PostgreSQL 18''s uuid_extract_version)';
 COMMENT ON FUNCTION @extschema@.idgen_uuid7_min(timestamptz) IS
     'the smallest UUIDv7 of a time''s millisecond (range scans)';
 COMMENT ON FUNCTION @extschema@.idgen_uuid7_time(uuid) IS
@@ -685,8 +703,10 @@ GRANT EXECUTE ON FUNCTION
     @extschema@.idgen_uuid7(),
     @extschema@.idgen_uuid7_last(),
     @extschema@.idgen_uuid7(timestamptz),
+    @extschema@.idgen_uuid7(interval),
     @extschema@.idgen_uuid7_min(timestamptz),
     @extschema@.idgen_uuid7_time(uuid),
+    @extschema@.idgen_uuid_version(uuid),
     @extschema@.idgen_expiry(timestamptz, interval),
     @extschema@.idgen_seq_latest(text, bigint),
     @extschema@.idgen_seq_served(int),

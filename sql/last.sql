@@ -36,7 +36,7 @@ SELECT idgen_snowflake_last() = :rolled_back AS explicit_id_leaves_it;
 
 -- UUIDv7: idgen_uuid7() counts, idgen_uuid7(ts) (built for a time) does not.
 SELECT idgen_uuid7() AS made \gset
-SELECT idgen_uuid7('2020-01-01') IS NOT NULL AS backfill;
+SELECT idgen_uuid7(timestamptz '2020-01-01') IS NOT NULL AS backfill;
 SELECT idgen_uuid7_last() = :'made' AS uuid_last_is_the_generated_one;
 
 DROP TABLE last_rows, last_trigger;

@@ -79,10 +79,10 @@ SELECT count(*) AS n,
                          OR idgen_uuid7(t) >= idgen_uuid7_min(t + interval '1 ms')) AS out_of_its_ms
 FROM (SELECT '1970-01-01 00:00:00+00'::timestamptz + random() * interval '200 years' AS t
       FROM generate_series(1, 10000)) s;
-SELECT substr(idgen_uuid7('2022-02-22 19:22:22.5+00')::text, 1, 19) AS backfill_prefix;
+SELECT substr(idgen_uuid7(timestamptz '2022-02-22 19:22:22.5+00')::text, 1, 19) AS backfill_prefix;
 
 -- Out of UUIDv7's range: errors.
-SELECT idgen_uuid7('1969-12-31 23:59:59+00');
+SELECT idgen_uuid7(timestamptz '1969-12-31 23:59:59+00');
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_uuid7_min('infinity');
 \echo :LAST_ERROR_SQLSTATE
@@ -90,4 +90,52 @@ SELECT idgen_uuid7_min('-infinity');
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_uuid7_min('10890-01-01 00:00:00+00');
 \echo :LAST_ERROR_SQLSTATE
-SELECT idgen_uuid7(NULL) IS NULL AS strict_null, idgen_uuid7_min(NULL) IS NULL AS min_null;
+SELECT idgen_uuid7(NULL::timestamptz) IS NULL AS strict_null, idgen_uuid7(NULL::interval) IS NULL AS shift_null,
+       idgen_uuid7_min(NULL) IS NULL AS min_null, idgen_uuid_version(NULL) IS NULL AS version_null;
+
+-- idgen_uuid7(shift), PostgreSQL 18's uuidv7(shift): the next UUIDv7 with
+-- its time moved, here by an hour and by ten days back.
+SELECT idgen_uuid7() AS before \gset
+SELECT idgen_uuid7(interval '1 hour') AS later, idgen_uuid7(interval '-10 days') AS earlier \gset
+SELECT idgen_uuid7_time(:'later') - idgen_uuid7_time(:'before')
+         BETWEEN interval '1 hour' AND interval '1 hour 1 second' AS one_hour_on,
+       idgen_uuid7_time(:'earlier') - idgen_uuid7_time(:'before')
+         BETWEEN interval '-10 days' AND interval '-10 days 1 second' AS ten_days_back,
+       idgen_uuid_version(:'later') AS version,
+       idgen_uuid7_last() = :'earlier' AS last_is_the_shifted;
+-- A shift of fixed length keeps the server's order: 10 000 made with one
+-- shift, in the order made, are strictly increasing; and each is spent, so
+-- the unshifted ones before and after still are.
+SELECT count(*) FILTER (WHERE u <= prev) AS out_of_order,
+       count(DISTINCT u) AS distinct_uuids
+FROM (SELECT u, lag(u) OVER (ORDER BY g) AS prev
+      FROM (SELECT g, idgen_uuid7(interval '-2 hours 0.5 ms') AS u
+            FROM generate_series(1, 10000) g) s) t;
+SELECT idgen_uuid7() AS after_ \gset
+SELECT :'before'::uuid < :'after_'::uuid AS unshifted_still_increasing;
+-- The time is truncated to the millisecond, as idgen_uuid7()'s.
+SELECT bool_and(idgen_uuid7_time(u) = date_trunc('milliseconds', idgen_uuid7_time(u))) AS whole_ms
+FROM (SELECT idgen_uuid7(interval '0.7 ms') AS u FROM generate_series(1, 100)) s;
+-- Out of UUIDv7's range after the shift: the error of idgen_uuid7(ts),
+-- whose message names the time (so only its SQLSTATE is shown here).
+\set VERBOSITY sqlstate
+SELECT idgen_uuid7(interval '-100 years');
+SELECT idgen_uuid7(interval '9000 years');
+\set VERBOSITY default
+SELECT :'LAST_ERROR_MESSAGE' LIKE 'timestamp "11%" is out of range for idgen_uuid7()' AS message;
+-- A string literal (or untyped parameter) matches both forms: ambiguous.
+-- (Terse: the detail and hint of this error differ between versions.)
+\set VERBOSITY terse
+SELECT idgen_uuid7('1 hour');
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
+
+-- idgen_uuid_version, PostgreSQL 18's uuid_extract_version(): the version
+-- nibble of RFC 9562 UUIDs, NULL for the other variants (nil, max, and
+-- Microsoft's 110 variant).
+SELECT idgen_uuid_version(idgen_uuid7()) AS idgen_v7,
+       idgen_uuid_version(gen_random_uuid()) AS random_v4,
+       idgen_uuid_version('f81d4fae-7dec-11d0-a765-00a0c91e6bf6') AS rfc_v1_example,
+       idgen_uuid_version('00000000-0000-0000-0000-000000000000') IS NULL AS nil_null,
+       idgen_uuid_version('ffffffff-ffff-ffff-ffff-ffffffffffff') IS NULL AS max_null,
+       idgen_uuid_version('00000000-0000-4000-c000-000000000000') IS NULL AS microsoft_null;

@@ -62,3 +62,18 @@ SELECT count(*) AS n,
        count(*) FILTER (WHERE n <> rank) AS out_of_order,
        count(*) FILTER (WHERE uuid_extract_version(id) = 7) AS all_version_7
 FROM (SELECT n, row_number() OVER (ORDER BY id) AS rank, id FROM events) s;
+
+-- idgen_uuid_version() is uuid_extract_version(): the same answer for
+-- every variant and version.
+SELECT count(*) AS n,
+       count(*) FILTER (WHERE idgen_uuid_version(u) IS NOT DISTINCT FROM uuid_extract_version(u)) AS same_version
+FROM (VALUES (idgen_uuid7()), (uuidv7()), (gen_random_uuid()),
+             ('f81d4fae-7dec-11d0-a765-00a0c91e6bf6'::uuid),
+             ('00000000-0000-0000-0000-000000000000'), ('ffffffff-ffff-ffff-ffff-ffffffffffff'),
+             ('00000000-0000-4000-c000-000000000000'), ('017f22e2-79b0-7cc3-18c4-dc0c0c07398f')) v(u);
+
+-- idgen_uuid7(shift) and uuidv7(shift) move the time alike.
+SELECT abs(extract(epoch FROM idgen_uuid7_time(idgen_uuid7(interval '-10 days 3 hours'))
+                            - uuid_extract_timestamp(uuidv7(interval '-10 days 3 hours')))) < 1
+         AS same_shift,
+       uuid_extract_version(idgen_uuid7(interval '1 year')) AS version;

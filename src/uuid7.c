@@ -37,6 +37,8 @@
 
 PG_FUNCTION_INFO_V1(idgen_uuid7);
 PG_FUNCTION_INFO_V1(idgen_uuid7_at);
+PG_FUNCTION_INFO_V1(idgen_uuid7_shifted);
+PG_FUNCTION_INFO_V1(idgen_uuid_version);
 PG_FUNCTION_INFO_V1(idgen_uuid7_min);
 PG_FUNCTION_INFO_V1(idgen_uuid7_time);
 PG_FUNCTION_INFO_V1(idgen_uuid7_last);
@@ -155,10 +157,47 @@ idgen_uuid7(PG_FUNCTION_ARGS)
 }
 
 /*
+ * idgen_uuid7(shift interval) returns uuid
+ *		The next UUIDv7 of this server with its time moved by 'shift', as
+ *		PostgreSQL 18's uuidv7(shift): the time of the server's next tick
+ *		plus 'shift' (timestamptz + interval: days and months in the
+ *		session's time zone), truncated to the millisecond, with the tick's
+ *		rand_a counter.  A shift of a fixed length (no days or months part)
+ *		moves every tick by the same number of milliseconds, so the UUIDs
+ *		made with one such shift are strictly increasing across the server,
+ *		as idgen_uuid7()'s are; the tick is spent, so unshifted ones stay so
+ *		too.  Calendar shifts map two times to one day at a month's end or a
+ *		time zone change, and keep no order there.
+ */
+Datum
+idgen_uuid7_shifted(PG_FUNCTION_ARGS)
+{
+	Interval   *shift = PG_GETARG_INTERVAL_P(0);
+	uint64		tick = (uint64) idgen_uuid7_next_tick("idgen_uuid7");
+	TimestampTz at = IDGEN_UNIX_EPOCH +
+		(TimestampTz) (tick >> IDGEN_UUID7_TICK_BITS) * 1000;
+	TimestampTz shifted;
+	uint64		ms;
+	uint8		rand[8];
+	pg_uuid_t  *u;
+
+	shifted = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+													  TimestampTzGetDatum(at),
+													  IntervalPGetDatum(shift)));
+	ms = unix_ms_of(shifted, "idgen_uuid7");
+	random_8(rand);
+	u = uuid7_build((ms << IDGEN_UUID7_TICK_BITS) | (tick & ((UINT64CONST(1) << IDGEN_UUID7_TICK_BITS) - 1)),
+					rand);
+	last_uuid = *u;
+	have_last_uuid = true;
+	PG_RETURN_UUID_P(u);
+}
+
+/*
  * idgen_uuid7_last() returns uuid
  *		The last UUIDv7 idgen_uuid7() generated in this session, with
- *		currval()'s rules (idgen_uuid7(ts), which builds one for a given
- *		time, does not count).
+ *		currval()'s rules: idgen_uuid7() or idgen_uuid7(shift);
+ *		idgen_uuid7(ts), which builds one for a given time, does not count.
  */
 Datum
 idgen_uuid7_last(PG_FUNCTION_ARGS)
@@ -207,6 +246,22 @@ idgen_uuid7_min(PG_FUNCTION_ARGS)
 	uint64		ms = unix_ms_of(PG_GETARG_TIMESTAMPTZ(0), "idgen_uuid7_min");
 
 	PG_RETURN_UUID_P(uuid7_build(ms << IDGEN_UUID7_TICK_BITS, zero));
+}
+
+/*
+ * idgen_uuid_version(u uuid) returns smallint
+ *		The version of a UUID of the RFC 9562 variant (10 in the two top
+ *		bits of byte 8), NULL for any other variant: PostgreSQL 18's
+ *		uuid_extract_version() for earlier versions.
+ */
+Datum
+idgen_uuid_version(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *u = PG_GETARG_UUID_P(0);
+
+	if ((u->data[8] & 0xC0) != 0x80)
+		PG_RETURN_NULL();
+	PG_RETURN_INT16((int16) (u->data[6] >> 4));
 }
 
 /*

@@ -60,7 +60,7 @@ is( $node->safe_psql(
 		'postgres', q{
 	SELECT idgen_uuid7_time('017f22e2-79b0-7cc3-98c4-dc0c0c07398f') = '2022-02-22 19:22:22+00',
 	       idgen_uuid7_min('2022-02-22 19:22:22+00'),
-	       idgen_uuid7_time(idgen_uuid7('2022-02-22 19:22:22+00')) = '2022-02-22 19:22:22+00'}),
+	       idgen_uuid7_time(idgen_uuid7(timestamptz '2022-02-22 19:22:22+00')) = '2022-02-22 19:22:22+00'}),
 	't|017f22e2-79b0-7000-8000-000000000000|t',
 	'UUIDv7 readers and idgen_uuid7(ts) work without preload');
 
