@@ -23,6 +23,9 @@
 #   metadata       idgen.control, META.json and README.md agree on the version
 #   auto-failover  test/auto_failover.sh: pg_auto_failover (PostgreSQL 15),
 #                  a switchover and a failover under load (about a minute)
+#   clients        test/clients.sh: the README's application code with
+#                  node-postgres, Knex, Drizzle, psycopg2, SQLAlchemy and
+#                  Django (PostgreSQL 15, under a minute)
 #
 # As another user than root, or with PG_CONFIG set, it runs test/suite.sh
 # against that one installation, assuming the packages are installed and
@@ -175,6 +178,14 @@ if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
 	log "auto-failover"
 	PG_CONFIG=$HOST_PG_CONFIG bash "$SRC/test/auto_failover.sh"
 	count auto-failover $?
+fi
+
+# The README's code for applications, run with the client libraries it
+# names (npm's and Debian's), on the machine's PostgreSQL 15.
+if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
+	log "clients"
+	PG_CONFIG=$HOST_PG_CONFIG bash "$SRC/test/clients.sh"
+	count clients $?
 fi
 
 echo
