@@ -14,7 +14,7 @@ use File::Spec;
 
 use Exporter 'import';
 our @EXPORT = qw(idgen_node sql_error stress_client crash_twice faketime_clock hold_reindex
-  no_crash_logged start_load read_values compare_values);
+  no_crash_logged start_load read_values compare_values doc_block);
 
 # A new cluster with idgen preloaded and the extension created in database
 # "postgres".  %conf holds extra settings (name => value); a setting named
@@ -185,6 +185,20 @@ sub compare_values
 	my $max = (sort { $numeric ? $a <=> $b : $a cmp $b } @$old)[-1];
 	my $not_above = defined $max ? grep { $numeric ? $_ <= $max : $_ le $max } @$new : 0;
 	return ($dups, $not_above);
+}
+
+# The code block of a file in the repository (relative to its root, e.g.
+# 'docs/many-servers.md') that follows the line "<!-- test: NAME -->",
+# exactly as printed: tests run the recipes the documentation shows.
+sub doc_block
+{
+	my ($file, $name) = @_;
+	my $path = dirname(File::Spec->rel2abs(__FILE__)) . "/../$file";
+	my $text = PostgreSQL::Test::Utils::slurp_file($path);
+	my @found = $text =~ /^<!-- test: \Q$name\E -->\n```[a-z]*\n(.*?)^```$/msg;
+	die "$file: no block marked \"<!-- test: $name -->\"" if @found == 0;
+	die "$file: more than one block marked \"<!-- test: $name -->\"" if @found > 1;
+	return $found[0];
 }
 
 # Path of the libpq stress client built by `make stress`, next to this

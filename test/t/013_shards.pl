@@ -7,8 +7,8 @@
 # column, each partition a foreign table on one shard:
 #   genes 0-5 -> shard 1, 6-10 -> shard 2, 11-15 -> shard 3.
 # A user's id carries its gene; an order's id is generated with its user's
-# gene (idgen_snowflake(idgen_gene(user_id))), so it lands on its user's
-# shard, and a lookup by order id alone (gene = idgen_gene(id)) prunes to
+# gene (idgen_snowflake(idgen_gene(user_id, 4))), so it lands on its user's
+# shard, and a lookup by order id alone (gene = idgen_gene(id, 4)) prunes to
 # one foreign scan.  IDs generated on all four servers at once never
 # collide.
 use strict;
@@ -25,47 +25,42 @@ my @shards = map {
 	idgen_node("shard$_", %layout, 'idgen.datacenter_id' => 1, 'idgen.worker_id' => $_)
 } 1 .. 3;
 
-# The shards hold the tables; the router's partitions are foreign tables.
-my @ranges = ([ 0, 6 ], [ 6, 11 ], [ 11, 16 ]);
-for my $s (@shards)
-{
-	$s->safe_psql('postgres', q{
-		CREATE TABLE users (id bigint PRIMARY KEY, gene int NOT NULL, name text);
-		CREATE TABLE orders (id bigint PRIMARY KEY, user_id bigint NOT NULL, gene int NOT NULL, amount int);
-	});
-}
-$router->safe_psql('postgres', q{
-	CREATE EXTENSION postgres_fdw;
-	CREATE TABLE users (id bigint NOT NULL, gene int NOT NULL, name text) PARTITION BY RANGE (gene);
-	CREATE TABLE orders (id bigint NOT NULL, user_id bigint NOT NULL, gene int NOT NULL, amount int)
-		PARTITION BY RANGE (gene);
-});
-for my $i (0 .. 2)
-{
-	my $n = $i + 1;
-	my ($from, $to) = @{ $ranges[$i] };
-	my $host = $shards[$i]->host;
-	my $port = $shards[$i]->port;
-	$router->safe_psql('postgres', qq{
-		CREATE SERVER shard$n FOREIGN DATA WRAPPER postgres_fdw
-			OPTIONS (host '$host', port '$port', dbname 'postgres');
-		CREATE USER MAPPING FOR CURRENT_USER SERVER shard$n;
-		CREATE FOREIGN TABLE users_$n PARTITION OF users FOR VALUES FROM ($from) TO ($to)
-			SERVER shard$n OPTIONS (table_name 'users');
-		CREATE FOREIGN TABLE orders_$n PARTITION OF orders FOR VALUES FROM ($from) TO ($to)
-			SERVER shard$n OPTIONS (table_name 'orders');
-	});
-}
+# The recipe of docs/many-servers.md, run as printed: each block through
+# psql, the router's with the shards' addresses as psql variables.  Every
+# node is made with the extension created: drop it, as the recipe creates
+# it.
+$_->safe_psql('postgres', 'DROP EXTENSION idgen') for ($router, @shards);
+$_->safe_psql('postgres', doc_block('docs/many-servers.md', 'shard'), on_error_stop => 1) for @shards;
+$router->safe_psql('postgres', doc_block('docs/many-servers.md', 'router'),
+	on_error_stop => 1,
+	extra_params => [ '-v', 'dbname=postgres',
+		map { my $n = $_ + 1; ('-v', "shard${n}_host=" . $shards[$_]->host,
+			'-v', "shard${n}_port=" . $shards[$_]->port) } 0 .. 2 ]);
+my $found = $router->safe_psql('postgres', doc_block('docs/many-servers.md', 'use'), on_error_stop => 1);
+is(scalar(grep { $_->safe_psql('postgres', 'SELECT count(*) FROM users') eq '1' } @shards), 1,
+	"the recipe's user is on one shard");
+my @order_shards = grep {
+	$_->safe_psql('postgres', 'SELECT count(*) FROM orders o JOIN users u ON u.id = o.user_id') eq '1'
+} @shards;
+is(scalar @order_shards, 1, "the recipe's order is on its user's shard");
+like($found, qr/^\d+\|42$/, "the recipe's lookup by order id alone finds it");
+# Every gene has a partition: one user per gene, inserted as the recipe does.
+is($router->safe_psql('postgres', q{
+		INSERT INTO users (id, gene, name)
+			SELECT idgen_snowflake(g), g, 'gene ' || g FROM generate_series(0, 15) g;
+		SELECT count(DISTINCT gene) FROM users}),
+	'16', 'the ranges cover all 16 genes');
+$router->safe_psql('postgres', 'DELETE FROM orders; DELETE FROM users');
 
 # 160 users through the router: idgen_snowflake() spreads their genes
 # round-robin, and the gene column is the id's gene.  Then 5 orders each,
 # with ids carrying the user's gene.
 $router->safe_psql('postgres', q{
 	INSERT INTO users (id, gene, name)
-		SELECT id, idgen_gene(id), 'user ' || n
+		SELECT id, idgen_gene(id, 4), 'user ' || n
 		FROM (SELECT idgen_snowflake() AS id, n FROM generate_series(1, 160) n) s;
 	INSERT INTO orders (id, user_id, gene, amount)
-		SELECT idgen_snowflake(idgen_gene(u.id)), u.id, idgen_gene(u.id), k
+		SELECT idgen_snowflake(idgen_gene(u.id, 4)), u.id, idgen_gene(u.id, 4), k
 		FROM users u, generate_series(1, 5) k;
 });
 
@@ -82,7 +77,7 @@ is( join(',', map {
 	'0,0,0', "every order is on its user's shard");
 is( join(',', map {
 			$_->safe_psql('postgres',
-				'SELECT count(*) FROM orders WHERE idgen_gene(id) <> gene OR idgen_gene(user_id) <> gene')
+				'SELECT count(*) FROM orders WHERE idgen_gene(id, 4) <> gene OR idgen_gene(user_id, 4) <> gene')
 		} @shards),
 	'0,0,0', "an order's id carries its user's gene");
 
@@ -90,12 +85,12 @@ is( join(',', map {
 # prunes to one foreign scan.
 my $order = $shards[1]->safe_psql('postgres', 'SELECT id FROM orders ORDER BY id LIMIT 1');
 my $plan = $router->safe_psql('postgres',
-	"EXPLAIN (COSTS OFF) SELECT * FROM orders WHERE id = $order AND gene = idgen_gene($order)");
+	"EXPLAIN (COSTS OFF) SELECT * FROM orders WHERE id = $order AND gene = idgen_gene($order, 4)");
 note("plan:\n$plan");
 is(scalar(() = $plan =~ /Foreign Scan/g), 1, 'a lookup by order id prunes to one foreign scan');
 like($plan, qr/orders_2/, "the one on its user's shard (shard 2)");
 is($router->safe_psql('postgres',
-		"SELECT count(*) FROM orders WHERE id = $order AND gene = idgen_gene($order)"),
+		"SELECT count(*) FROM orders WHERE id = $order AND gene = idgen_gene($order, 4)"),
 	'1', 'and finds the order');
 
 # IDs generated on all four servers at once (clients connected directly to
