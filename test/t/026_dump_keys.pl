@@ -1,0 +1,73 @@
+# Scenario: the per-key sequence state in dumps.  A whole-database dump
+# carries every key (idgen_seq is an extension configuration table); a dump
+# of one table (pg_dump -t orders) carries none, as the README says, and
+# one of that table and idgen_seq (-t orders -t idgen_seq) carries every
+# key: restored into a database with the extension created, each key goes
+# on above its dumped value, like a serial column after its setval.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IdgenTest;
+
+my $node = idgen_node('dump');
+$node->safe_psql('postgres', q{
+	CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT idgen_snowflake(), conv int, n bigint);
+	INSERT INTO orders (conv, n) SELECT 42, idgen_seq_next('conv:42') FROM generate_series(1, 41);
+	INSERT INTO orders (conv, n) SELECT 7, idgen_seq_next('conv:7') FROM generate_series(1, 3);
+	SELECT idgen_seq_configure('batch', step => 10);
+	SELECT idgen_seq_next('batch');
+	SELECT idgen_seq_configure('fast', cache => 100);
+	SELECT idgen_seq_next('fast') FROM generate_series(1, 5);
+});
+my $fast_before = $node->safe_psql('postgres', q{SELECT idgen_seq_current('fast')});
+
+sub dump_of
+{
+	my (@args) = @_;
+	my ($stdout, $stderr);
+	my $ok = IPC::Run::run([ 'pg_dump', '--dbname', $node->connstr('postgres'), @args ],
+		'>', \$stdout, '2>', \$stderr);
+	die "pg_dump @args: $stderr" unless $ok;
+	return $stdout;
+}
+
+# One table alone: its rows, no key.
+my $table_only = dump_of('-t', 'orders');
+like($table_only, qr/COPY public\.orders/, 'pg_dump -t orders: the table');
+unlike($table_only, qr/idgen_seq/, 'and no per-key sequence state');
+
+# The table and idgen_seq: every key's row, as data.
+my $with_keys = dump_of('-t', 'orders', '-t', 'idgen_seq');
+like($with_keys, qr/COPY public\.idgen_seq /, 'pg_dump -t orders -t idgen_seq: the keys, as data');
+unlike($with_keys, qr/CREATE TABLE public\.idgen_seq/, 'and not the table, which the extension makes');
+
+# Restored into a database where the extension is created first, every key
+# goes on above the value dumped.
+$node->safe_psql('postgres', 'CREATE DATABASE restored');
+$node->safe_psql('restored', 'CREATE EXTENSION idgen');
+$node->safe_psql('restored', $with_keys, on_error_stop => 1);
+is($node->safe_psql('restored', q{
+		SELECT idgen_seq_next('conv:42') || ' ' || idgen_seq_next('conv:7') || ' ' || idgen_seq_next('batch')}),
+	'42 4 20', 'restored keys go on: 42 after 41, 4 after 3, 20 after 10 (step 10)');
+cmp_ok($node->safe_psql('restored', q{SELECT idgen_seq_next('fast')}), '>', $fast_before,
+	'a cached key goes on above every value it handed out');
+is($node->safe_psql('restored', q{SELECT count(*) FROM orders WHERE n > 0}), '44', 'with the rows');
+
+# A whole-database dump, restored by pg_restore into an empty database:
+# the extension and every key come with it.
+{
+	my $file = PostgreSQL::Test::Utils::tempdir() . '/all.dump';
+	dump_of('-Fc', '-f', $file);
+	$node->safe_psql('postgres', 'CREATE DATABASE whole');
+	my ($out, $err);
+	IPC::Run::run([ 'pg_restore', '--dbname', $node->connstr('whole'), $file ], '>', \$out, '2>', \$err)
+	  or die "pg_restore: $err";
+	is($node->safe_psql('whole', q{SELECT idgen_seq_next('conv:42') || ' ' || idgen_seq_next('batch')}),
+		'42 20', 'a whole-database dump carries every key');
+}
+
+$node->stop;
+done_testing();
