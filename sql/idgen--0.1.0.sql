@@ -93,6 +93,197 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'idgen_snowflake_last'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
+-- Converting an existing key (serial, bigserial, identity, or a plain
+-- integer column) to bigint DEFAULT idgen_snowflake(), in the caller's
+-- transaction and with the caller's rights (ALTER TABLE needs the
+-- table's owner): the column and every foreign-key column that refers to
+-- it, directly or through others, become bigint; an identity is dropped,
+-- a serial's default and its owned sequence are dropped; existing values
+-- stay, and must lie below the IDs generated now.  Refused, before any
+-- change, for what ALTER TABLE cannot do or idgen will not guess at: a
+-- partitioned table, a partition or an inheritance child or parent, a
+-- column whose type a view or a generated column depends on, a default
+-- other than a sequence's, a column that is not an integer.  One row per
+-- change made.
+CREATE FUNCTION @extschema@.idgen_convert_column(tbl regclass, col name)
+RETURNS TABLE (relation regclass, column_name name, change text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $convert$
+DECLARE
+    rel record;
+    att record;
+    dep record;
+    seq regclass;
+    default_expr text;
+    max_value bigint;
+    first_id bigint;
+    -- the columns to widen: (relation, attnum) pairs, the key first
+    widen_rel oid[] := ARRAY[]::oid[];
+    widen_att int2[] := ARRAY[]::int2[];
+    i int;
+BEGIN
+    SELECT c.relkind, c.relispartition INTO rel FROM pg_class c WHERE c.oid = tbl;
+    IF rel.relkind = 'p' OR rel.relispartition
+       OR EXISTS (SELECT FROM pg_inherits WHERE inhrelid = tbl OR inhparent = tbl) THEN
+        RAISE EXCEPTION 'cannot convert a column of "%"', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = CASE WHEN rel.relkind = 'p' THEN 'It is a partitioned table.'
+                                WHEN rel.relispartition THEN 'It is a partition.'
+                                ELSE 'It inherits from another table, or another inherits from it.' END,
+                  HINT = 'Convert such tables by hand: ALTER TABLE ... ALTER COLUMN ... TYPE bigint, then SET DEFAULT idgen_snowflake(), on the parent.';
+    END IF;
+    IF rel.relkind <> 'r' THEN
+        RAISE EXCEPTION '"%" is not a table', tbl
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'idgen_convert_column converts a column of an ordinary table.';
+    END IF;
+
+    SELECT a.attnum, a.atttypid, a.attidentity, a.attgenerated INTO att
+    FROM pg_attribute a
+    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'column "%" of relation "%" does not exist', col, tbl
+            USING ERRCODE = 'undefined_column';
+    END IF;
+    IF att.atttypid NOT IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype) THEN
+        RAISE EXCEPTION 'column "%" of "%" is of type %, not an integer type', col, tbl, att.atttypid::regtype
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = 'idgen_convert_column converts smallint, integer and bigint columns.';
+    END IF;
+    IF att.attgenerated <> '' THEN
+        RAISE EXCEPTION 'column "%" of "%" is a generated column', col, tbl
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+
+    -- A default other than a sequence's is the user's: not replaced.
+    SELECT pg_get_expr(d.adbin, d.adrelid) INTO default_expr
+    FROM pg_attrdef d WHERE d.adrelid = tbl AND d.adnum = att.attnum;
+    IF default_expr IS NOT NULL AND default_expr NOT LIKE 'nextval(%' THEN
+        RAISE EXCEPTION 'column "%" of "%" has a default that is not a sequence''s', col, tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = format('Its default is %s.', default_expr),
+                  HINT = 'Drop the default first if IDs should replace it.';
+    END IF;
+
+    -- The foreign-key columns that refer to the key, directly or through
+    -- other foreign keys (a child's key that is itself referred to).  Only
+    -- the constraints declared on a table (a partition's clones follow
+    -- their parent's).
+    widen_rel := ARRAY[tbl::oid];
+    widen_att := ARRAY[att.attnum];
+    i := 1;
+    WHILE i <= cardinality(widen_rel) LOOP
+        FOR dep IN
+            SELECT c.conrelid AS relid, c.conkey[k.n] AS attnum
+            FROM pg_constraint c, generate_subscripts(c.confkey, 1) AS k(n)
+            WHERE c.contype = 'f' AND c.conparentid = 0
+              AND c.confrelid = widen_rel[i] AND c.confkey[k.n] = widen_att[i]
+            ORDER BY c.conrelid::regclass::text, c.conname, k.n
+        LOOP
+            IF NOT EXISTS (SELECT FROM unnest(widen_rel, widen_att) AS w(r, a)
+                           WHERE w.r = dep.relid AND w.a = dep.attnum) THEN
+                widen_rel := widen_rel || dep.relid;
+                widen_att := widen_att || dep.attnum;
+            END IF;
+        END LOOP;
+        i := i + 1;
+    END LOOP;
+
+    -- What depends on the type of a column to widen: ALTER TABLE refuses
+    -- views and generated columns; say so before anything changed.
+    FOR i IN 1 .. cardinality(widen_rel) LOOP
+        CONTINUE WHEN (SELECT a.atttypid FROM pg_attribute a
+                       WHERE a.attrelid = widen_rel[i] AND a.attnum = widen_att[i]) = 'int8'::regtype;
+        SELECT r.ev_class::regclass AS obj, 'view' AS kind INTO dep
+        FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
+        WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass
+          AND d.refobjid = widen_rel[i] AND d.refobjsubid = widen_att[i]
+          AND r.ev_class <> widen_rel[i]
+        LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'cannot convert column "%" of "%": view % depends on the type of %.%',
+                    col, tbl, dep.obj, widen_rel[i]::regclass,
+                    quote_ident((SELECT attname FROM pg_attribute
+                                 WHERE attrelid = widen_rel[i] AND attnum = widen_att[i]))
+                USING ERRCODE = 'dependent_objects_still_exist',
+                      DETAIL = 'The column must become bigint, and PostgreSQL cannot change the type of a column a view uses.',
+                      HINT = 'Drop the view, convert the column, and create the view again, in one transaction.';
+        END IF;
+        -- (a generation expression is a pg_attrdef row that depends on
+        -- the columns it reads)
+        SELECT a.attname INTO dep
+        FROM pg_depend d
+             JOIN pg_attrdef ad ON ad.oid = d.objid
+             JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
+        WHERE d.classid = 'pg_attrdef'::regclass
+          AND d.refclassid = 'pg_class'::regclass AND d.refobjid = widen_rel[i]
+          AND d.refobjsubid = widen_att[i] AND a.attgenerated <> ''
+        LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'cannot convert column "%" of "%": generated column %.% depends on the type of %.%',
+                    col, tbl, widen_rel[i]::regclass, quote_ident(dep.attname), widen_rel[i]::regclass,
+                    quote_ident((SELECT attname FROM pg_attribute
+                                 WHERE attrelid = widen_rel[i] AND attnum = widen_att[i]))
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'The column must become bigint, and PostgreSQL cannot change the type of a column a generated column uses.',
+                      HINT = 'Drop the generated column, convert, and add it again.';
+        END IF;
+    END LOOP;
+
+    -- Existing values must lie below every ID generated from now on, or a
+    -- new ID could equal one of them; no row is written meanwhile (the
+    -- ALTERs below take this lock anyway).
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+    EXECUTE format('SELECT max(%I)::bigint FROM %s', col, tbl) INTO max_value;
+    first_id := @extschema@.idgen_snowflake_min(statement_timestamp());
+    IF max_value >= first_id THEN
+        RAISE EXCEPTION 'existing values of column "%" of "%" reach the Snowflake ID range', col, tbl
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  DETAIL = format('Its largest value is %s; IDs generated now start at %s, so a new ID could equal an existing one.',
+                                  max_value, first_id),
+                  HINT = 'Such a column already holds Snowflake-sized values: give it DEFAULT idgen_snowflake() only if they are IDs of this layout.';
+    END IF;
+
+    -- The changes, in the caller's transaction.
+    IF att.attidentity <> '' THEN
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
+        relation := tbl; column_name := col; change := 'identity dropped, with its sequence';
+        RETURN NEXT;
+    ELSIF default_expr IS NOT NULL THEN
+        seq := pg_get_serial_sequence(tbl::text, col::text)::regclass;
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', tbl, col);
+        relation := tbl; column_name := col; change := format('default %s dropped', default_expr);
+        RETURN NEXT;
+        -- The serial's own sequence, unless another default still uses it.
+        IF seq IS NOT NULL AND NOT EXISTS (
+                SELECT FROM pg_depend d
+                WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = seq
+                  AND d.classid = 'pg_attrdef'::regclass) THEN
+            change := format('sequence %s dropped', seq);
+            EXECUTE format('DROP SEQUENCE %s', seq);
+            relation := tbl; column_name := col;
+            RETURN NEXT;
+        END IF;
+    END IF;
+    FOR i IN 1 .. cardinality(widen_rel) LOOP
+        SELECT a.attname, a.atttypid INTO dep FROM pg_attribute a
+        WHERE a.attrelid = widen_rel[i] AND a.attnum = widen_att[i];
+        CONTINUE WHEN dep.atttypid = 'int8'::regtype;
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint', widen_rel[i]::regclass, dep.attname);
+        relation := widen_rel[i]::regclass; column_name := dep.attname;
+        change := format('type %s widened to bigint', dep.atttypid::regtype);
+        RETURN NEXT;
+    END LOOP;
+    EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s',
+                   tbl, col, '@extschema@.idgen_snowflake()');
+    relation := tbl; column_name := col;
+    change := format('default idgen_snowflake(); existing values up to %s, new IDs from %s',
+                     coalesce(max_value::text, 'none'), first_id);
+    RETURN NEXT;
+END
+$convert$;
+
 -- UUIDv7 (RFC 9562).  idgen_uuid7() is strictly increasing across the whole
 -- server; the others need no shared memory.
 
@@ -541,6 +732,8 @@ COMMENT ON FUNCTION @extschema@.idgen_snowflake_debug(bigint) IS
     'the bits of a Snowflake ID split into its fields';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake_trigger() IS
     'trigger: fills an ID column with idgen_snowflake(), with the gene of a parent column if named';
+COMMENT ON FUNCTION @extschema@.idgen_convert_column(regclass, name) IS
+    'turns a serial, bigserial, identity or integer key into bigint DEFAULT idgen_snowflake(), widening the foreign keys that refer to it';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake_last() IS
     'the last Snowflake ID this session generated (currval rules; lastval untouched)';
 COMMENT ON FUNCTION @extschema@.idgen_uuid7_last() IS
