@@ -14,7 +14,7 @@ use File::Spec;
 
 use Exporter 'import';
 our @EXPORT = qw(idgen_node sql_error stress_client crash_twice faketime_clock hold_reindex
-  no_crash_logged start_load read_values compare_values doc_block);
+  no_crash_logged start_load read_values compare_values doc_block repo_file);
 
 # A new cluster with idgen preloaded and the extension created in database
 # "postgres".  %conf holds extra settings (name => value); a setting named
@@ -187,14 +187,20 @@ sub compare_values
 	return ($dups, $not_above);
 }
 
+# The contents of a file of the repository, by its path from the root.
+sub repo_file
+{
+	my ($file) = @_;
+	return PostgreSQL::Test::Utils::slurp_file(dirname(File::Spec->rel2abs(__FILE__)) . "/../$file");
+}
+
 # The code block of a file in the repository (relative to its root, e.g.
 # 'docs/many-servers.md') that follows the line "<!-- test: NAME -->",
 # exactly as printed: tests run the recipes the documentation shows.
 sub doc_block
 {
 	my ($file, $name) = @_;
-	my $path = dirname(File::Spec->rel2abs(__FILE__)) . "/../$file";
-	my $text = PostgreSQL::Test::Utils::slurp_file($path);
+	my $text = repo_file($file);
 	my @found = $text =~ /^<!-- test: \Q$name\E -->\n```[a-z]*\n(.*?)^```$/msg;
 	die "$file: no block marked \"<!-- test: $name -->\"" if @found == 0;
 	die "$file: more than one block marked \"<!-- test: $name -->\"" if @found > 1;

@@ -1,0 +1,67 @@
+# Scenario: every SQL block of the README runs as printed.  Each block is
+# marked "<!-- test: readme/NAME -->"; this test runs each, through psql
+# with ON_ERROR_STOP, in a database of its own, after the setup its
+# surrounding text assumes (the tables it names, the extension created or
+# not), on a server with the layout the README's examples use (4 gene
+# bits).  A block that is not marked, or a marked one this test does not
+# know, fails it: a new example must be added here.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IdgenTest;
+
+my $node = idgen_node('readme', 'idgen.gene_bits' => 4, 'idgen.sequence_bits' => 8,
+	'idgen.datacenter_id' => 1, 'idgen.worker_id' => 7);
+
+# name => where it runs (db: a database of that name, made if missing;
+# ext: the extension created there first), what it assumes (setup), and
+# a pattern its output must match (check).
+my %blocks = (
+	'what-it-is' => { check => qr/^\d{4}-.*\|1\|7\|\d+\|\d+$/m },
+	'install-schema' => { db => 'app' },
+	'revoke-public-create' => { db => 'app' },
+	'getting-started' => { ext => 1, check => qr/^\d+\|ann$/m },
+	'convert' => { ext => 1, setup => q{
+		CREATE TABLE customers (id serial PRIMARY KEY, name text);
+		CREATE TABLE orders (id bigserial PRIMARY KEY, customer_id int REFERENCES customers);
+		INSERT INTO customers (name) VALUES ('a'), ('b'), ('c');},
+		check => qr/^orders\|customer_id\|type integer widened to bigint$/m },
+	'genes' => { ext => 1 },
+	'uuid7' => { ext => 1, check => qr/^[0-9a-f]{8}-[0-9a-f]{4}-7/m },
+	# set_if_absent sets the baseline (t), then 100 values in one call
+	'per-key' => { ext => 1, setup => 'CREATE TABLE messages (conv_id int, seq bigint, body text);',
+		check => qr/\At\n\n1\n2\n(?:\d+\n){97}100\n/ },
+	'per-key-grant' => { ext => 1, setup => 'CREATE ROLE app;' },
+	'cached-keys' => { ext => 1, check => qr/^1$/m },
+	'leases' => { ext => 1, check => qr/^t$/m },
+	'registry' => { ext => 0, check => qr/^[a-z]+\|1\|7\|/m },
+	'standby' => { ext => 1, check => qr/^f\|/m },
+	'range-scan' => { ext => 1, setup => 'CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT idgen_snowflake());' },
+	'monitoring' => { ext => 1 },
+);
+
+my $readme = repo_file('README.md');
+my @fences = $readme =~ /^```sql$/mg;
+my @marked = $readme =~ /^<!-- test: readme\/([a-z0-9-]+) -->\n```sql$/mg;
+is(scalar @marked, scalar @fences, 'every SQL block of the README is marked');
+is_deeply([ sort @marked ], [ sort keys %blocks ], 'and each marked block is run here');
+
+my $n = 0;
+for my $name (grep { $blocks{$_} } @marked)
+{
+	my $b = $blocks{$name};
+	my $db = $b->{db} // 'readme_' . ++$n;
+	$node->safe_psql('postgres', "CREATE DATABASE $db")
+	  unless $node->safe_psql('postgres', "SELECT count(*) FROM pg_database WHERE datname = '$db'");
+	$node->safe_psql($db, 'CREATE EXTENSION idgen') if $b->{ext};
+	$node->safe_psql($db, $b->{setup}) if $b->{setup};
+	my ($ret, $out, $err) = $node->psql($db, doc_block('README.md', "readme/$name"), on_error_stop => 1);
+	is($ret, 0, "README block $name runs as printed") or diag($err);
+	like($out, $b->{check}, "README block $name: its result") if $b->{check};
+}
+
+$node->stop;
+done_testing();
