@@ -1,4 +1,5 @@
-# Scenario: every SQL block of the README runs as printed.  Each block is
+# Scenario: every SQL block of the README (and of docs/converting.md) runs
+# as printed.  Each block is
 # marked "<!-- test: readme/NAME -->"; this test runs each, through psql
 # with ON_ERROR_STOP, in a database of its own, after the setup its
 # surrounding text assumes (the tables it names, the extension created or
@@ -61,6 +62,47 @@ for my $name (grep { $blocks{$_} } @marked)
 	my ($ret, $out, $err) = $node->psql($db, doc_block('README.md', "readme/$name"), on_error_stop => 1);
 	is($ret, 0, "README block $name runs as printed") or diag($err);
 	like($out, $b->{check}, "README block $name: its result") if $b->{check};
+}
+
+# The same for docs/converting.md.
+my %converting = (
+	'partitioned' => { setup => q{
+		CREATE TABLE events (id serial, at date) PARTITION BY RANGE (at);
+		CREATE TABLE events_2026 PARTITION OF events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
+		INSERT INTO events (at) VALUES ('2026-11-01'), ('2026-11-02');},
+		after => q{
+		INSERT INTO events (at) VALUES ('2026-11-03');
+		INSERT INTO events_2026 (at) VALUES ('2026-11-04');
+		SELECT string_agg(CASE WHEN id > 1000000 THEN 'snowflake' ELSE id::text END, ' ' ORDER BY at),
+		       (SELECT string_agg(data_type, ' ') FROM information_schema.columns
+		        WHERE table_name IN ('events', 'events_2026') AND column_name = 'id')
+		FROM events},
+		check => qr/^1 2 snowflake snowflake\|bigint bigint$/ },
+	'views' => { setup => q{
+		CREATE TABLE tickets (id serial PRIMARY KEY, title text);
+		CREATE VIEW open_tickets AS SELECT id, title FROM tickets;
+		INSERT INTO tickets (title) VALUES ('a');},
+		after => q{
+		INSERT INTO tickets (title) VALUES ('b');
+		SELECT string_agg(CASE WHEN id > 1000000 THEN 'snowflake' ELSE id::text END, ' ' ORDER BY title)
+		FROM open_tickets},
+		check => qr/^1 snowflake$/ },
+);
+my $converting = repo_file('docs/converting.md');
+@fences = $converting =~ /^```sql$/mg;
+@marked = $converting =~ /^<!-- test: converting\/([a-z0-9-]+) -->\n```sql$/mg;
+is(scalar @marked, scalar @fences, 'every SQL block of docs/converting.md is marked');
+is_deeply([ sort @marked ], [ sort keys %converting ], 'and each marked block is run here');
+for my $name (grep { $converting{$_} } @marked)
+{
+	my $b = $converting{$name};
+	my $db = 'converting_' . ++$n;
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, 'CREATE EXTENSION idgen');
+	$node->safe_psql($db, $b->{setup});
+	my ($ret, $out, $err) = $node->psql($db, doc_block('docs/converting.md', "converting/$name"), on_error_stop => 1);
+	is($ret, 0, "docs/converting.md block $name runs as printed") or diag($err);
+	like($node->safe_psql($db, $b->{after}), $b->{check}, "docs/converting.md block $name: the key converted");
 }
 
 $node->stop;
