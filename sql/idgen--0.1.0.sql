@@ -807,6 +807,170 @@ COMMENT ON TABLE @extschema@.idgen_seq IS
 COMMENT ON TABLE @extschema@.idgen_worker_lease IS
     'worker-id leases, one row per id ever leased; written only through the idgen_worker_* functions';
 
+-- ==========================================================================
+-- Logical replication: merging a publisher's idgen rows
+-- (docs/logical-replication.md)
+-- ==========================================================================
+-- A publication FOR ALL TABLES publishes idgen_seq and idgen_worker_lease
+-- with the application's tables, and a subscriber that has idgen has rows
+-- of its own in them: its own keys and leases, or another publisher's.  A
+-- plain copy of those rows would fail on the primary keys (two publishers
+-- with the same key, or a lease on the same worker id), and the
+-- subscription's sync would fail and start again forever.  So each table
+-- has a trigger enabled as a REPLICA trigger: it fires only where
+-- session_replication_role is 'replica', which logical replication's apply
+-- and table sync workers set (the sync's COPY fires row triggers as any
+-- COPY does), and never in ordinary use ('origin').  It merges what
+-- arrives with what is there instead of conflicting:
+--
+--   idgen_seq: a key's value never goes down.  An arriving key that exists
+--   is updated, not inserted; an update keeps GREATEST(new, old) value and
+--   last_used (so that a key with a ttl does not expire sooner); the key's
+--   options (step, max_value, ttl, cache) are the arriving ones, as with
+--   any replicated update: the last change wins.  created_by stays the
+--   subscriber's, and a key that arrives new counts as the table owner's
+--   (the extension's owner): a publisher's role oids mean nothing here.
+--   Deletes are skipped (a publisher's purge, drop, or a second
+--   publisher's absence of the key): the subscriber's own purge expires
+--   keys with a ttl.  So after a switch of writes to the subscriber, every
+--   key continues above the value any publisher reached, cached keys too
+--   (a cached key's row is ahead of the values its server served).
+--
+--   idgen_worker_lease: one row per worker id.  Of a lease that arrives
+--   and the one there, with different tokens, the one that ends later is
+--   kept (a held one, NULL end, last of all); the same lease (same token)
+--   is updated as it arrives (renewed, released).  horizon and
+--   handover_horizon are the greater of both: where the id's next holder
+--   starts, never lowered.  Deletes are skipped.  So a worker id some
+--   publisher's holder still generates with stays taken on the subscriber
+--   until that lease ends and rests.  (A session-bound lease's session is
+--   not on the subscriber: its purge ends such a lease there.)
+--
+-- The merge is an INSERT ... ON CONFLICT run from the trigger, whose update
+-- the BEFORE UPDATE part merges: two subscriptions' workers writing the
+-- same key or id wait for each other rather than fail; that INSERT's own
+-- row (trigger depth > 1) goes in as it is.  The workers run with an empty
+-- search_path; the functions set their own and qualify idgen's tables.
+--
+-- A data-only restore with pg_dump's --disable-triggers ends with ALTER
+-- TABLE ... ENABLE TRIGGER ALL, which makes these triggers ordinary ones:
+-- they then check session_replication_role themselves and do nothing in
+-- ordinary use; ALTER TABLE ... ENABLE REPLICA TRIGGER makes them merge
+-- again (README, Troubleshooting).
+CREATE FUNCTION @extschema@.idgen_seq_replica_trigger()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF pg_catalog.current_setting('session_replication_role') <> 'replica' THEN
+        IF TG_OP = 'DELETE' THEN
+            RETURN OLD;
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'INSERT' THEN
+        IF pg_catalog.pg_trigger_depth() > 1 THEN
+            -- the row of the INSERT below, for a key new here
+            NEW.created_by := (SELECT c.relowner FROM pg_catalog.pg_class c
+                               WHERE c.oid = TG_RELID);
+            RETURN NEW;
+        END IF;
+        INSERT INTO @extschema@.idgen_seq AS s
+            (key, step, max_value, ttl, last_used, cache, created_by, value)
+        VALUES (NEW.key, NEW.step, NEW.max_value, NEW.ttl, NEW.last_used,
+                NEW.cache, NEW.created_by, NEW.value)
+        ON CONFLICT (key) DO UPDATE
+            SET step = excluded.step, max_value = excluded.max_value,
+                ttl = excluded.ttl, last_used = excluded.last_used,
+                cache = excluded.cache, value = excluded.value;
+        RETURN NULL;
+    ELSIF TG_OP = 'UPDATE' THEN
+        NEW.key := OLD.key;
+        NEW.value := GREATEST(NEW.value, OLD.value);
+        NEW.last_used := GREATEST(NEW.last_used, OLD.last_used);
+        NEW.created_by := OLD.created_by;
+        RETURN NEW;
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.idgen_worker_lease_replica_trigger()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    merged_horizon timestamptz;
+    merged_handover timestamptz;
+BEGIN
+    IF pg_catalog.current_setting('session_replication_role') <> 'replica' THEN
+        IF TG_OP = 'DELETE' THEN
+            RETURN OLD;
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'INSERT' THEN
+        IF pg_catalog.pg_trigger_depth() > 1 THEN
+            RETURN NEW;     -- the row of the INSERT below, for an id new here
+        END IF;
+        -- A token is unique; two servers' clocks giving the same tick to
+        -- leases of different ids is not impossible: keep the row there.
+        IF EXISTS (SELECT FROM @extschema@.idgen_worker_lease l
+                   WHERE l.token = NEW.token AND l.id <> NEW.id) THEN
+            RETURN NULL;
+        END IF;
+        INSERT INTO @extschema@.idgen_worker_lease AS l
+            (id, holder, token, ttl, session_bound, acquired_by, acquired_at,
+             renewed_at, expires_at, released_at, system_identifier, horizon,
+             handover_horizon)
+        VALUES (NEW.id, NEW.holder, NEW.token, NEW.ttl, NEW.session_bound,
+                NEW.acquired_by, NEW.acquired_at, NEW.renewed_at, NEW.expires_at,
+                NEW.released_at, NEW.system_identifier, NEW.horizon,
+                NEW.handover_horizon)
+        ON CONFLICT (id) DO UPDATE
+            SET holder = excluded.holder, token = excluded.token, ttl = excluded.ttl,
+                session_bound = excluded.session_bound,
+                acquired_by = excluded.acquired_by, acquired_at = excluded.acquired_at,
+                renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,
+                released_at = excluded.released_at,
+                system_identifier = excluded.system_identifier,
+                horizon = excluded.horizon, handover_horizon = excluded.handover_horizon;
+        RETURN NULL;
+    ELSIF TG_OP = 'UPDATE' THEN
+        merged_horizon := GREATEST(NEW.horizon, OLD.horizon);
+        merged_handover := GREATEST(NEW.handover_horizon, OLD.handover_horizon);
+        IF NEW.token <> OLD.token
+           AND (COALESCE(NEW.released_at, NEW.expires_at, 'infinity')
+                < COALESCE(OLD.released_at, OLD.expires_at, 'infinity')
+                OR EXISTS (SELECT FROM @extschema@.idgen_worker_lease l
+                           WHERE l.token = NEW.token AND l.id <> OLD.id)) THEN
+            NEW := OLD;
+        END IF;
+        NEW.id := OLD.id;
+        NEW.horizon := merged_horizon;
+        NEW.handover_horizon := merged_handover;
+        RETURN NEW;
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+
+CREATE TRIGGER idgen_seq_replica
+    BEFORE INSERT OR UPDATE OR DELETE ON @extschema@.idgen_seq
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.idgen_seq_replica_trigger();
+ALTER TABLE @extschema@.idgen_seq ENABLE REPLICA TRIGGER idgen_seq_replica;
+CREATE TRIGGER idgen_worker_lease_replica
+    BEFORE INSERT OR UPDATE OR DELETE ON @extschema@.idgen_worker_lease
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.idgen_worker_lease_replica_trigger();
+ALTER TABLE @extschema@.idgen_worker_lease ENABLE REPLICA TRIGGER idgen_worker_lease_replica;
+
+COMMENT ON FUNCTION @extschema@.idgen_seq_replica_trigger() IS
+    'trigger on idgen_seq, fires in logical replication only: merges a publisher''s keys, values never lowered';
+COMMENT ON FUNCTION @extschema@.idgen_worker_lease_replica_trigger() IS
+    'trigger on idgen_worker_lease, fires in logical replication only: keeps the lease that ends later';
+
 -- Privileges.  Every object above was created with the installing role's
 -- default privileges (ALTER DEFAULT PRIVILEGES, for every schema or for
 -- this one), which may grant EXECUTE, or ALL on the tables, to other roles,

@@ -14,7 +14,8 @@
  * SELECT ... FOR UPDATE in READ COMMITTED, a key's values are gap-free and in
  * commit order at every isolation level, and a caller that waited never gets
  * a serialization failure.  No trigger fires, so the table must keep no
- * more than the extension gave it (checked on open); indexes may be added
+ * more than the extension gave it (checked on open: its replica trigger,
+ * which only logical replication fires, is its own); indexes may be added
  * or rebuilt.
  *
  *-------------------------------------------------------------------------
@@ -147,6 +148,32 @@ idgen_seq_open_table(const IdgenFunction *fn, IdgenSeqTable *t)
 }
 
 /*
+ * Whether the triggers of idgen_seq are at most the extension's own,
+ * idgen_seq_replica: enabled as a REPLICA trigger, it fires only in logical
+ * replication's workers, where it merges the rows a publisher sends
+ * (idgen--0.1.0.sql, "Logical replication"), and does nothing in ordinary
+ * use, so idgen's direct writes lose nothing by not firing it.  Any other
+ * trigger would be skipped by them.
+ */
+static bool
+only_own_triggers(Relation rel)
+{
+	TriggerDesc *td = rel->trigdesc;
+
+	for (int i = 0; td != NULL && i < td->numtriggers; i++)
+	{
+		Trigger    *tg = &td->triggers[i];
+		char	   *fname = get_func_name(tg->tgfoid);
+
+		if (strcmp(tg->tgname, "idgen_seq_replica") != 0 || fname == NULL ||
+			strcmp(fname, "idgen_seq_replica_trigger") != 0 ||
+			get_func_namespace(tg->tgfoid) != RelationGetNamespace(rel))
+			return false;
+	}
+	return true;
+}
+
+/*
  * Open the table idgen_seq of OID 'relid' (and its primary key), checking
  * that it is as the extension created it.
  */
@@ -163,7 +190,7 @@ idgen_seq_open_table_oid(Oid relid, IdgenSeqTable *t)
 	desc = RelationGetDescr(t->rel);
 	list_free(RelationGetIndexList(t->rel));	/* sets rd_pkindex */
 	as_created = desc->natts == SEQ_NUM_COLS &&
-		t->rel->trigdesc == NULL &&
+		only_own_triggers(t->rel) &&
 		t->rel->rd_rel->relkind == RELKIND_RELATION &&
 		OidIsValid(t->rel->rd_pkindex);
 	for (int i = 0; as_created && i < SEQ_NUM_COLS; i++)

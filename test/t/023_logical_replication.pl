@@ -1,0 +1,213 @@
+# Scenario: logical replication with FOR ALL TABLES publications, which
+# publish idgen's own tables (idgen_seq, idgen_worker_lease) with the
+# application's.
+#
+#  - Two publishers into one subscriber: each publisher has per-key
+#    sequences, among them a common key 'conv:1' at different values, and
+#    a lease on the same worker id; the user table has Snowflake primary
+#    keys (each publisher its own worker id, so they never collide).  Both
+#    subscriptions finish their initial sync (every table 'r'), every row
+#    arrives, and the common key holds the greater of the two values, the
+#    lease the one that ends later.  Later calls on either publisher reach
+#    the subscriber without an error in its log; a key's value there never
+#    goes down (a lower value, a dropped key), as ordinary use on the
+#    subscriber itself still may (the merging triggers fire only in
+#    replication).
+#  - One publisher taken over by its subscriber (a blue/green switch):
+#    after the subscriptions are dropped, the subscriber's per-key
+#    sequences, cached ones too, continue above the publisher's last
+#    values, and the publisher's live lease keeps its worker id taken.
+#  - pg_dump / pg_restore of the subscriber: a whole dump restores with the
+#    replica triggers; a data-only dump with --disable-triggers leaves them
+#    ordinary triggers, which change nothing, until ENABLE REPLICA TRIGGER.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IdgenTest;
+
+my %common = (
+	'max_worker_processes' => 20,
+	'max_logical_replication_workers' => 8,
+	'max_sync_workers_per_subscription' => 2,
+	'idgen.worker_quarantine' => 0);
+my $pub_a = idgen_node('pub_a', %common, 'idgen.worker_id' => 1, _init => { allows_streaming => 'logical' });
+my $pub_b = idgen_node('pub_b', %common, 'idgen.worker_id' => 2, _init => { allows_streaming => 'logical' });
+my $sub = idgen_node('sub', %common, 'idgen.worker_id' => 3);
+
+my $orders = 'CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT idgen_snowflake(), src text, n bigint)';
+$_->safe_psql('postgres', $orders) for ($pub_a, $pub_b, $sub);
+
+# The common key at 100 on a, at 40 on b; a key of each's own; a cached key
+# on a (its row runs ahead of the values served); a lease on worker id 0
+# on each, a's ending later.
+$pub_a->safe_psql('postgres', q{
+	SELECT idgen_seq_set('conv:1', 99);
+	INSERT INTO orders (src, n) SELECT 'a', idgen_seq_next('conv:1');
+	SELECT idgen_seq_next('a:only');
+	SELECT idgen_seq_configure('cached:1', cache => 10);
+	SELECT idgen_seq_next('cached:1') FROM generate_series(1, 3);
+	SELECT worker_id FROM idgen_worker_acquire('holder-a', '1 hour', max_workers => 1);
+	CREATE PUBLICATION pa FOR ALL TABLES;
+});
+$pub_b->safe_psql('postgres', q{
+	SELECT idgen_seq_set('conv:1', 39);
+	INSERT INTO orders (src, n) SELECT 'b', idgen_seq_next('conv:1');
+	SELECT idgen_seq_next('b:only');
+	SELECT worker_id FROM idgen_worker_acquire('holder-b', '10 minutes', max_workers => 1);
+	CREATE PUBLICATION pb FOR ALL TABLES;
+});
+my $token_a = $pub_a->safe_psql('postgres', 'SELECT token FROM idgen_worker_lease WHERE id = 0');
+my $token_b = $pub_b->safe_psql('postgres', 'SELECT token FROM idgen_worker_lease WHERE id = 0');
+isnt($token_a, $token_b, 'the two publishers leased worker id 0 with different tokens');
+
+my $log_offset = -s $sub->logfile;
+for my $s ([ 'sa', $pub_a, 'pa' ], [ 'sb', $pub_b, 'pb' ])
+{
+	my ($name, $pub, $publication) = @$s;
+	my $conn = $pub->connstr . ' dbname=postgres';
+	$sub->safe_psql('postgres', "CREATE SUBSCRIPTION $name CONNECTION '$conn' PUBLICATION $publication");
+}
+
+# The initial sync: every table of both subscriptions ready.  A conflict
+# makes a table's sync worker fail and start again forever, so wait a
+# bounded time and show what the subscriber logged.
+my $synced = 0;
+for (1 .. 60)
+{
+	last if $synced = $sub->safe_psql('postgres',
+		q{SELECT count(*) = 6 AND bool_and(srsubstate = 'r') FROM pg_subscription_rel}) eq 't';
+	sleep 1;
+}
+ok($synced, 'the initial sync of both subscriptions completed (every table ready)')
+  or diag(join("\n", grep { /ERROR/ } split /\n/,
+		PostgreSQL::Test::Utils::slurp_file($sub->logfile, $log_offset)));
+ok(!$sub->log_contains(qr/ERROR/, $log_offset), 'the subscriber logged no error during the sync');
+if (!$synced)
+{
+	done_testing();
+	exit;
+}
+
+is($sub->safe_psql('postgres', q{SELECT string_agg(src || n, ',' ORDER BY src) FROM orders}),
+	'a100,b40', "both publishers' orders arrived");
+is($sub->safe_psql('postgres', q{SELECT string_agg(key, ',' ORDER BY key) FROM idgen_seq}),
+	'a:only,b:only,cached:1,conv:1', "every publisher's keys arrived");
+is($sub->safe_psql('postgres', q{SELECT value FROM idgen_seq WHERE key = 'conv:1'}),
+	'100', 'the common key holds the greater value (a at 100, b at 40)');
+is($sub->safe_psql('postgres', 'SELECT token FROM idgen_worker_lease WHERE id = 0'),
+	$token_a, 'worker id 0 holds the lease that ends later');
+
+# Later calls on both publishers; the subscriber follows and keeps the
+# greatest value of each key.
+$pub_a->safe_psql('postgres', q{
+	INSERT INTO orders (src, n) SELECT 'a', idgen_seq_next('conv:1') FROM generate_series(1, 5);
+});
+$pub_b->safe_psql('postgres', q{
+	INSERT INTO orders (src, n) SELECT 'b', idgen_seq_next('conv:1') FROM generate_series(1, 100);
+});
+$pub_a->wait_for_catchup('sa');
+$pub_b->wait_for_catchup('sb');
+is($sub->safe_psql('postgres', q{SELECT count(*) FROM orders}), '107', 'later orders arrived');
+is($sub->safe_psql('postgres', q{SELECT value FROM idgen_seq WHERE key = 'conv:1'}),
+	'140', 'the common key follows the publisher that is ahead (b at 140, a at 105)');
+
+# a advances, still below b; b lowers its value and drops its own key: the
+# subscriber keeps the greatest value and the key.
+$pub_a->safe_psql('postgres', q{SELECT idgen_seq_next('conv:1') FROM generate_series(1, 5)});
+$pub_b->safe_psql('postgres', q{SELECT idgen_seq_set('conv:1', 5); SELECT idgen_seq_drop('b:only')});
+$pub_a->wait_for_catchup('sa');
+$pub_b->wait_for_catchup('sb');
+is($sub->safe_psql('postgres', q{SELECT value FROM idgen_seq WHERE key = 'conv:1'}),
+	'140', 'a lower value from a publisher does not lower the subscriber\'s');
+is($sub->safe_psql('postgres', q{SELECT count(*) FROM idgen_seq WHERE key = 'b:only'}),
+	'1', 'a key dropped on a publisher stays on the subscriber');
+ok(!$sub->log_contains(qr/ERROR/, $log_offset), 'the subscriber logged no error while applying');
+
+# Ordinary use on the subscriber: the triggers, replica triggers, do not
+# fire.
+is($sub->safe_psql('postgres', q{
+	SELECT string_agg(tgname || ':' || tgenabled::text, ',' ORDER BY tgname) FROM pg_trigger
+	WHERE tgrelid IN ('idgen_seq'::regclass, 'idgen_worker_lease'::regclass)}),
+	'idgen_seq_replica:R,idgen_worker_lease_replica:R',
+	'the tables have their replica triggers');
+$sub->safe_psql('postgres', q{SELECT idgen_seq_set('local', 10)});
+$sub->safe_psql('postgres', q{SELECT idgen_seq_set('local', 3)});
+is($sub->safe_psql('postgres', q{SELECT idgen_seq_current('local')}), '3',
+	'on the subscriber itself, idgen_seq_set still lowers a value');
+is($sub->safe_psql('postgres', q{SELECT idgen_seq_drop('local')}), 't',
+	'on the subscriber itself, idgen_seq_drop still drops a key');
+
+# --- One publisher taken over by the subscriber ----------------------------
+# b's subscription goes; a runs ahead of the subscriber's 140 and serves
+# more of its cached key; then writes move to the subscriber.
+$sub->safe_psql('postgres', 'DROP SUBSCRIPTION sb');
+my $last_a = $pub_a->safe_psql('postgres', q{
+	SELECT max(v) FROM idgen_seq_next('conv:1', 200) v;
+});
+my $last_cached = $pub_a->safe_psql('postgres', q{
+	SELECT max(idgen_seq_next('cached:1')) FROM generate_series(1, 25);
+});
+$pub_a->wait_for_catchup('sa');
+$sub->safe_psql('postgres', 'DROP SUBSCRIPTION sa');
+
+my $next = $sub->safe_psql('postgres', q{SELECT idgen_seq_next('conv:1')});
+cmp_ok($next, '>', $last_a, "after the switch, conv:1 continues above the publisher's last value ($last_a)");
+$next = $sub->safe_psql('postgres', q{SELECT idgen_seq_next('cached:1')});
+cmp_ok($next, '>', $last_cached,
+	"after the switch, the cached key continues above the publisher's last value ($last_cached)");
+like(
+	sql_error($sub, q{SELECT * FROM idgen_worker_acquire('holder-c', max_workers => 1)}),
+	qr/all 1 worker ids are taken/,
+	"the publisher's live lease keeps its worker id taken on the subscriber");
+ok(!$sub->log_contains(qr/ERROR:  (?!all 1 worker ids)/, $log_offset),
+	'the subscriber logged no other error');
+
+# --- pg_dump and pg_restore of the subscriber -------------------------------
+# A whole dump: CREATE EXTENSION makes the triggers, replica triggers as the
+# script makes them (pg_dump dumps no trigger of the extension's tables),
+# and the rows are copied in ordinary use, where they do not fire.
+my $tmp = PostgreSQL::Test::Utils::tempdir;
+my $keys = q{SELECT string_agg(key || '=' || value, ',' ORDER BY key) FROM idgen_seq};
+my $triggers = q{SELECT string_agg(tgname || ':' || tgenabled::text, ',' ORDER BY tgname)
+	FROM pg_trigger WHERE tgrelid IN ('idgen_seq'::regclass, 'idgen_worker_lease'::regclass)};
+my $sub_keys = $sub->safe_psql('postgres', $keys);
+$sub->safe_psql('postgres', 'CREATE DATABASE restored');
+$sub->safe_psql('postgres', 'CREATE DATABASE data_only');
+$sub->command_ok([ 'pg_dump', '-Fc', '-f', "$tmp/full.dump", '-d', 'postgres' ], 'pg_dump of the subscriber');
+$sub->command_ok([ 'pg_restore', '--exit-on-error', '-d', 'restored', "$tmp/full.dump" ],
+	'pg_restore into a new database');
+is($sub->safe_psql('restored', $keys), $sub_keys, 'pg_restore: the keys and values');
+is($sub->safe_psql('restored', $triggers), 'idgen_seq_replica:R,idgen_worker_lease_replica:R',
+	'pg_restore: the triggers are replica triggers');
+
+# A data-only dump with --disable-triggers ends each table with ENABLE
+# TRIGGER ALL, which makes the triggers ordinary ones: they do nothing then
+# (ordinary use is as before), and ENABLE REPLICA TRIGGER makes them replica
+# triggers again (README, Troubleshooting).
+$sub->safe_psql('data_only', 'CREATE EXTENSION idgen');
+$sub->command_ok(
+	[ 'pg_dump', '--data-only', '--disable-triggers', '-t', 'idgen_seq', '-t', 'idgen_worker_lease',
+		'-f', "$tmp/data.sql", '-d', 'postgres' ],
+	'pg_dump --data-only --disable-triggers of idgen\'s tables');
+$sub->command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', 'data_only', '-f', "$tmp/data.sql" ],
+	'the data-only dump restores');
+is($sub->safe_psql('data_only', $keys), $sub_keys, 'data-only restore: the keys and values');
+is($sub->safe_psql('data_only', $triggers), 'idgen_seq_replica:O,idgen_worker_lease_replica:O',
+	'data-only restore with --disable-triggers: the triggers are ordinary ones');
+$sub->safe_psql('data_only', q{SELECT idgen_seq_set('conv:1', 7)});
+is($sub->safe_psql('data_only', q{SELECT idgen_seq_next('conv:1'); SELECT idgen_seq_drop('a:only')}),
+	"8\nt", 'with ordinary triggers, the triggers change nothing in ordinary use');
+$sub->safe_psql('data_only', q{
+	ALTER TABLE idgen_seq ENABLE REPLICA TRIGGER idgen_seq_replica;
+	ALTER TABLE idgen_worker_lease ENABLE REPLICA TRIGGER idgen_worker_lease_replica;
+});
+is($sub->safe_psql('data_only', $triggers), 'idgen_seq_replica:R,idgen_worker_lease_replica:R',
+	'ENABLE REPLICA TRIGGER makes them replica triggers again');
+is($sub->safe_psql('data_only', q{SELECT idgen_seq_next('conv:1')}), '9',
+	'and idgen_seq_next still works');
+
+no_crash_logged($sub, 'no crash on the subscriber');
+done_testing();
