@@ -1585,7 +1585,10 @@ lock_lease(FunctionCallInfo fcinfo, IdgenSqlContext *cx, const IdgenFunction *fn
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("the lease of worker id %d is bound to another session", worker_id),
-					 errhint("Renew or release it in the session that acquired it; it ends when that session ends.")));
+					 errhint("Renew or release it in the session that acquired it; it ends when that session ends. "
+							 "Through a transaction-pooling pooler (pgbouncer's pool_mode = transaction), "
+							 "that session is one of the pooler's server connections, not the client: "
+							 "take a lease with a ttl there.")));
 		return;
 	}
 	(void) lock_id(l->id, false, true);

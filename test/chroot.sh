@@ -50,7 +50,7 @@ esac
 # the rest from sid).
 CORE=(postgresql-$VERSION postgresql-server-dev-$VERSION libpq-dev)
 [ -n "$EXPERIMENTAL" ] && CORE=("${CORE[@]/%//experimental}" libpq5/experimental)
-PACKAGES=("${CORE[@]}" make gcc libc6-dev libipc-run-perl faketime)
+PACKAGES=("${CORE[@]}" make gcc libc6-dev libipc-run-perl faketime pgbouncer)
 
 # The tarball's name changes with what is installed into it.
 digest=$( { printf '%s\n' "$RELEASE" "$EXPERIMENTAL" "${PACKAGES[@]}"; sed -n '/^setup_chroot()/,/^}/p' "$0"; } |
@@ -114,6 +114,10 @@ setup_chroot()
 	# sid's and experimental's Release files may be past their Valid-Until.
 	echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99idgen-test"
 	[ -n "$EXPERIMENTAL" ] && echo "deb $MIRROR experimental main" >"$root/etc/apt/sources.list.d/experimental.list"
+	# No package starts a service in the chroot (pgbouncer's would start
+	# one, listening on the machine's network); the tests start their own.
+	printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+	chmod 755 "$root/usr/sbin/policy-rc.d"
 	mkdir -p "$root/etc/postgresql-common/createcluster.d"
 	echo 'create_main_cluster = false' >"$root/etc/postgresql-common/createcluster.d/idgen-test.conf"
 	run_in "$root" "apt-get update -qq && apt-get install -y -qq --no-install-recommends ${PACKAGES[*]} >/dev/null && apt-get clean" ||
