@@ -851,6 +851,8 @@ COMMENT ON TABLE @extschema@.idgen_worker_lease IS
 -- same key or id wait for each other rather than fail; that INSERT's own
 -- row (trigger depth > 1) goes in as it is.  The workers run with an empty
 -- search_path; the functions set their own and qualify idgen's tables.
+-- idgen's own writes to idgen_seq bypass the executor and fire no trigger;
+-- they accept this one on the table, and no other (seq_row.c).
 --
 -- A data-only restore with pg_dump's --disable-triggers ends with ALTER
 -- TABLE ... ENABLE TRIGGER ALL, which makes these triggers ordinary ones:

@@ -50,6 +50,11 @@ $pub_a->safe_psql('postgres', q{
 	SELECT idgen_seq_configure('cached:1', cache => 10);
 	SELECT idgen_seq_next('cached:1') FROM generate_series(1, 3);
 	SELECT worker_id FROM idgen_worker_acquire('holder-a', '1 hour', max_workers => 1);
+	CREATE ROLE app;
+	GRANT EXECUTE ON FUNCTION idgen_seq_next(text) TO app;
+	SET ROLE app;
+	SELECT idgen_seq_next('app:1');
+	RESET ROLE;
 	CREATE PUBLICATION pa FOR ALL TABLES;
 });
 $pub_b->safe_psql('postgres', q{
@@ -94,7 +99,11 @@ if (!$synced)
 is($sub->safe_psql('postgres', q{SELECT string_agg(src || n, ',' ORDER BY src) FROM orders}),
 	'a100,b40', "both publishers' orders arrived");
 is($sub->safe_psql('postgres', q{SELECT string_agg(key, ',' ORDER BY key) FROM idgen_seq}),
-	'a:only,b:only,cached:1,conv:1', "every publisher's keys arrived");
+	'a:only,app:1,b:only,cached:1,conv:1', "every publisher's keys arrived");
+is($sub->safe_psql('postgres', q{
+	SELECT count(*) FROM idgen_seq s JOIN pg_class c ON c.oid = 'idgen_seq'::regclass
+	WHERE s.created_by <> c.relowner}),
+	'0', "keys that arrive count as the table owner's, not as a publisher's role oid");
 is($sub->safe_psql('postgres', q{SELECT value FROM idgen_seq WHERE key = 'conv:1'}),
 	'100', 'the common key holds the greater value (a at 100, b at 40)');
 is($sub->safe_psql('postgres', 'SELECT token FROM idgen_worker_lease WHERE id = 0'),
