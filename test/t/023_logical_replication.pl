@@ -20,6 +20,7 @@
 #  - pg_dump / pg_restore of the subscriber: a whole dump restores with the
 #    replica triggers; a data-only dump with --disable-triggers leaves them
 #    ordinary triggers, which change nothing, until ENABLE REPLICA TRIGGER.
+#    idgen accepts no other trigger on idgen_seq, even one of that name.
 use strict;
 use warnings;
 
@@ -217,6 +218,17 @@ is($sub->safe_psql('data_only', $triggers), 'idgen_seq_replica:R,idgen_worker_le
 	'ENABLE REPLICA TRIGGER makes them replica triggers again');
 is($sub->safe_psql('data_only', q{SELECT idgen_seq_next('conv:1')}), '9',
 	'and idgen_seq_next still works');
+
+# idgen writes idgen_seq without firing triggers: it accepts its own
+# replica trigger there and no other, not even one of that name.
+$sub->safe_psql('data_only', q{
+	CREATE FUNCTION not_idgen() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';
+	DROP TRIGGER idgen_seq_replica ON idgen_seq;
+	CREATE TRIGGER idgen_seq_replica BEFORE UPDATE ON idgen_seq FOR EACH ROW EXECUTE FUNCTION not_idgen();
+});
+my ($ret, $stdout, $stderr) = $sub->psql('data_only', q{SELECT idgen_seq_next('conv:1')});
+like($stderr, qr/table "idgen_seq" has been altered/,
+	'a trigger of the same name on another function is refused');
 
 no_crash_logged($sub, 'no crash on the subscriber');
 done_testing();
