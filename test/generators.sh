@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+#
+# test/generators.sh: the example Snowflake generators of examples/ (Node.js
+# and Python, each with a worker id leased from idgen), run as processes
+# against a preloaded server.
+#
+#   bash test/generators.sh
+#
+# test/generators/check.py drives each generator through a small driver
+# (node/driver.js, python/driver.py: one command a line on stdin) and
+# checks, printing "ok: ..." or "not ok: ..." for each:
+#
+#   - two instances of each language and idgen_snowflake() generating at
+#     once: four different worker ids, none the server's own; every ID
+#     distinct; each instance's IDs strictly increasing; each app ID
+#     decodes to its lease's datacenter and worker and a time of the run,
+#     and idgen_snowflake_compose(idgen_snowflake_decode(id)) = id; the
+#     leases are held by "name@host:pid" and renewed
+#   - a gene out of range is refused
+#   - a wall clock stepped back: a short step is waited out (the next ID is
+#     greater), a long one refused after the bound
+#   - a lease the administrator releases: the next renewal fails and the
+#     generator stops at once ("worker lease lost"), and stays stopped
+#   - renewals held up (the lease rows locked): the generator stops at its
+#     local deadline, and a late renewal does not restart it
+#   - close, SIGTERM and SIGINT release the lease
+#
+# The generators reach the server as a LOGIN role granted the lease
+# functions as README.md shows.  The Node.js one uses pg at the version
+# examples/node/package-lock.json records (npm ci, without install
+# scripts); the Python one Debian's python3-psycopg2, with /usr/bin/python3.
+# The cluster (datacenter 1, worker 7) listens on a free loopback port from
+# GENERATORS_PORT (default 55480).
+#
+# Run as root it installs what it needs, builds and installs idgen, and
+# runs the cluster and the generators as "postgres"; as another user it
+# assumes all that.  Exit status 0 when every check passed.
+#
+set -uo pipefail
+
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PACKAGES=(postgresql-15 postgresql-server-dev-15 libpq-dev make gcc python3-psycopg2)
+command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)
+PORT=${GENERATORS_PORT:-55480}
+PYTHON=/usr/bin/python3
+
+# ---------------------------------------------------------------------------
+# As root (or whoever starts it): prepare, then run the rest as the user.
+if [ "${1:-}" != --inner ]; then
+	start=$SECONDS
+	# shellcheck source=test/lib.sh
+	. "$SRC/test/lib.sh"
+	idgen_prepare_host "${PACKAGES[@]}" || exit 2
+	make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" >/dev/null &&
+		make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" install >/dev/null || exit 2
+	WORK=$(mktemp -d /tmp/idgen-generators.XXXXXX)
+	trap 'rm -rf "$WORK"' EXIT
+	cp "$SRC/test/generators.sh" "$WORK/"
+	cp -R "$SRC/test/generators/." "$WORK/"
+	cp -R "$SRC/examples" "$WORK/examples"
+	echo "npm ci ($(node --version), npm $(npm --version))"
+	if ! (cd "$WORK/examples/node" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error); then
+		echo "generators: npm ci failed" >&2
+		exit 2
+	fi
+	[ "$(id -u)" = 0 ] && chown -R "$IDGEN_USER" "$WORK"
+	as_idgen_user "GENERATORS_PORT='$PORT' PG_CONFIG='$PG_CONFIG' \
+		bash '$WORK/generators.sh' --inner '$WORK'"
+	status=$?
+	[ $status -ne 0 ] && tail -n 20 "$WORK/server.log"
+	echo "generators: $((SECONDS - start)) s"
+	exit $status
+fi
+
+# ---------------------------------------------------------------------------
+# As the cluster's user, in the work directory $2.
+W=$2
+cd "$W" || exit 2
+BIN=$("$PG_CONFIG" --bindir)
+cleanup() {
+	[ -f "$W/data/postmaster.pid" ] && "$BIN/pg_ctl" -D "$W/data" -m immediate stop >/dev/null 2>&1
+}
+trap cleanup EXIT
+
+"$BIN/initdb" -D "$W/data" -A trust -U postgres >"$W/initdb.log" 2>&1 ||
+	{ cat "$W/initdb.log"; exit 2; }
+cat >>"$W/data/postgresql.conf" <<EOF
+shared_preload_libraries = 'idgen'
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$W'
+idgen.datacenter_id = 1
+idgen.worker_id = 7
+shared_buffers = '32MB'
+EOF
+started=
+for port in $(seq "$PORT" $((PORT + 19))); do
+	if "$BIN/pg_ctl" -D "$W/data" -l "$W/server.log" -o "-p $port" -w -t 30 start >/dev/null 2>&1; then
+		started=yes
+		break
+	fi
+done
+[ -n "$started" ] || { echo "generators: no server on ports $PORT to $port" >&2; exit 2; }
+
+export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=postgres
+export APP_URL=postgresql://orders_api@$PGHOST:$PGPORT/$PGDATABASE
+export GENERATORS_WORK=$W GENERATOR_JS=$W/examples/node/snowflake.js
+export GENERATOR_PY_DIR=$W/examples/python
+export PYTHONDONTWRITEBYTECODE=1
+echo "server on port $port"
+# The application's role, granted leasing as README.md shows.
+if ! "$BIN/psql" -X -q -v ON_ERROR_STOP=1 <<'EOF'
+CREATE EXTENSION idgen;
+CREATE ROLE id_workers;
+GRANT EXECUTE ON FUNCTION idgen_worker_acquire(text, interval, int, boolean),
+    idgen_worker_renew(int, bigint, interval, timestamptz),
+    idgen_worker_release(int, bigint, timestamptz) TO id_workers;
+CREATE ROLE orders_api LOGIN IN ROLE id_workers;
+EOF
+then
+	echo "generators: could not create the extension and the role" >&2
+	exit 2
+fi
+echo "pg $(sed -n 's/^  "version": "\(.*\)",$/\1/p' "$W/examples/node/node_modules/pg/package.json")," \
+	"psycopg2 $("$PYTHON" -c 'import psycopg2; print(psycopg2.__version__.split()[0])')"
+
+out=$(timeout 300 "$PYTHON" "$W/check.py" 2>&1)
+status=$?
+printf '%s\n' "$out"
+passed=$(grep -c '^ok: ' <<<"$out")
+failures=$(grep -c '^not ok: ' <<<"$out")
+if [ "$status" -ne 0 ] && [ "$failures" = 0 ]; then
+	echo "not ok: check.py exited with status $status"
+	failures=1
+elif [ "$status" = 0 ] && { [ "$passed" = 0 ] || [ "$failures" != 0 ]; }; then
+	echo "not ok: check.py exited with status 0 after $passed checks passed and $failures failed"
+	failures=$((failures + 1))
+fi
+echo "generators: $passed checks passed, $failures failed"
+[ "$failures" -eq 0 ]

@@ -1,0 +1,51 @@
+"""The Python generator of examples/python under test/generators/check.py's
+control, with node/driver.js's commands and replies."""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.environ["GENERATOR_PY_DIR"])
+import snowflake  # noqa: E402
+
+behind = 0
+snowflake.wall_ms = lambda: time.time_ns() // 1_000_000 - behind
+
+
+def say(line):
+    print(line, flush=True)
+
+
+try:
+    gen = snowflake.Snowflake(os.environ["APP_URL"], name=os.environ["GEN_NAME"],
+                              ttl=float(os.environ["GEN_TTL"]))
+except Exception as e:
+    say(f"error {e}")
+    sys.exit(1)
+say(f"lease {gen.datacenter_id} {gen.worker_id} {gen.token} {gen.holder}")
+def commands():
+    try:
+        yield from sys.stdin
+    except KeyboardInterrupt:          # SIGINT, once the lease is released
+        sys.exit(130)
+
+
+for line in commands():
+    cmd, *args = line.split()
+    try:
+        if cmd == "gen":
+            ids = [gen.next() for _ in range(int(args[0]))]
+            with open(args[1], "w") as f:
+                f.write("".join(f"{i}\n" for i in ids))
+            say("done")
+        elif cmd == "try":
+            say(f"ok {gen.next(int(args[0]))}")
+        elif cmd == "clock":
+            behind = int(args[0])
+            say(f"clock {behind}")
+        elif cmd == "close":
+            say(f"closed {str(gen.close()).lower()}")
+            break
+    except Exception as e:
+        say(f"error {e}")
+else:
+    gen.close()        # no more commands: release the lease and end
