@@ -26,6 +26,9 @@
 #   clients        test/clients.sh: the README's application code with
 #                  node-postgres, Knex, Drizzle, psycopg2, SQLAlchemy and
 #                  Django (PostgreSQL 15, under a minute)
+#   generators     test/generators.sh: the example Snowflake generators of
+#                  examples/ (Node.js, Python) with leased worker ids, run as
+#                  processes (PostgreSQL 15, about 15 s)
 #
 # As another user than root, or with PG_CONFIG set, it runs test/suite.sh
 # against that one installation, assuming the packages are installed and
@@ -186,6 +189,14 @@ if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
 	log "clients"
 	PG_CONFIG=$HOST_PG_CONFIG bash "$SRC/test/clients.sh"
 	count clients $?
+fi
+
+# The example generators of examples/, with worker ids leased from the
+# machine's PostgreSQL 15.
+if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
+	log "generators"
+	PG_CONFIG=$HOST_PG_CONFIG bash "$SRC/test/generators.sh"
+	count generators $?
 fi
 
 echo
