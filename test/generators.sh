@@ -16,7 +16,9 @@
 #     decodes to its lease's datacenter and worker and a time of the run,
 #     and idgen_snowflake_compose(idgen_snowflake_decode(id)) = id; the
 #     leases are held by "name@host:pid" and renewed
-#   - a gene out of range is refused
+#   - a gene out of range is refused; so are a clock-back bound not below
+#     idgen.worker_quarantine and a server whose layout is not valid, before
+#     any lease is taken
 #   - a wall clock stepped back: a short step is waited out (the next ID is
 #     greater), a long one refused after the bound
 #   - a lease the administrator releases: the next renewal fails and the
@@ -30,7 +32,8 @@
 # examples/node/package-lock.json records (npm ci, without install
 # scripts); the Python one Debian's python3-psycopg2, with /usr/bin/python3.
 # The cluster (datacenter 1, worker 7) listens on a free loopback port from
-# GENERATORS_PORT (default 55480).
+# GENERATORS_PORT (default 55480); a second one, with a layout that is not
+# valid, on the next free one.
 #
 # Run as root it installs what it needs, builds and installs idgen, and
 # runs the cluster and the generators as "postgres"; as another user it
@@ -68,7 +71,7 @@ if [ "${1:-}" != --inner ]; then
 	as_idgen_user "GENERATORS_PORT='$PORT' PG_CONFIG='$PG_CONFIG' \
 		bash '$WORK/generators.sh' --inner '$WORK'"
 	status=$?
-	[ $status -ne 0 ] && tail -n 20 "$WORK/server.log"
+	[ $status -ne 0 ] && tail -n 20 "$WORK/data.log"
 	echo "generators: $((SECONDS - start)) s"
 	exit $status
 fi
@@ -79,37 +82,41 @@ W=$2
 cd "$W" || exit 2
 BIN=$("$PG_CONFIG" --bindir)
 cleanup() {
-	[ -f "$W/data/postmaster.pid" ] && "$BIN/pg_ctl" -D "$W/data" -m immediate stop >/dev/null 2>&1
+	local d
+	for d in "$W/data" "$W/bad"; do
+		[ -f "$d/postmaster.pid" ] && "$BIN/pg_ctl" -D "$d" -m immediate stop >/dev/null 2>&1
+	done
 }
 trap cleanup EXIT
 
-"$BIN/initdb" -D "$W/data" -A trust -U postgres >"$W/initdb.log" 2>&1 ||
-	{ cat "$W/initdb.log"; exit 2; }
-cat >>"$W/data/postgresql.conf" <<EOF
+# A preloaded cluster in $W/$1 with the settings $2, on the first free
+# loopback port from $3 on, which it prints.
+start_cluster()
+{
+	local port
+	"$BIN/initdb" -D "$W/$1" -A trust -U postgres >"$W/$1-initdb.log" 2>&1 ||
+		{ cat "$W/$1-initdb.log" >&2; return 1; }
+	cat >>"$W/$1/postgresql.conf" <<EOF
 shared_preload_libraries = 'idgen'
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$W'
-idgen.datacenter_id = 1
-idgen.worker_id = 7
 shared_buffers = '32MB'
+$2
 EOF
-started=
-for port in $(seq "$PORT" $((PORT + 19))); do
-	if "$BIN/pg_ctl" -D "$W/data" -l "$W/server.log" -o "-p $port" -w -t 30 start >/dev/null 2>&1; then
-		started=yes
-		break
-	fi
-done
-[ -n "$started" ] || { echo "generators: no server on ports $PORT to $port" >&2; exit 2; }
+	for port in $(seq "$3" $(($3 + 19))); do
+		if "$BIN/pg_ctl" -D "$W/$1" -l "$W/$1.log" -o "-p $port" -w -t 30 start >/dev/null 2>&1; then
+			echo "$port"
+			return 0
+		fi
+	done
+	echo "generators: no server on ports $3 to $port" >&2
+	return 1
+}
 
-export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=postgres
-export APP_URL=postgresql://orders_api@$PGHOST:$PGPORT/$PGDATABASE
-export GENERATORS_WORK=$W GENERATOR_JS=$W/examples/node/snowflake.js
-export GENERATOR_PY_DIR=$W/examples/python
-export PYTHONDONTWRITEBYTECODE=1
-echo "server on port $port"
 # The application's role, granted leasing as README.md shows.
-if ! "$BIN/psql" -X -q -v ON_ERROR_STOP=1 <<'EOF'
+setup_cluster() # PORT
+{
+	"$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$1" -U postgres postgres <<'EOF'
 CREATE EXTENSION idgen;
 CREATE ROLE id_workers;
 GRANT EXECUTE ON FUNCTION idgen_worker_acquire(text, interval, int, boolean),
@@ -117,10 +124,23 @@ GRANT EXECUTE ON FUNCTION idgen_worker_acquire(text, interval, int, boolean),
     idgen_worker_release(int, bigint, timestamptz) TO id_workers;
 CREATE ROLE orders_api LOGIN IN ROLE id_workers;
 EOF
-then
+}
+
+# The checks' server (datacenter 1, worker 7), and one whose layout is not
+# valid (the fields add up to 62 bits), which the generators must refuse.
+port=$(start_cluster data $'idgen.datacenter_id = 1\nidgen.worker_id = 7' "$PORT") || exit 2
+bad_port=$(start_cluster bad 'idgen.timestamp_bits = 40' $((port + 1))) || exit 2
+if ! setup_cluster "$port" || ! setup_cluster "$bad_port"; then
 	echo "generators: could not create the extension and the role" >&2
 	exit 2
 fi
+echo "servers on ports $port and $bad_port (an invalid layout)"
+export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=postgres
+export APP_URL=postgresql://orders_api@$PGHOST:$PGPORT/$PGDATABASE
+export BAD_LAYOUT_URL=postgresql://orders_api@$PGHOST:$bad_port/$PGDATABASE
+export GENERATORS_WORK=$W GENERATOR_JS=$W/examples/node/snowflake.js
+export GENERATOR_PY_DIR=$W/examples/python
+export PYTHONDONTWRITEBYTECODE=1
 echo "pg $(sed -n 's/^  "version": "\(.*\)",$/\1/p' "$W/examples/node/node_modules/pg/package.json")," \
 	"psycopg2 $("$PYTHON" -c 'import psycopg2; print(psycopg2.__version__.split()[0])')"
 

@@ -55,23 +55,21 @@ def stop_children():
 class Generator:
     """One generator process and its lease, as it reported it."""
 
-    def __init__(self, lang, name):
+    def __init__(self, lang, name, **env):
         self.lang, self.name = lang, name
         cmd = (["node", os.path.join(HERE, "node", "driver.js")] if lang == "node"
                else [sys.executable, os.path.join(HERE, "python", "driver.py")])
-        env = dict(os.environ, GEN_NAME=name, GEN_TTL=str(TTL))
+        env = dict(os.environ, GEN_NAME=name, GEN_TTL=str(TTL), **env)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, bufsize=1, env=env)
         children.append(self.proc)
         self.lines = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
-        first = self.reply(30)
-        self.started = first.startswith("lease ")
+        self.first = self.reply(30)
+        self.started = self.first.startswith("lease ")
         if self.started:
-            dc, w, token, self.holder = first.split()[1:]
+            dc, w, token, self.holder = self.first.split()[1:]
             self.datacenter_id, self.worker_id, self.token = int(dc), int(w), int(token)
-        else:
-            print(f"{name}: {first}")
 
     def _read(self):
         for line in self.proc.stdout:
@@ -116,7 +114,7 @@ def wait_error(gen, timeout, start=None):
 # --- Four generators at once, with the server generating too --------------
 server_dc, server_w = sql("SELECT datacenter_id, worker_id FROM idgen_info()")[0]
 gens = [Generator(lang, f"{lang}{i}") for lang in ("node", "python") for i in (1, 2)]
-if not all(ok(g.started, f"{g.name} starts and leases a worker id") for g in gens):
+if not all(ok(g.started, f"{g.name} starts and leases a worker id ({g.first})") for g in gens):
     sys.exit(1)
 for g in gens:
     holder = f"{g.name}@{socket.gethostname()}:{g.proc.pid}"
@@ -131,6 +129,27 @@ for g in gens:
     r = g.send("try 1")
     ok(r.startswith("error ") and "gene 1 is out of range" in r,
        f"{g.name}: gene 1 is refused with gene_bits 0 ({r})")
+
+# --- What a generator refuses to start with: no lease is taken -----------
+bad_layout = psycopg2.connect(os.environ["BAD_LAYOUT_URL"], user="postgres")
+bad_layout.autocommit = True
+for lang in ("node", "python"):
+    g = Generator(lang, f"{lang}-bound", GEN_MAX_BACKWARD="10")
+    status = g.exited()
+    leases = sql("SELECT count(*) FROM idgen_worker_lease WHERE holder LIKE %s", (g.name + "@%",))
+    ok(not g.started and "below idgen.worker_quarantine" in g.first and status == 1
+       and leases == [(0,)],
+       f"{g.name}: a clock-back bound of 10 s (the quarantine is 10 s) is refused"
+       f" (status {status}, {leases[0][0]} leases): {g.first}")
+    g = Generator(lang, f"{lang}-bad-layout", APP_URL=os.environ["BAD_LAYOUT_URL"])
+    status = g.exited()
+    with bad_layout.cursor() as cur:
+        cur.execute("SELECT count(*) FROM idgen_worker_lease")
+        leases = cur.fetchone()[0]
+    ok(not g.started and "layout is not valid" in g.first and status == 1 and leases == 0,
+       f"{g.name}: a server whose layout is not valid is refused"
+       f" (status {status}, {leases} leases): {g.first}")
+bad_layout.close()
 
 t0 = sql("SELECT clock_timestamp()")[0][0]
 done = threading.Event()

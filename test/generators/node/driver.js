@@ -22,7 +22,8 @@ const say = (line) => process.stdout.write(line + '\n');
   let gen;
   try {
     gen = await Snowflake.start({ connection: process.env.APP_URL, name: process.env.GEN_NAME,
-      ttlMs: Number(process.env.GEN_TTL) * 1000 });
+      ttlMs: Number(process.env.GEN_TTL) * 1000,
+      maxBackwardMs: process.env.GEN_MAX_BACKWARD && Number(process.env.GEN_MAX_BACKWARD) * 1000 });
   } catch (e) {
     say(`error ${e.message}`);
     process.exitCode = 1;

@@ -17,7 +17,8 @@ def say(line):
 
 try:
     gen = snowflake.Snowflake(os.environ["APP_URL"], name=os.environ["GEN_NAME"],
-                              ttl=float(os.environ["GEN_TTL"]))
+                              ttl=float(os.environ["GEN_TTL"]),
+                              max_backward=float(os.environ.get("GEN_MAX_BACKWARD", 1)))
 except Exception as e:
     say(f"error {e}")
     sys.exit(1)
