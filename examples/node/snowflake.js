@@ -61,8 +61,9 @@ class Snowflake {
     if (!l.layout_valid) throw new Error(`snowflake: the server's layout is not valid: ${l.layout_error}`);
     if (l.datacenter_bits + l.worker_bits === 0)
       throw new Error('snowflake: the layout has no datacenter or worker bits to lease');
-    // A clock stepped back makes next() wait with IDs ahead of the clock;
-    // the quarantine must cover that for the id's next holder.
+    // A clock found stepped back by d was d ahead when it made the last
+    // IDs; the quarantine keeps the id's next holder above a lead smaller
+    // than itself only, so only such steps are waited out.
     if (this._maxBackwardMs >= Number(l.quarantine_ms))
       throw new Error(`snowflake: maxBackwardMs must be below idgen.worker_quarantine (${l.quarantine_ms} ms)`);
     this._epochMs = Number(l.epoch_ms);
@@ -160,8 +161,9 @@ class Snowflake {
 
   // Stop generating and release the lease: true if this released it,
   // false if it was released already. An application's lease reports no
-  // horizon (only a server's lease does): its IDs never run ahead of its
-  // clock by more than maxBackwardMs, which the quarantine covers.
+  // horizon (only a server's lease does): its IDs carry its clock's
+  // reading, never a millisecond ahead, and the id's next holder starts at
+  // least the quarantine later.
   async close() {
     this._stop('closed');
     if (this._onSignal) {

@@ -73,8 +73,9 @@ class Snowflake:
                 raise RuntimeError(f"snowflake: the server's layout is not valid: {error}")
             if dc_bits + w_bits == 0:
                 raise RuntimeError("snowflake: the layout has no datacenter or worker bits to lease")
-            # A clock stepped back makes next() wait with IDs ahead of the
-            # clock; the quarantine must cover that for the id's next holder.
+            # A clock found stepped back by d was d ahead when it made the
+            # last IDs; the quarantine keeps the id's next holder above a
+            # lead smaller than itself only, so only such steps are waited out.
             if self.max_backward * 1000 >= quarantine_ms:
                 raise RuntimeError("snowflake: max_backward must be below idgen.worker_quarantine"
                                    f" ({quarantine_ms} ms)")
@@ -159,8 +160,9 @@ class Snowflake:
     def close(self):
         """Stop generating and release the lease: True if this released it,
         False if it was released already. An application's lease reports
-        no horizon (only a server's lease does): its IDs never run ahead of
-        its clock by more than max_backward, which the quarantine covers."""
+        no horizon (only a server's lease does): its IDs carry its clock's
+        reading, never a millisecond ahead, and the id's next holder starts
+        at least the quarantine later."""
         self._stop("closed")
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
