@@ -1498,6 +1498,12 @@ idgen_seq_cache_collect_used(IdgenSeqRequest *req, int max)
 
 		if (!e->c.f.used)
 			continue;
+		/*
+		 * Cleared before it is acted on: a use that sets it again from
+		 * here on is recorded by the next purge, not lost.
+		 */
+		e->c.f.used = false;
+		pg_memory_barrier();
 		LWLockAcquire(e->lock, LW_SHARED);
 		if (e->in_use && e->has_ttl && e->tag.dbid == MyDatabaseId)
 		{
@@ -1505,7 +1511,6 @@ idgen_seq_cache_collect_used(IdgenSeqRequest *req, int max)
 			n++;
 		}
 		LWLockRelease(e->lock);
-		e->c.f.used = false;
 	}
 	return n;
 }
