@@ -59,34 +59,22 @@ CLIENTS=(node/strings.test.js node/bigint.test.js node/knex.test.js node/drizzle
 # ---------------------------------------------------------------------------
 # As root (or whoever starts it): prepare, then run the rest as the user.
 if [ "${1:-}" != --inner ]; then
-	start=$SECONDS
 	# shellcheck source=test/lib.sh
 	. "$SRC/test/lib.sh"
-	idgen_prepare_host "${PACKAGES[@]}" || exit 2
-	make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" >/dev/null &&
-		make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" install >/dev/null || exit 2
-	WORK=$(mktemp -d /tmp/idgen-clients.XXXXXX)
-	trap 'rm -rf "$WORK"' EXIT
+	idgen_client_prepare clients "${PACKAGES[@]}" || exit 2
 	cp "$SRC/test/clients.sh" "$SRC/README.md" "$WORK/"
 	cp -R "$SRC/test/clients/." "$WORK/"
-	echo "npm ci ($(node --version), npm $(npm --version))"
-	if ! (cd "$WORK/node" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error); then
-		echo "clients: npm ci failed" >&2
-		exit 2
-	fi
-	[ "$(id -u)" = 0 ] && chown -R "$IDGEN_USER" "$WORK"
-	as_idgen_user "CLIENTS_PORT='$PORT' PG_CONFIG='$PG_CONFIG' \
-		bash '$WORK/clients.sh' --inner '$WORK'"
-	status=$?
-	[ $status -ne 0 ] && tail -n 20 "$WORK/server.log"
-	echo "clients: $((SECONDS - start)) s"
-	exit $status
+	idgen_client_npm clients "$WORK/node" || exit 2
+	idgen_client_run clients server.log "CLIENTS_PORT='$PORT' PG_CONFIG='$PG_CONFIG'"
+	exit
 fi
 
 # ---------------------------------------------------------------------------
 # As the cluster's user, in the work directory $2.
 W=$2
 cd "$W" || exit 2
+# shellcheck source=test/lib.sh
+. "$W/lib.sh"
 BIN=$("$PG_CONFIG" --bindir)
 passed=0
 failures=0
@@ -152,25 +140,9 @@ else
 	not_ok "README.md's marked blocks can be read"
 fi
 
-# A free loopback port from PORT on: the first one the server binds.
-"$BIN/initdb" -D "$W/data" -A trust -U postgres >"$W/initdb.log" 2>&1 ||
-	{ cat "$W/initdb.log"; exit 2; }
-cat >>"$W/data/postgresql.conf" <<EOF
-shared_preload_libraries = 'idgen'
-listen_addresses = '127.0.0.1'
-unix_socket_directories = '$W'
-idgen.datacenter_id = 1
-idgen.worker_id = 7
-shared_buffers = '32MB'
-EOF
-started=
-for port in $(seq "$PORT" $((PORT + 19))); do
-	if "$BIN/pg_ctl" -D "$W/data" -l "$W/server.log" -o "-p $port" -w -t 30 start >/dev/null 2>&1; then
-		started=yes
-		break
-	fi
-done
-[ -n "$started" ] || { echo "clients: no server on ports $PORT to $port" >&2; exit 2; }
+# The server, on a free loopback port from PORT on.
+port=$(idgen_start_cluster "$W/data" "$W/server.log" $'idgen.datacenter_id = 1\nidgen.worker_id = 7' "$PORT") ||
+	exit 2
 
 export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=postgres
 export DATABASE_URL=postgresql://$PGUSER@$PGHOST:$PGPORT/$PGDATABASE

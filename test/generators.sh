@@ -51,35 +51,23 @@ PYTHON=/usr/bin/python3
 # ---------------------------------------------------------------------------
 # As root (or whoever starts it): prepare, then run the rest as the user.
 if [ "${1:-}" != --inner ]; then
-	start=$SECONDS
 	# shellcheck source=test/lib.sh
 	. "$SRC/test/lib.sh"
-	idgen_prepare_host "${PACKAGES[@]}" || exit 2
-	make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" >/dev/null &&
-		make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" install >/dev/null || exit 2
-	WORK=$(mktemp -d /tmp/idgen-generators.XXXXXX)
-	trap 'rm -rf "$WORK"' EXIT
+	idgen_client_prepare generators "${PACKAGES[@]}" || exit 2
 	cp "$SRC/test/generators.sh" "$WORK/"
 	cp -R "$SRC/test/generators/." "$WORK/"
 	cp -R "$SRC/examples" "$WORK/examples"
-	echo "npm ci ($(node --version), npm $(npm --version))"
-	if ! (cd "$WORK/examples/node" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error); then
-		echo "generators: npm ci failed" >&2
-		exit 2
-	fi
-	[ "$(id -u)" = 0 ] && chown -R "$IDGEN_USER" "$WORK"
-	as_idgen_user "GENERATORS_PORT='$PORT' PG_CONFIG='$PG_CONFIG' \
-		bash '$WORK/generators.sh' --inner '$WORK'"
-	status=$?
-	[ $status -ne 0 ] && tail -n 20 "$WORK/data.log"
-	echo "generators: $((SECONDS - start)) s"
-	exit $status
+	idgen_client_npm generators "$WORK/examples/node" || exit 2
+	idgen_client_run generators data.log "GENERATORS_PORT='$PORT' PG_CONFIG='$PG_CONFIG'"
+	exit
 fi
 
 # ---------------------------------------------------------------------------
 # As the cluster's user, in the work directory $2.
 W=$2
 cd "$W" || exit 2
+# shellcheck source=test/lib.sh
+. "$W/lib.sh"
 BIN=$("$PG_CONFIG" --bindir)
 cleanup() {
 	local d
@@ -88,30 +76,6 @@ cleanup() {
 	done
 }
 trap cleanup EXIT
-
-# A preloaded cluster in $W/$1 with the settings $2, on the first free
-# loopback port from $3 on, which it prints.
-start_cluster()
-{
-	local port
-	"$BIN/initdb" -D "$W/$1" -A trust -U postgres >"$W/$1-initdb.log" 2>&1 ||
-		{ cat "$W/$1-initdb.log" >&2; return 1; }
-	cat >>"$W/$1/postgresql.conf" <<EOF
-shared_preload_libraries = 'idgen'
-listen_addresses = '127.0.0.1'
-unix_socket_directories = '$W'
-shared_buffers = '32MB'
-$2
-EOF
-	for port in $(seq "$3" $(($3 + 19))); do
-		if "$BIN/pg_ctl" -D "$W/$1" -l "$W/$1.log" -o "-p $port" -w -t 30 start >/dev/null 2>&1; then
-			echo "$port"
-			return 0
-		fi
-	done
-	echo "generators: no server on ports $3 to $port" >&2
-	return 1
-}
 
 # The application's role, granted leasing as README.md shows.
 setup_cluster() # PORT
@@ -128,8 +92,8 @@ EOF
 
 # The checks' server (datacenter 1, worker 7), and one whose layout is not
 # valid (the fields add up to 62 bits), which the generators must refuse.
-port=$(start_cluster data $'idgen.datacenter_id = 1\nidgen.worker_id = 7' "$PORT") || exit 2
-bad_port=$(start_cluster bad 'idgen.timestamp_bits = 40' $((port + 1))) || exit 2
+port=$(idgen_start_cluster "$W/data" "$W/data.log" $'idgen.datacenter_id = 1\nidgen.worker_id = 7' "$PORT") || exit 2
+bad_port=$(idgen_start_cluster "$W/bad" "$W/bad.log" 'idgen.timestamp_bits = 40' $((port + 1))) || exit 2
 if ! setup_cluster "$port" || ! setup_cluster "$bad_port"; then
 	echo "generators: could not create the extension and the role" >&2
 	exit 2

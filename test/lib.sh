@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # test/lib.sh: shell helpers sourced by test/run.sh and test/demo.sh.
 #
 # idgen_prepare_host PACKAGE...
@@ -7,6 +8,24 @@
 #     IDGEN_USER to the user that runs servers and tests.
 # as_idgen_user 'COMMAND LINE'
 #     Run a shell command line as IDGEN_USER.
+#
+# For the host scripts that run real clients (test/clients.sh,
+# test/generators.sh):
+# idgen_client_prepare NAME PACKAGE...
+#     Install the packages, build and install idgen (PG_CONFIG), and make a
+#     work directory, WORK, removed at exit, with a copy of this file (for
+#     the script's part that runs as IDGEN_USER there).
+# idgen_client_npm NAME DIR
+#     npm ci in DIR: the versions its package-lock.json records, without
+#     install scripts.
+# idgen_client_run NAME LOG 'ENVIRONMENT'
+#     Run "WORK/NAME.sh --inner WORK" as IDGEN_USER with those variables,
+#     after giving it WORK; print the tail of WORK/LOG if it failed, and
+#     the time taken; its exit status.
+# idgen_start_cluster DIR LOG SETTINGS FIRST_PORT
+#     initdb DIR, preload idgen with SETTINGS (postgresql.conf lines), and
+#     start it on the first free loopback port from FIRST_PORT (20 are
+#     tried), its socket in DIR's parent; print the port.  Needs BIN.
 
 idgen_prepare_host()
 {
@@ -37,4 +56,56 @@ as_idgen_user()
 	else
 		bash -c "$1"
 	fi
+}
+
+idgen_client_prepare()
+{
+	local name=$1
+	shift
+	IDGEN_CLIENT_START=$SECONDS
+	idgen_prepare_host "$@" || return 2
+	make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" >/dev/null &&
+		make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" install >/dev/null || return 2
+	WORK=$(mktemp -d "/tmp/idgen-$name.XXXXXX")
+	# shellcheck disable=SC2064 # WORK is fixed from here on
+	trap "rm -rf '$WORK'" EXIT
+	cp "$SRC/test/lib.sh" "$WORK/"
+}
+
+idgen_client_npm()
+{
+	echo "npm ci ($(node --version), npm $(npm --version))"
+	if ! (cd "$2" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error); then
+		echo "$1: npm ci failed" >&2
+		return 2
+	fi
+}
+
+idgen_client_run()
+{
+	local name=$1 log=$2 env=$3 status
+	[ "$(id -u)" = 0 ] && chown -R "$IDGEN_USER" "$WORK"
+	as_idgen_user "$env bash '$WORK/$name.sh' --inner '$WORK'"
+	status=$?
+	[ $status -ne 0 ] && [ -f "$WORK/$log" ] && tail -n 20 "$WORK/$log"
+	echo "$name: $((SECONDS - IDGEN_CLIENT_START)) s"
+	return $status
+}
+
+idgen_start_cluster()
+{
+	local dir=$1 log=$2 settings=$3 first=$4 port
+	"$BIN/initdb" -D "$dir" -A trust -U postgres >"$dir-initdb.log" 2>&1 ||
+		{ cat "$dir-initdb.log" >&2; return 1; }
+	printf '%s\n' "shared_preload_libraries = 'idgen'" "listen_addresses = '127.0.0.1'" \
+		"unix_socket_directories = '$(dirname "$dir")'" "shared_buffers = '32MB'" \
+		"$settings" >>"$dir/postgresql.conf"
+	for port in $(seq "$first" $((first + 19))); do
+		if "$BIN/pg_ctl" -D "$dir" -l "$log" -o "-p $port" -w -t 30 start >/dev/null 2>&1; then
+			echo "$port"
+			return 0
+		fi
+	done
+	echo "no server on ports $first to $port" >&2
+	return 1
 }
