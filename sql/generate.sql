@@ -73,4 +73,12 @@ FROM idgen_stats WHERE kind = 'snowflake';
 SELECT idgen_stats_reset();
 SELECT ids, borrowed_ms, waits, wait_time_ms, errors FROM idgen_stats;
 
+-- idgen_snowflake_row() without gene bits: every gene is 0, and a width
+-- above idgen.gene_bits (0 here) is refused.
+SELECT r.id > 0 AS id, r.gene, idgen_snowflake_last() = r.id AS counted_as_last
+FROM idgen_snowflake_row() r;
+SELECT gene, id > 0 AS has_id FROM idgen_snowflake_row(0);
+SELECT * FROM idgen_snowflake_row(1);
+\echo :LAST_ERROR_SQLSTATE
+
 DROP TABLE users, big;

@@ -127,4 +127,42 @@ FROM orders o, LATERAL idgen_snowflake_decode(o.id) d;
 SELECT idgen_snowflake_compose('2025-01-01', 1, 2, 0, 16);
 \echo :LAST_ERROR_SQLSTATE
 
-DROP TABLE t_bad, orders_by_shard, orders, users CASCADE;
+-- idgen_snowflake_row(): a root row's ID and its gene in one call, for a
+-- table partitioned by a gene column the INSERT fills.  The rows spread
+-- round-robin over the 16 partitions, each row's gene is its ID's, and a
+-- child made with the parent's gene lands in its parent's partition.
+CREATE TABLE accounts (id bigint NOT NULL, gene int NOT NULL, name text,
+                       PRIMARY KEY (gene, id)) PARTITION BY LIST (gene);
+DO $$
+BEGIN
+    FOR g IN 0..15 LOOP
+        EXECUTE format('CREATE TABLE accounts_%s PARTITION OF accounts FOR VALUES IN (%s)', g, g);
+    END LOOP;
+END
+$$;
+-- (One row: FROM idgen_snowflake_row() r.  Several: the row in the
+-- select list of a subquery, as a function in FROM is called only once.)
+INSERT INTO accounts (id, gene, name)
+    SELECT (r).id, (r).gene, 'account ' || n
+    FROM (SELECT idgen_snowflake_row() AS r, n FROM generate_series(1, 160) n) s;
+INSERT INTO accounts (id, gene, name) SELECT r.id, r.gene, 'ann' FROM idgen_snowflake_row() r;
+SELECT count(*) AS accounts,
+       count(*) FILTER (WHERE gene <> idgen_gene(id, 4)) AS gene_mismatch,
+       count(DISTINCT tableoid) AS partitions_used,
+       max(c) - min(c) AS spread
+FROM accounts, LATERAL (SELECT count(*) AS c FROM accounts a2 WHERE a2.gene = accounts.gene) x;
+SELECT count(*) FILTER (WHERE idgen_gene(idgen_snowflake(gene), 4) <> gene) AS child_gene_mismatch
+FROM accounts;
+SELECT idgen_snowflake_last() = max(id) AS last_is_the_rows FROM (SELECT id FROM idgen_snowflake_row()) r;
+-- A narrower width groups the genes; a wider one than idgen.gene_bits
+-- cannot be carried by children and is refused.
+SELECT bool_and((r).gene = idgen_gene((r).id, 2)) AS two_bits, max((r).gene) <= 3 AS within_two_bits,
+       count(DISTINCT (r).gene) AS groups
+FROM (SELECT idgen_snowflake_row(2) AS r FROM generate_series(1, 50)) s;
+SELECT * FROM idgen_snowflake_row(5);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_snowflake_row(-1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idgen_snowflake_row(NULL);
+
+DROP TABLE t_bad, orders_by_shard, orders, users, accounts CASCADE;

@@ -34,6 +34,19 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'idgen_snowflake_gene_int4'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL SAFE;
 
+-- A root row's ID and its gene in one call, for a gene column the INSERT
+-- fills (tables distributed or partitioned by gene):
+--   INSERT INTO users (id, gene, name) SELECT r.id, r.gene, 'ann' FROM idgen_snowflake_row() r;
+CREATE FUNCTION @extschema@.idgen_snowflake_row(OUT id bigint, OUT gene int)
+RETURNS record
+AS 'MODULE_PATHNAME', 'idgen_snowflake_row'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE FUNCTION @extschema@.idgen_snowflake_row(bits int, OUT id bigint, OUT gene int)
+RETURNS record
+AS 'MODULE_PATHNAME', 'idgen_snowflake_row'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
 -- Readers.  IMMUTABLE: they depend on their arguments and the layout, which
 -- is fixed while the server runs.  In index and partition expressions, spell
 -- the gene width out: idgen_gene(id, 4).
@@ -734,6 +747,10 @@ COMMENT ON FUNCTION @extschema@.idgen_snowflake_trigger() IS
     'trigger: fills an ID column with idgen_snowflake(), with the gene of a parent column if named';
 COMMENT ON FUNCTION @extschema@.idgen_convert_column(regclass, name) IS
     'turns a serial, bigserial, identity or integer key into bigint DEFAULT idgen_snowflake(), widening the foreign keys that refer to it';
+COMMENT ON FUNCTION @extschema@.idgen_snowflake_row() IS
+    'next Snowflake ID and its gene (idgen.gene_bits wide), for a gene column the INSERT fills';
+COMMENT ON FUNCTION @extschema@.idgen_snowflake_row(int) IS
+    'next Snowflake ID and its gene, bits wide (at most idgen.gene_bits)';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake_last() IS
     'the last Snowflake ID this session generated (currval rules; lastval untouched)';
 COMMENT ON FUNCTION @extschema@.idgen_uuid7_last() IS
@@ -1051,6 +1068,8 @@ GRANT EXECUTE ON FUNCTION
     @extschema@.idgen_snowflake(bigint),
     @extschema@.idgen_snowflake(int),
     @extschema@.idgen_snowflake_trigger(),
+    @extschema@.idgen_snowflake_row(),
+    @extschema@.idgen_snowflake_row(int),
     @extschema@.idgen_gene(bigint),
     @extschema@.idgen_gene(bigint, int),
     @extschema@.idgen_snowflake_decode(bigint),

@@ -30,6 +30,7 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
@@ -46,6 +47,7 @@ PG_FUNCTION_INFO_V1(idgen_snowflake_gene);
 PG_FUNCTION_INFO_V1(idgen_snowflake_gene_int4);
 PG_FUNCTION_INFO_V1(idgen_snowflake_trigger);
 PG_FUNCTION_INFO_V1(idgen_snowflake_last);
+PG_FUNCTION_INFO_V1(idgen_snowflake_row);
 
 /*
  * The last ID this process generated (idgen_snowflake_last), as currval()
@@ -140,6 +142,46 @@ idgen_snowflake(PG_FUNCTION_ARGS)
 {
 	snowflake_prepare("idgen_snowflake");
 	PG_RETURN_INT64(snowflake_next(next_spread_gene()));
+}
+
+/*
+ * idgen_snowflake_row([bits int]) returns (id bigint, gene int)
+ *		A root row's ID and its gene in one call, for tables distributed or
+ *		partitioned by a gene column that the INSERT must fill: the ID of
+ *		idgen_snowflake() (genes round-robin) and idgen_gene(id, bits), bits
+ *		defaulting to idgen.gene_bits.  A narrower width groups the genes
+ *		(bits 4 of 8: 16 groups of 16); a wider one would name bits that
+ *		children's IDs cannot carry, and is refused.
+ */
+Datum
+idgen_snowflake_row(PG_FUNCTION_ARGS)
+{
+	const IdgenLayout *l = &idgen_layout;
+	int32		bits;
+	int64		id;
+	TupleDesc	tupdesc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	snowflake_prepare("idgen_snowflake_row");
+	bits = PG_NARGS() > 0 ? PG_GETARG_INT32(0) : l->gene_bits;
+	if (bits < 0 || bits > l->gene_bits)
+	{
+		idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_ERRORS, 1);
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("gene width %d is out of range", bits),
+				 errdetail("\"idgen.gene_bits\" is %d: a row's gene is between 0 and that many bits wide, so that its children's IDs can carry it.",
+						   l->gene_bits),
+				 errhint("Omit the width to take \"idgen.gene_bits\".")));
+	}
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	id = snowflake_next(next_spread_gene());
+	values[0] = Int64GetDatum(id);
+	values[1] = Int32GetDatum((int32) ((uint64) id & ((UINT64CONST(1) << bits) - 1)));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }
 
 /*
