@@ -40,6 +40,13 @@ my %blocks = (
 	'leases' => { ext => 1, check => qr/^t$/m },
 	'registry' => { ext => 0, check => qr/^[a-z]+\|1\|7\|/m },
 	'standby' => { ext => 1, check => qr/^f\|/m },
+	# (its psql variables set; 028 runs the whole recipe on its own layout)
+	'sharding' => { ext => 1, setup => q{
+		CREATE TABLE users (id bigint NOT NULL, gene int NOT NULL, name text, PRIMARY KEY (gene, id));
+		CREATE TABLE orders (id bigint NOT NULL, gene int NOT NULL, user_id bigint NOT NULL, amount int,
+		                     PRIMARY KEY (gene, id), FOREIGN KEY (gene, user_id) REFERENCES users (gene, id));
+		INSERT INTO users VALUES (1, 3, 'bob');},
+		vars => [ gene => 3, user_id => 1, order_id => 1 ] },
 	'range-scan' => { ext => 1, setup => 'CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT idgen_snowflake());' },
 	'monitoring' => { ext => 1 },
 );
@@ -59,7 +66,9 @@ for my $name (grep { $blocks{$_} } @marked)
 	  unless $node->safe_psql('postgres', "SELECT count(*) FROM pg_database WHERE datname = '$db'");
 	$node->safe_psql($db, 'CREATE EXTENSION idgen') if $b->{ext};
 	$node->safe_psql($db, $b->{setup}) if $b->{setup};
-	my ($ret, $out, $err) = $node->psql($db, doc_block('README.md', "readme/$name"), on_error_stop => 1);
+	my %vars = @{ $b->{vars} // [] };
+	my ($ret, $out, $err) = $node->psql($db, doc_block('README.md', "readme/$name"), on_error_stop => 1,
+		extra_params => [ map { ('-v', "$_=$vars{$_}") } sort keys %vars ]);
 	is($ret, 0, "README block $name runs as printed") or diag($err);
 	like($out, $b->{check}, "README block $name: its result") if $b->{check};
 }
