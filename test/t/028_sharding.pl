@@ -16,7 +16,7 @@ my $doc = repo_file('docs/many-servers.md');
 my ($section) = $doc =~ /^(## Sharding by gene.*?)(?=^## |\z)/ms;
 ok(defined $section, 'docs/many-servers.md has the sharding section');
 my @fences = $section =~ /^```sql$/mg;
-my @marked = $section =~ /^<!-- (?:test: sharding\/[a-z-]+|by hand: Citus [0-9.]+, PostgreSQL [0-9]+) -->\n```sql$/mg;
+my @marked = $section =~ /^<!-- (?:test: sharding\/[a-z-]+|by hand: Citus [0-9.]+, PostgreSQL [0-9.]+) -->\n```sql$/mg;
 is(scalar @marked, scalar @fences, 'every SQL block of the section is run here or marked as checked by hand');
 
 # The layout of the settings block, as printed.
