@@ -14,7 +14,7 @@ use File::Spec;
 
 use Exporter 'import';
 our @EXPORT = qw(idgen_node sql_error stress_client crash_twice faketime_clock hold_reindex
-  no_crash_logged start_load read_values compare_values doc_block repo_file);
+  no_crash_logged start_load read_values compare_values doc_block repo_file kill_backend);
 
 # A new cluster with idgen preloaded and the extension created in database
 # "postgres".  %conf holds extra settings (name => value); a setting named
@@ -97,24 +97,30 @@ sub crash_twice
 	my $victim = $node->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE application_name = 'idgen_stress' LIMIT 1");
 	like($victim, qr/^\d+$/, "found a backend $what");
-	kill 'KILL', $victim or die "kill: $!";
-	# The postmaster logs the death when it reaps the process, then
-	# restarts every process; a connection made before it reaped it would
-	# answer at once.  So wait for the line first, then for the server.
-	# ("server process" before 18, the process's type ("client backend")
-	# since.)
-	my $logged = 0;
-	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
-	{
-		last if $logged = $node->log_contains(qr/\(PID $victim\) was terminated by signal 9/);
-		Time::HiRes::usleep(100_000);
-	}
-	ok($logged, 'SIGKILL of a backend: the postmaster crash-restarted');
+	kill_backend($node, $victim);
 	$node->poll_query_until('postgres', 'SELECT 1', '1')
 	  or die 'server did not come back after the crash';
 	sleep 2;
 	$node->stop('immediate');
 	$node->start;
+}
+
+# SIGKILL backend $pid of $node, and pass once the postmaster has logged
+# its death, after which it restarts every process (with
+# restart_after_crash on).  A connection made before it reaped the process
+# would answer at once: wait for the line, then for the server.  ("server
+# process" before 18, the process's type ("client backend") since.)
+sub kill_backend
+{
+	my ($node, $pid) = @_;
+	kill 'KILL', $pid or die "kill: $!";
+	my $logged = 0;
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		last if $logged = $node->log_contains(qr/\(PID $pid\) was terminated by signal 9/);
+		Time::HiRes::usleep(100_000);
+	}
+	ok($logged, 'SIGKILL of a backend: the postmaster crash-restarted');
 }
 
 # A clock for servers under libfaketime: returns the offset file (set to

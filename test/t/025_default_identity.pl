@@ -8,7 +8,6 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes;
 use IdgenTest;
 
 my $warning = qr/WARNING:  idgen generates Snowflake IDs under the default identity \(datacenter 0, worker 0\)/;
@@ -36,15 +35,7 @@ $default->append_conf('postgresql.conf', "restart_after_crash = on\n");
 $default->reload;
 {
 	my $bg = $default->background_psql('postgres');
-	my $victim = $bg->query_safe('SELECT pg_backend_pid()');
-	kill 'KILL', $victim or die "kill: $!";
-	my $logged = 0;
-	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
-	{
-		last if $logged = $default->log_contains(qr/\(PID $victim\) was terminated by signal 9/);
-		Time::HiRes::usleep(100_000);
-	}
-	ok($logged, 'SIGKILL of a backend: the postmaster crash-restarted');
+	kill_backend($default, $bg->query_safe('SELECT pg_backend_pid()'));
 	eval { $bg->quit };
 }
 $default->poll_query_until('postgres', 'SELECT idgen_snowflake() > 0')
