@@ -22,6 +22,7 @@ OBJS = \
 	src/layout.o \
 	src/lease.o \
 	src/owner_sql.o \
+	src/public.o \
 	src/registry.o \
 	src/registry_worker.o \
 	src/remote.o \
@@ -56,7 +57,7 @@ SHLIB_LINK_INTERNAL = $(libpq)
 # seq_cache drops and creates the extension: leases after it would find the
 # ids leased before it resting (lease.c, "a dropped lease table"), so it
 # runs last.
-REGRESS = layout last generate errors convert uuid7 uuid7_core seq seq_txn seq_limits lease registry seq_cache
+REGRESS = layout last generate errors convert public uuid7 uuid7_core seq seq_txn seq_limits lease registry seq_cache
 REGRESS_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_regress \
 	--inputdir=. --load-extension=$(EXTENSION)
 

@@ -990,6 +990,123 @@ COMMENT ON FUNCTION @extschema@.idgen_seq_replica_trigger() IS
 COMMENT ON FUNCTION @extschema@.idgen_worker_lease_replica_trigger() IS
     'trigger on idgen_worker_lease, fires in logical replication only: keeps the lease that ends later';
 
+-- Public IDs (public.c): a keyed permutation of IDs, for showing them
+-- outside.  The keys, one row per version, belong to the extension's owner
+-- and are granted to nobody; the functions read them as that owner.  Made
+-- by idgen_public_rotate() (here: version 1), retired by
+-- idgen_public_retire(); dumped with the data, for the administrator.
+CREATE TABLE @extschema@.idgen_public_key (
+    version int PRIMARY KEY,
+    key bytea NOT NULL,
+    created_at timestamptz NOT NULL,
+    retired_at timestamptz
+);
+REVOKE ALL ON @extschema@.idgen_public_key FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.idgen_public_key', '');
+
+-- A restore inserts the dumped keys into a table where CREATE EXTENSION
+-- made version 1 already, and so does a logical replication subscription
+-- (FOR ALL TABLES): an arriving version replaces the one made here, so that
+-- the forms made before the dump, or on the publisher, decode here.  The
+-- functions never insert a version that exists.  Enabled ALWAYS, to fire in
+-- replication's workers too; with two publishers the one whose row arrives
+-- last holds a version (docs/logical-replication.md).
+CREATE FUNCTION @extschema@.idgen_public_key_restore()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    UPDATE @extschema@.idgen_public_key
+    SET key = NEW.key, created_at = NEW.created_at, retired_at = NEW.retired_at
+    WHERE version = NEW.version;
+    IF FOUND THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END
+$fn$;
+CREATE TRIGGER idgen_public_key_restore BEFORE INSERT ON @extschema@.idgen_public_key
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.idgen_public_key_restore();
+ALTER TABLE @extschema@.idgen_public_key ENABLE ALWAYS TRIGGER idgen_public_key_restore;
+
+-- Every write to the keys drops every backend's cached keys (public.c).
+CREATE FUNCTION @extschema@.idgen_public_key_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'idgen_public_key_changed'
+LANGUAGE C;
+CREATE TRIGGER idgen_public_key_changed AFTER INSERT OR UPDATE OR DELETE ON @extschema@.idgen_public_key
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.idgen_public_key_changed();
+ALTER TABLE @extschema@.idgen_public_key ENABLE ALWAYS TRIGGER idgen_public_key_changed;
+
+-- STABLE: the result depends on the key, which changes only between
+-- statements; not IMMUTABLE, so not in index or generated-column
+-- expressions (store the ID, compute the public form in a view or the
+-- application).  PARALLEL RESTRICTED: the keys are read by the session.
+CREATE FUNCTION @extschema@.idgen_public(id bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'idgen_public'
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+
+CREATE FUNCTION @extschema@.idgen_private(public text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_private'
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+
+CREATE FUNCTION @extschema@.idgen_public_bigint(id bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_public_bigint'
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+
+CREATE FUNCTION @extschema@.idgen_private_bigint(public bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_private_bigint'
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+
+CREATE FUNCTION @extschema@.idgen_private_bigint(public bigint, version int)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_private_bigint'
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+
+CREATE FUNCTION @extschema@.idgen_public_rotate()
+RETURNS int
+AS 'MODULE_PATHNAME', 'idgen_public_rotate'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.idgen_public_retire(version int)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'idgen_public_retire'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.idgen_speck64(key bytea, block bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_speck64'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.idgen_public(bigint) IS
+    'the public form of an ID: 15 URL-safe characters, a keyed permutation with the key version and a check character';
+COMMENT ON FUNCTION @extschema@.idgen_private(text) IS
+    'the ID a public form stands for';
+COMMENT ON FUNCTION @extschema@.idgen_public_bigint(bigint) IS
+    'the keyed permutation of a non-negative bigint, with the current key';
+COMMENT ON FUNCTION @extschema@.idgen_private_bigint(bigint) IS
+    'the bigint a numeric public form stands for, with the current key';
+COMMENT ON FUNCTION @extschema@.idgen_private_bigint(bigint, int) IS
+    'the bigint a numeric public form stands for, with the given key version';
+COMMENT ON FUNCTION @extschema@.idgen_public_rotate() IS
+    'makes a new current public ID key and returns its version';
+COMMENT ON FUNCTION @extschema@.idgen_public_retire(int) IS
+    'retires a public ID key version: its forms no longer decode';
+COMMENT ON FUNCTION @extschema@.idgen_public_key_restore() IS
+    'trigger on idgen_public_key: a dumped or replicated key version replaces the one of the same number';
+COMMENT ON FUNCTION @extschema@.idgen_public_key_changed() IS
+    'trigger on idgen_public_key: every write drops the keys every backend cached';
+COMMENT ON FUNCTION @extschema@.idgen_speck64(bytea, bigint) IS
+    'the Speck64/128 block cipher on one block (to check it against published test vectors)';
+
+-- Version 1, so that idgen_public works at once.
+SELECT @extschema@.idgen_public_rotate();
+
 -- Privileges.  Every object above was created with the installing role's
 -- default privileges (ALTER DEFAULT PRIVILEGES, for every schema or for
 -- this one), which may grant EXECUTE, or ALL on the tables, to other roles,
@@ -1070,6 +1187,12 @@ GRANT EXECUTE ON FUNCTION
     @extschema@.idgen_snowflake_trigger(),
     @extschema@.idgen_snowflake_row(),
     @extschema@.idgen_snowflake_row(int),
+    @extschema@.idgen_public(bigint),
+    @extschema@.idgen_private(text),
+    @extschema@.idgen_public_bigint(bigint),
+    @extschema@.idgen_private_bigint(bigint),
+    @extschema@.idgen_private_bigint(bigint, int),
+    @extschema@.idgen_speck64(bytea, bigint),
     @extschema@.idgen_gene(bigint),
     @extschema@.idgen_gene(bigint, int),
     @extschema@.idgen_snowflake_decode(bigint),

@@ -77,14 +77,15 @@ for my $s ([ 'sa', $pub_a, 'pa' ], [ 'sb', $pub_b, 'pb' ])
 	$sub->safe_psql('postgres', "CREATE SUBSCRIPTION $name CONNECTION '$conn' PUBLICATION $publication");
 }
 
-# The initial sync: every table of both subscriptions ready.  A conflict
+# The initial sync: every table of both subscriptions ready (orders,
+# idgen_seq, idgen_worker_lease and idgen_public_key of each).  A conflict
 # makes a table's sync worker fail and start again forever, so wait a
 # bounded time and show what the subscriber logged.
 my $synced = 0;
 for (1 .. 60)
 {
 	last if $synced = $sub->safe_psql('postgres',
-		q{SELECT count(*) = 6 AND bool_and(srsubstate = 'r') FROM pg_subscription_rel}) eq 't';
+		q{SELECT count(*) = 8 AND bool_and(srsubstate = 'r') FROM pg_subscription_rel}) eq 't';
 	sleep 1;
 }
 ok($synced, 'the initial sync of both subscriptions completed (every table ready)')
@@ -160,7 +161,13 @@ my $last_a = $pub_a->safe_psql('postgres', q{
 my $last_cached = $pub_a->safe_psql('postgres', q{
 	SELECT max(idgen_seq_next('cached:1')) FROM generate_series(1, 25);
 });
+# A public ID key made on the publisher arrives too: the forms made with it
+# there decode on the subscriber.
+$pub_a->safe_psql('postgres', 'SELECT idgen_public_rotate()');
+my $form = $pub_a->safe_psql('postgres', 'SELECT idgen_public(4242)');
 $pub_a->wait_for_catchup('sa');
+is($sub->safe_psql('postgres', "SELECT idgen_private('$form')"), '4242',
+	"a public ID key made on the publisher decodes the publisher's forms on the subscriber");
 $sub->safe_psql('postgres', 'DROP SUBSCRIPTION sa');
 
 my $next = $sub->safe_psql('postgres', q{SELECT idgen_seq_next('conv:1')});

@@ -1,4 +1,4 @@
-# Scenario: the per-key sequence state in dumps.  A whole-database dump
+# Scenario: the per-key sequence state, and the public ID keys, in dumps.  A whole-database dump
 # carries every key (idgen_seq is an extension configuration table); a dump
 # of one table (pg_dump -t orders) carries none, as the README says, and
 # one of that table and idgen_seq (-t orders -t idgen_seq) carries every
@@ -23,6 +23,10 @@ $node->safe_psql('postgres', q{
 	SELECT idgen_seq_next('fast') FROM generate_series(1, 5);
 });
 my $fast_before = $node->safe_psql('postgres', q{SELECT idgen_seq_current('fast')});
+# Public ID keys: version 1 (made by CREATE EXTENSION) and a version 2.
+my $form_v1 = $node->safe_psql('postgres', q{SELECT idgen_public(777)});
+$node->safe_psql('postgres', q{SELECT idgen_public_rotate()});
+my $form_v2 = $node->safe_psql('postgres', q{SELECT idgen_public(778)});
 
 sub dump_of
 {
@@ -67,6 +71,11 @@ is($node->safe_psql('restored', q{SELECT count(*) FROM orders WHERE n > 0}), '44
 	  or die "pg_restore: $err";
 	is($node->safe_psql('whole', q{SELECT idgen_seq_next('conv:42') || ' ' || idgen_seq_next('batch')}),
 		'42 20', 'a whole-database dump carries every key');
+	# CREATE EXTENSION made a version 1 of its own there; the dumped one
+	# replaced it.
+	is($node->safe_psql('whole', qq{SELECT idgen_private('$form_v1') || ' ' || idgen_private('$form_v2')}),
+		'777 778', 'and the public ID keys: forms made before the dump decode after the restore');
+	is($node->safe_psql('whole', q{SELECT left(idgen_public(1), 1)}), '2', 'with the same current version');
 }
 
 $node->stop;

@@ -47,6 +47,11 @@ my %blocks = (
 		                     PRIMARY KEY (gene, id), FOREIGN KEY (gene, user_id) REFERENCES users (gene, id));
 		INSERT INTO users VALUES (1, 3, 'bob');},
 		vars => [ gene => 3, user_id => 1, order_id => 1 ] },
+	# (the sample public ID is of another key: not found, a well-formed form)
+	'public-ids' => { ext => 1, setup => q{
+		CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT idgen_snowflake(), amount int);
+		INSERT INTO orders (amount) VALUES (1), (2);},
+		check => qr/\A\d+\n\d+\n2\z/ },
 	'range-scan' => { ext => 1, setup => 'CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT idgen_snowflake());' },
 	'monitoring' => { ext => 1 },
 );

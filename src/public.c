@@ -1,0 +1,586 @@
+/*-------------------------------------------------------------------------
+ *
+ * public.c
+ *	  Public IDs: a keyed, reversible permutation of 64-bit IDs, shown as
+ *	  15 URL-safe characters or kept a bigint, so that an ID shown outside
+ *	  reveals neither its time, nor its server, nor how many came before.
+ *
+ * The permutation
+ *	  Speck64/128 (Beaulieu et al., "The SIMON and SPECK Families of
+ *	  Lightweight Block Ciphers", 2013): a 64-bit block, a 128-bit key, 27
+ *	  rounds of add, rotate and xor on two 32-bit words.  It was chosen for
+ *	  its block size, which is the ID's (a bijection on 64-bit values with
+ *	  no padding and no mode of operation), for a published analysis and
+ *	  test vectors (sql/public.sql checks the paper's), and for its cost: a
+ *	  few nanoseconds with the round keys expanded once per key.  It is
+ *	  used here as a pseudorandom permutation, for confidentiality of one
+ *	  number against people who see some public IDs: not as encryption of
+ *	  data, and with no authentication (any 15 valid characters decode to
+ *	  some ID).  Whoever holds the key reads an ID's time and server back.
+ *
+ * The text form: 15 characters of Crockford's base32 (0-9 and A-Z without
+ *	  I, L, O and U; read case-insensitively, with O read as 0 and I and L
+ *	  as 1):
+ *
+ *	    version (1) | the 64-bit ciphertext (13, the first holding 4 bits) | check (1)
+ *
+ *	  The check character is a CRC-5 (x^5 + x^2 + 1) over the other 70 bits:
+ *	  a CRC of degree 5 detects every error confined to 5 adjacent bits, so
+ *	  every single mistyped character, which is refused (22P02) rather than
+ *	  decoded to another ID.
+ *
+ * The number form: the same cipher on the non-negative bigints, 0 to 2^63 -
+ *	  1, by cycle walking (encrypt again while the result is 2^63 or more:
+ *	  a permutation of the 63-bit values, two rounds expected).  It carries
+ *	  no key version: it is decoded with the current key unless told which.
+ *
+ * Keys
+ *	  idgen_public_key (version, key, created_at, retired_at) belongs to the
+ *	  extension's owner and is granted to nobody; the functions read it as
+ *	  that owner (owner_sql.c).  Versions are 1 to 31 (one character); the
+ *	  current key is the newest one not retired; a retired key decodes
+ *	  nothing.  Each backend keeps the keys, expanded, until the table's
+ *	  relcache entry is invalidated: a row trigger enabled ALWAYS sends that
+ *	  invalidation for every write to the table (by the functions, a
+ *	  restore, logical replication or an administrator), which other
+ *	  backends process at their next transaction (the functions are STABLE
+ *	  for it), and an aborted transaction processes its own.  Key material never appears in a
+ *	  message, and is made and written inside C (pg_strong_random, SPI
+ *	  parameters), never in a statement's text.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "idgen.h"
+#include "idgen_sql.h"
+
+PG_FUNCTION_INFO_V1(idgen_public);
+PG_FUNCTION_INFO_V1(idgen_private);
+PG_FUNCTION_INFO_V1(idgen_public_bigint);
+PG_FUNCTION_INFO_V1(idgen_private_bigint);
+PG_FUNCTION_INFO_V1(idgen_public_rotate);
+PG_FUNCTION_INFO_V1(idgen_public_retire);
+PG_FUNCTION_INFO_V1(idgen_speck64);
+PG_FUNCTION_INFO_V1(idgen_public_key_changed);
+
+#define SPECK_ROUNDS		27
+#define PUBLIC_KEY_BYTES	16
+#define PUBLIC_MAX_VERSION	31	/* one base32 character, 0 never used */
+#define PUBLIC_LEN			15
+
+/* ----------
+ * Speck64/128
+ * ----------
+ */
+#define ROR32(x, r)	(((x) >> (r)) | ((x) << (32 - (r))))
+#define ROL32(x, r)	(((x) << (r)) | ((x) >> (32 - (r))))
+
+typedef struct SpeckKey
+{
+	uint32		rk[SPECK_ROUNDS];
+} SpeckKey;
+
+/* Expand a key given as 16 bytes, the words little-endian, word 0 first. */
+static void
+speck_expand(const uint8 *key, SpeckKey *k)
+{
+	uint32		w[4];
+	uint32		a;
+	uint32		l[SPECK_ROUNDS + 2];
+
+	for (int i = 0; i < 4; i++)
+		w[i] = (uint32) key[4 * i] | (uint32) key[4 * i + 1] << 8 |
+			(uint32) key[4 * i + 2] << 16 | (uint32) key[4 * i + 3] << 24;
+	a = w[0];
+	l[0] = w[1];
+	l[1] = w[2];
+	l[2] = w[3];
+	for (uint32 i = 0; i < SPECK_ROUNDS; i++)
+	{
+		k->rk[i] = a;
+		if (i == SPECK_ROUNDS - 1)
+			break;
+		l[i + 3] = (ROR32(l[i], 8) + a) ^ i;
+		a = ROL32(a, 3) ^ l[i + 3];
+	}
+}
+
+/* The block as one number: x, the high word, then y. */
+static uint64
+speck_encrypt(const SpeckKey *k, uint64 block)
+{
+	uint32		x = (uint32) (block >> 32);
+	uint32		y = (uint32) block;
+
+	for (int i = 0; i < SPECK_ROUNDS; i++)
+	{
+		x = (ROR32(x, 8) + y) ^ k->rk[i];
+		y = ROL32(y, 3) ^ x;
+	}
+	return (uint64) x << 32 | y;
+}
+
+static uint64
+speck_decrypt(const SpeckKey *k, uint64 block)
+{
+	uint32		x = (uint32) (block >> 32);
+	uint32		y = (uint32) block;
+
+	for (int i = SPECK_ROUNDS - 1; i >= 0; i--)
+	{
+		y = ROR32(y ^ x, 3);
+		x = ROL32((x ^ k->rk[i]) - y, 8);
+	}
+	return (uint64) x << 32 | y;
+}
+
+/* ----------
+ * The keys, cached per backend
+ * ----------
+ */
+typedef struct PublicKeys
+{
+	bool		valid;
+	Oid			nspid;			/* the extension's schema they were read in */
+	Oid			relid;			/* idgen_public_key, whose invalidation drops them */
+	int			current;		/* newest live version, 0 if none */
+	bool		live[PUBLIC_MAX_VERSION + 1];
+	SpeckKey	key[PUBLIC_MAX_VERSION + 1];
+} PublicKeys;
+
+static PublicKeys keys;
+static bool callback_registered = false;
+
+enum
+{
+	Q_KEYS,
+	Q_LOCK,
+	Q_ADD,
+	Q_RETIRE,
+	NUM_QUERIES
+};
+
+static const IdgenStatement statement_list[NUM_QUERIES] = {
+	[Q_KEYS] = {
+		"SELECT version, key FROM %1$s.idgen_public_key WHERE retired_at IS NULL",
+		0, {InvalidOid}
+	},
+	[Q_LOCK] = {
+		"LOCK TABLE %1$s.idgen_public_key IN SHARE ROW EXCLUSIVE MODE",
+		0, {InvalidOid}
+	},
+	[Q_ADD] = {
+		"INSERT INTO %1$s.idgen_public_key (version, key, created_at) "
+		"SELECT COALESCE(max(version), 0) OPERATOR(pg_catalog.+) 1, $1, pg_catalog.now() "
+		"FROM %1$s.idgen_public_key RETURNING version",
+		1, {BYTEAOID}
+	},
+	[Q_RETIRE] = {
+		"UPDATE %1$s.idgen_public_key SET retired_at = pg_catalog.now() "
+		"WHERE version OPERATOR(pg_catalog.=) $1 AND retired_at IS NULL RETURNING version",
+		1, {INT4OID}
+	},
+};
+
+static SPIPlanPtr plans[NUM_QUERIES];
+static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid, ""};
+
+static void
+keys_invalidate(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == keys.relid)
+		keys.valid = false;
+}
+
+/* The keys of the extension called through 'fcinfo', read if not cached. */
+static const PublicKeys *
+public_keys(FunctionCallInfo fcinfo)
+{
+	IdgenFunction *cached = (IdgenFunction *) fcinfo->flinfo->fn_extra;
+	IdgenFunction fn;
+	IdgenSqlContext cx;
+	uint64		n;
+
+	/* The function's owner and schema, looked up once per call site. */
+	if (cached == NULL)
+	{
+		cached = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(IdgenFunction));
+		idgen_lookup_function(fcinfo, cached);
+		fcinfo->flinfo->fn_extra = cached;
+	}
+	fn = *cached;
+	if (keys.valid && keys.nspid == fn.nspid)
+		return &keys;
+	if (!callback_registered)
+	{
+		CacheRegisterRelcacheCallback(keys_invalidate, (Datum) 0);
+		callback_registered = true;
+	}
+
+	memset(&keys, 0, sizeof(keys));
+	keys.nspid = fn.nspid;
+	keys.relid = get_relname_relid("idgen_public_key", fn.nspid);
+	idgen_sql_begin(&fn, &statements, &cx);
+	n = idgen_sql_run(&cx, Q_KEYS, NULL, NULL);
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+		int32		version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
+														  SPI_tuptable->tupdesc, 1, &isnull));
+		bytea	   *key = DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[i],
+														SPI_tuptable->tupdesc, 2, &isnull));
+
+		/* Rows only the functions write: anything else is not a key. */
+		if (version < 1 || version > PUBLIC_MAX_VERSION ||
+			VARSIZE_ANY_EXHDR(key) != PUBLIC_KEY_BYTES)
+			continue;
+		speck_expand((const uint8 *) VARDATA_ANY(key), &keys.key[version]);
+		keys.live[version] = true;
+		keys.current = Max(keys.current, version);
+	}
+	idgen_sql_end(&cx);
+	keys.valid = true;
+	return &keys;
+}
+
+/* The current key, or an error saying there is none. */
+static int
+current_version(const PublicKeys *k)
+{
+	if (k->current == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("there is no public ID key"),
+				 errdetail("Every key version of idgen_public_key is retired."),
+				 errhint("An administrator makes one with idgen_public_rotate().")));
+	return k->current;
+}
+
+/* ----------
+ * The text form
+ * ----------
+ */
+static const char base32[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+/*
+ * The value of each byte read as Crockford's decoder does (either case, O
+ * as 0, I and L as 1), -1 if none; built on first use.
+ */
+static int8 base32_values[256];
+static bool base32_values_built = false;
+
+static int
+base32_value(char c)
+{
+	if (unlikely(!base32_values_built))
+	{
+		memset(base32_values, -1, sizeof(base32_values));
+		for (int i = 0; i < 32; i++)
+		{
+			base32_values[(unsigned char) base32[i]] = (int8) i;
+			base32_values[(unsigned char) pg_ascii_tolower(base32[i])] = (int8) i;
+		}
+		base32_values['O'] = base32_values['o'] = 0;
+		base32_values['I'] = base32_values['i'] = 1;
+		base32_values['L'] = base32_values['l'] = 1;
+		base32_values_built = true;
+	}
+	return base32_values[(unsigned char) c];
+}
+
+/* CRC-5 (x^5 + x^2 + 1, initial 0) of n 5-bit symbols, most significant bit first. */
+static int
+crc5(const int *sym, int n)
+{
+	int			crc = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		for (int b = 4; b >= 0; b--)
+		{
+			int			in = (sym[i] >> b) & 1;
+			int			top = (crc >> 4) & 1;
+
+			crc = (crc << 1) & 0x1F;
+			if (in ^ top)
+				crc ^= 0x05;
+		}
+	}
+	return crc;
+}
+
+/* The 15 characters of 'version' and 'block'. */
+static text *
+public_text(int version, uint64 block)
+{
+	int			sym[PUBLIC_LEN];
+	char		out[PUBLIC_LEN];
+
+	sym[0] = version;
+	for (int i = 13; i >= 1; i--)
+	{
+		sym[i] = (int) (block & 0x1F);
+		block >>= 5;
+	}
+	sym[PUBLIC_LEN - 1] = crc5(sym, PUBLIC_LEN - 1);
+	for (int i = 0; i < PUBLIC_LEN; i++)
+		out[i] = base32[sym[i]];
+	return cstring_to_text_with_len(out, PUBLIC_LEN);
+}
+
+static void
+report_invalid(const char *input, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+			 errmsg("invalid input syntax for a public ID: \"%s\"", input),
+			 errdetail_internal("%s", detail)));
+}
+
+/* Read 15 characters into a version and a block, or refuse with the reason. */
+static void
+parse_public(const char *input, int len, int *version, uint64 *block)
+{
+	int			sym[PUBLIC_LEN];
+
+	if (len != PUBLIC_LEN)
+		report_invalid(input, psprintf(_("A public ID is %d characters long; this one has %d."),
+									   PUBLIC_LEN, len));
+	for (int i = 0; i < PUBLIC_LEN; i++)
+	{
+		sym[i] = base32_value(input[i]);
+		if (sym[i] < 0)
+			report_invalid(input, _("A public ID is written in Crockford's base32: the digits and the letters but I, L, O and U."));
+	}
+	if (sym[1] > 0xF)
+		report_invalid(input, _("Its second character is out of range: a public ID's second character is 0 to F."));
+	if (crc5(sym, PUBLIC_LEN - 1) != sym[PUBLIC_LEN - 1])
+		report_invalid(input, _("Its check character does not match: a character is mistyped."));
+	*version = sym[0];
+	*block = 0;
+	for (int i = 1; i <= 13; i++)
+		*block = *block << 5 | (uint64) sym[i];
+}
+
+/*
+ * idgen_public(id bigint) returns text
+ *		The public form of an ID with the current key.
+ */
+Datum
+idgen_public(PG_FUNCTION_ARGS)
+{
+	const PublicKeys *k = public_keys(fcinfo);
+	int			v = current_version(k);
+
+	PG_RETURN_TEXT_P(public_text(v, speck_encrypt(&k->key[v], (uint64) PG_GETARG_INT64(0))));
+}
+
+/*
+ * idgen_private(public text) returns bigint
+ *		The ID a public form stands for, with the key version it names.
+ */
+Datum
+idgen_private(PG_FUNCTION_ARGS)
+{
+	text	   *t = PG_GETARG_TEXT_PP(0);
+	char	   *input = text_to_cstring(t);
+	const PublicKeys *k;
+	int			version;
+	uint64		block;
+
+	parse_public(input, (int) VARSIZE_ANY_EXHDR(t), &version, &block);
+	k = public_keys(fcinfo);
+	if (version < 1 || !k->live[version])
+		report_invalid(input, psprintf(_("It was made with key version %d, which is retired or was never made."),
+									   version));
+	PG_RETURN_INT64((int64) speck_decrypt(&k->key[version], block));
+}
+
+/* ----------
+ * The number form
+ * ----------
+ */
+static uint64
+check_number(int64 value, const char *what)
+{
+	if (value < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("%s " INT64_FORMAT " is negative", what, value),
+				 errdetail("The number form maps 0 to 9223372036854775807 onto themselves.")));
+	return (uint64) value;
+}
+
+/* The version to decode a number with: the one given, or the current one. */
+static int
+number_version(FunctionCallInfo fcinfo, const PublicKeys *k)
+{
+	int32		v;
+
+	if (PG_NARGS() < 2)
+		return current_version(k);
+	v = PG_GETARG_INT32(1);
+	if (v < 1 || v > PUBLIC_MAX_VERSION || !k->live[v])
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("public ID key version %d does not exist or is retired", v)));
+	return v;
+}
+
+/*
+ * idgen_public_bigint(id bigint) returns bigint
+ *		The current key's permutation of the non-negative bigints.
+ */
+Datum
+idgen_public_bigint(PG_FUNCTION_ARGS)
+{
+	uint64		x = check_number(PG_GETARG_INT64(0), "ID");
+	const PublicKeys *k = public_keys(fcinfo);
+	const SpeckKey *key = &k->key[current_version(k)];
+
+	do
+		x = speck_encrypt(key, x);
+	while (x >> 63);
+	PG_RETURN_INT64((int64) x);
+}
+
+/*
+ * idgen_private_bigint(public bigint [, version int]) returns bigint
+ */
+Datum
+idgen_private_bigint(PG_FUNCTION_ARGS)
+{
+	uint64		x = check_number(PG_GETARG_INT64(0), "public ID");
+	const PublicKeys *k = public_keys(fcinfo);
+	const SpeckKey *key = &k->key[number_version(fcinfo, k)];
+
+	do
+		x = speck_decrypt(key, x);
+	while (x >> 63);
+	PG_RETURN_INT64((int64) x);
+}
+
+/* ----------
+ * Key administration
+ * ----------
+ */
+
+/*
+ * idgen_public_rotate() returns int
+ *		A new current key, from pg_strong_random: its version.  Older forms
+ *		still decode until their version is retired.
+ */
+Datum
+idgen_public_rotate(PG_FUNCTION_ARGS)
+{
+	IdgenFunction fn;
+	IdgenSqlContext cx;
+	bytea	   *key = palloc(VARHDRSZ + PUBLIC_KEY_BYTES);
+	Datum		arg;
+	int32		version;
+	bool		isnull;
+
+	SET_VARSIZE(key, VARHDRSZ + PUBLIC_KEY_BYTES);
+	if (!pg_strong_random(VARDATA(key), PUBLIC_KEY_BYTES))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate a random key")));
+	idgen_lookup_function(fcinfo, &fn);
+	idgen_sql_begin(&fn, &statements, &cx);
+	(void) idgen_sql_run(&cx, Q_LOCK, NULL, NULL);
+	arg = PointerGetDatum(key);
+	(void) idgen_sql_run(&cx, Q_ADD, &arg, NULL);
+	version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	idgen_sql_end(&cx);
+	memset(VARDATA(key), 0, PUBLIC_KEY_BYTES);
+	if (version > PUBLIC_MAX_VERSION)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("all %d public ID key versions are used", PUBLIC_MAX_VERSION),
+				 errdetail("A public ID names its key version in one character, and a version is never made twice, so that no old form decodes to another ID."),
+				 errhint("Re-key the forms by hand: store the IDs, not their public forms.")));
+	PG_RETURN_INT32(version);
+}
+
+/*
+ * idgen_public_retire(version int) returns boolean
+ *		Retire a key version: its forms no longer decode.  True if it was
+ *		live.  The current key can be retired only once a newer one exists.
+ */
+Datum
+idgen_public_retire(PG_FUNCTION_ARGS)
+{
+	int32		version = PG_GETARG_INT32(0);
+	const PublicKeys *k = public_keys(fcinfo);
+	IdgenFunction fn;
+	IdgenSqlContext cx;
+	Datum		arg = Int32GetDatum(version);
+	uint64		n;
+	int			live = 0;
+
+	for (int v = 1; v <= PUBLIC_MAX_VERSION; v++)
+		live += k->live[v];
+	if (version >= 1 && version <= PUBLIC_MAX_VERSION && k->live[version] && live == 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot retire public ID key version %d, the only one left", version),
+				 errhint("Make a new key with idgen_public_rotate() first.")));
+	idgen_lookup_function(fcinfo, &fn);
+	idgen_sql_begin(&fn, &statements, &cx);
+	(void) idgen_sql_run(&cx, Q_LOCK, NULL, NULL);
+	n = idgen_sql_run(&cx, Q_RETIRE, &arg, NULL);
+	idgen_sql_end(&cx);
+	PG_RETURN_BOOL(n > 0);
+}
+
+/*
+ * idgen_public_key_changed() returns trigger
+ *		AFTER INSERT OR UPDATE OR DELETE FOR EACH ROW on idgen_public_key,
+ *		enabled ALWAYS: whatever wrote the row (the functions, a restore, a
+ *		logical replication worker, an administrator's UPDATE), every
+ *		backend drops its cached keys at its next transaction.
+ */
+Datum
+idgen_public_key_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("idgen_public_key_changed() must be called as a trigger")));
+	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
+	keys.valid = false;
+	return PointerGetDatum(NULL);
+}
+
+/*
+ * idgen_speck64(key bytea, block bigint) returns bigint
+ *		The cipher itself, on one block with a given 16-byte key: for
+ *		checking it against the published test vectors.
+ */
+Datum
+idgen_speck64(PG_FUNCTION_ARGS)
+{
+	bytea	   *key = PG_GETARG_BYTEA_PP(0);
+	SpeckKey	k;
+
+	if (VARSIZE_ANY_EXHDR(key) != PUBLIC_KEY_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a Speck64/128 key is %d bytes, not %d",
+						PUBLIC_KEY_BYTES, (int) VARSIZE_ANY_EXHDR(key))));
+	speck_expand((const uint8 *) VARDATA_ANY(key), &k);
+	PG_RETURN_INT64((int64) speck_encrypt(&k, (uint64) PG_GETARG_INT64(1)));
+}
