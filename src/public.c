@@ -168,6 +168,7 @@ enum
 	Q_LOCK,
 	Q_ADD,
 	Q_RETIRE,
+	Q_OTHERS_LIVE,
 	NUM_QUERIES
 };
 
@@ -185,6 +186,12 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"SELECT COALESCE(max(version), 0) OPERATOR(pg_catalog.+) 1, $1, pg_catalog.now() "
 		"FROM %1$s.idgen_public_key RETURNING version",
 		1, {BYTEAOID}
+	},
+	[Q_OTHERS_LIVE] = {
+		"SELECT count(*) FILTER (WHERE version OPERATOR(pg_catalog.<>) $1), "
+		"count(*) FILTER (WHERE version OPERATOR(pg_catalog.=) $1) "
+		"FROM %1$s.idgen_public_key WHERE retired_at IS NULL",
+		1, {INT4OID}
 	},
 	[Q_RETIRE] = {
 		"UPDATE %1$s.idgen_public_key SET retired_at = pg_catalog.now() "
@@ -522,25 +529,29 @@ Datum
 idgen_public_retire(PG_FUNCTION_ARGS)
 {
 	int32		version = PG_GETARG_INT32(0);
-	const PublicKeys *k = public_keys(fcinfo);
 	IdgenFunction fn;
 	IdgenSqlContext cx;
 	Datum		arg = Int32GetDatum(version);
-	uint64		n;
-	int			live = 0;
+	bool		isnull;
+	int64		others;
+	int64		self;
+	uint64		n = 0;
 
-	for (int v = 1; v <= PUBLIC_MAX_VERSION; v++)
-		live += k->live[v];
-	if (version >= 1 && version <= PUBLIC_MAX_VERSION && k->live[version] && live == 1)
+	/* Counted under the lock rotations and retirements take. */
+	idgen_lookup_function(fcinfo, &fn);
+	idgen_sql_begin(&fn, &statements, &cx);
+	(void) idgen_sql_run(&cx, Q_LOCK, NULL, NULL);
+	(void) idgen_sql_run(&cx, Q_OTHERS_LIVE, &arg, NULL);
+	others = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	self = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	if (self > 0 && others > 0)
+		n = idgen_sql_run(&cx, Q_RETIRE, &arg, NULL);
+	idgen_sql_end(&cx);
+	if (self > 0 && others == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot retire public ID key version %d, the only one left", version),
 				 errhint("Make a new key with idgen_public_rotate() first.")));
-	idgen_lookup_function(fcinfo, &fn);
-	idgen_sql_begin(&fn, &statements, &cx);
-	(void) idgen_sql_run(&cx, Q_LOCK, NULL, NULL);
-	n = idgen_sql_run(&cx, Q_RETIRE, &arg, NULL);
-	idgen_sql_end(&cx);
 	PG_RETURN_BOOL(n > 0);
 }
 
