@@ -1498,17 +1498,22 @@ idgen_seq_cache_collect_used(IdgenSeqRequest *req, int max)
 
 		if (!e->c.f.used)
 			continue;
-		/*
-		 * Cleared before it is acted on: a use that sets it again from
-		 * here on is recorded by the next purge, not lost.
-		 */
-		e->c.f.used = false;
-		pg_memory_barrier();
 		LWLockAcquire(e->lock, LW_SHARED);
-		if (e->in_use && e->has_ttl && e->tag.dbid == MyDatabaseId)
+		/*
+		 * Only this database's entries: another database's flag is its
+		 * own purge's to record.  Cleared before it is acted on: a use that
+		 * sets it again from here on is recorded by the next purge, not
+		 * lost.
+		 */
+		if (e->in_use && e->tag.dbid == MyDatabaseId)
 		{
-			strlcpy(req[n].key, e->tag.key, sizeof(req[n].key));
-			n++;
+			e->c.f.used = false;
+			pg_memory_barrier();
+			if (e->has_ttl)
+			{
+				strlcpy(req[n].key, e->tag.key, sizeof(req[n].key));
+				n++;
+			}
 		}
 		LWLockRelease(e->lock);
 	}
