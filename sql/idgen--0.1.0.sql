@@ -351,20 +351,28 @@ LANGUAGE C STABLE STRICT PARALLEL SAFE;
 -- the functions below switch to that owner around their own SQL.
 
 -- The functions validate every value they write (keys of 1 to 256 bytes,
--- value >= 0, step > 0, max_value 0 or >= step, ttl NULL or positive in
--- every part and at most 100 years);
--- CHECK constraints would repeat that on every update at a measurable cost.
--- value is the last column, and last_used changes only for keys with a ttl,
--- so that the WAL record of the common update logs little more than value.
+-- step not 0, min_value < max_value, start within them, value within them,
+-- ttl NULL or positive in every part and at most 100 years), as
+-- CREATE SEQUENCE and setval() do; CHECK constraints would repeat that on
+-- every update at a measurable cost.  called and value are PostgreSQL's
+-- is_called and last_value: a key that has handed out nothing yet has
+-- called false and value = the next value to hand out (its start).
+-- value is the last column, and last_used changes only for keys with a
+-- ttl, so that the WAL record of the common update logs little more than
+-- value.
 CREATE TABLE @extschema@.idgen_seq (
     key text PRIMARY KEY,
     step bigint NOT NULL,
+    start bigint NOT NULL,
+    min_value bigint NOT NULL,
     max_value bigint NOT NULL,
+    cycle boolean NOT NULL,
     ttl interval,
     last_used timestamptz NOT NULL,
     cache int NOT NULL DEFAULT 0,
     -- the role that created the key (idgen_seq_keys shows its name)
     created_by oid NOT NULL,
+    called boolean NOT NULL,
     value bigint NOT NULL
 );
 -- idgen.seq_max_keys_per_role has a role's live keys counted now and then
@@ -406,17 +414,30 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'idgen_seq_set'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- setval(seq, value, is_called): is_called false makes value the next one.
+CREATE FUNCTION @extschema@.idgen_seq_set(key text, value bigint, is_called boolean)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idgen_seq_set3'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION @extschema@.idgen_seq_set_if_absent(key text, value bigint)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idgen_seq_set_if_absent'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- ALTER SEQUENCE for a key: an option not passed (NULL) keeps its value, or
+-- takes CREATE SEQUENCE's default for a key being created; ttl => '0'
+-- removes a ttl.  restart is ALTER SEQUENCE ... RESTART WITH.
 CREATE FUNCTION @extschema@.idgen_seq_configure(
     key text,
-    step bigint DEFAULT 1,
-    max_value bigint DEFAULT 0,
+    step bigint DEFAULT NULL,
+    max_value bigint DEFAULT NULL,
     ttl interval DEFAULT NULL,
-    cache int DEFAULT 0)
+    cache int DEFAULT NULL,
+    start bigint DEFAULT NULL,
+    min_value bigint DEFAULT NULL,
+    cycle boolean DEFAULT NULL,
+    restart bigint DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'idgen_seq_configure'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -432,16 +453,18 @@ AS 'MODULE_PATHNAME', 'idgen_seq_purge'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 REVOKE ALL ON FUNCTION @extschema@.idgen_seq_set(text, bigint),
+    @extschema@.idgen_seq_set(text, bigint, boolean),
     @extschema@.idgen_seq_set_if_absent(text, bigint),
-    @extschema@.idgen_seq_configure(text, bigint, bigint, interval, int),
+    @extschema@.idgen_seq_configure(text, bigint, bigint, interval, int, bigint, bigint, boolean, bigint),
     @extschema@.idgen_seq_drop(text),
     @extschema@.idgen_seq_purge() FROM PUBLIC;
 
--- The value of a key as the calling transaction sees it: the one it
+-- The last value of a key as the calling transaction sees it: the one it
 -- advanced in memory for a key it holds (seq_held.c), else 'value' (the
--- row's).  Reveals nothing but the caller's own values: PUBLIC, as
--- idgen_expiry, so that whoever may read idgen_seq_keys may call it.
-CREATE FUNCTION @extschema@.idgen_seq_latest(key text, value bigint)
+-- row's); NULL if the key has handed out nothing yet ('called' false).
+-- Reveals nothing but the caller's own values: PUBLIC, as idgen_expiry,
+-- so that whoever may read idgen_seq_keys may call it.
+CREATE FUNCTION @extschema@.idgen_seq_latest(key text, value bigint, called boolean)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'idgen_seq_latest'
 LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
@@ -457,8 +480,9 @@ LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 -- Keys with their options; expired keys are not shown.  Like the
 -- administrative functions, not granted to PUBLIC.
 CREATE VIEW @extschema@.idgen_seq_keys AS
-    SELECT key, @extschema@.idgen_seq_latest(key, value) AS value,
-           step, max_value, ttl, cache, @extschema@.idgen_seq_served(cache) AS served,
+    SELECT key, @extschema@.idgen_seq_latest(key, value, called) AS value,
+           start, step, min_value, max_value, cycle,
+           ttl, cache, @extschema@.idgen_seq_served(cache) AS served,
            last_used, expires_at,
            pg_catalog.pg_get_userbyid(created_by) AS created_by
     FROM (SELECT s.*, @extschema@.idgen_expiry(s.last_used, s.ttl) AS expires_at
@@ -774,17 +798,19 @@ COMMENT ON FUNCTION @extschema@.idgen_seq_next(text) IS
 COMMENT ON FUNCTION @extschema@.idgen_seq_next(text, int) IS
     'the next count values of a per-key sequence, as count single calls would give them (granted roles)';
 COMMENT ON FUNCTION @extschema@.idgen_seq_current(text) IS
-    'the last value of a per-key sequence; NULL for an absent or expired key (granted roles)';
+    'the last value of a per-key sequence; NULL for an absent or expired key, or one that handed out none yet (granted roles)';
 COMMENT ON FUNCTION @extschema@.idgen_seq_set(text, bigint) IS
     'overwrite the value of a per-key sequence (admin)';
 COMMENT ON FUNCTION @extschema@.idgen_seq_set_if_absent(text, bigint) IS
     'set the value of a missing or expired key; true if it did (admin)';
-COMMENT ON FUNCTION @extschema@.idgen_seq_configure(text, bigint, bigint, interval, int) IS
-    'set all options of a key (step, max_value, ttl, cache), keeping its value (admin)';
+COMMENT ON FUNCTION @extschema@.idgen_seq_set(text, bigint, boolean) IS
+    'overwrite the value of a per-key sequence; is_called false: it is the next value (admin)';
+COMMENT ON FUNCTION @extschema@.idgen_seq_configure(text, bigint, bigint, interval, int, bigint, bigint, boolean, bigint) IS
+    'change the options passed (step, max_value, ttl, cache, start, min_value, cycle, restart), keeping the others (admin)';
 COMMENT ON FUNCTION @extschema@.idgen_seq_drop(text) IS
     'forget a key; true if it existed (admin)';
-COMMENT ON FUNCTION @extschema@.idgen_seq_latest(text, bigint) IS
-    'the value of a key this transaction advanced, else the value given (behind the idgen_seq_keys view)';
+COMMENT ON FUNCTION @extschema@.idgen_seq_latest(text, bigint, boolean) IS
+    'the last value of a key this transaction advanced, else the value given; NULL if none handed out (behind the idgen_seq_keys view)';
 COMMENT ON FUNCTION @extschema@.idgen_seq_served(int) IS
     'how a key with this cache setting is served in this database, and why a cached key is not (behind the idgen_seq_keys view)';
 COMMENT ON FUNCTION @extschema@.idgen_seq_purge() IS
@@ -840,17 +866,19 @@ COMMENT ON TABLE @extschema@.idgen_worker_lease IS
 -- COPY does), and never in ordinary use ('origin').  It merges what
 -- arrives with what is there instead of conflicting:
 --
---   idgen_seq: a key's value never goes down.  An arriving key that exists
---   is updated, not inserted; an update keeps GREATEST(new, old) value and
+--   idgen_seq: a key's value never goes back.  An arriving key that exists
+--   is updated, not inserted; an update keeps the value further on in the
+--   key's direction (GREATEST, or LEAST for a negative step) of a key that
+--   has handed out values on either side, and GREATEST(new, old)
 --   last_used (so that a key with a ttl does not expire sooner); the key's
---   options (step, max_value, ttl, cache) are the arriving ones, as with
---   any replicated update: the last change wins.  created_by stays the
+--   options (step, start, min_value, max_value, cycle, ttl, cache) are the
+--   arriving ones, as with any replicated update: the last change wins.  created_by stays the
 --   subscriber's, and a key that arrives new counts as the table owner's
 --   (the extension's owner): a publisher's role oids mean nothing here.
 --   Deletes are skipped (a publisher's purge, drop, or a second
 --   publisher's absence of the key): the subscriber's own purge expires
 --   keys with a ttl.  So after a switch of writes to the subscriber, every
---   key continues above the value any publisher reached, cached keys too
+--   key continues past the value any publisher reached, cached keys too
 --   (a cached key's row is ahead of the values its server served).
 --
 --   idgen_worker_lease: one row per worker id.  Of a lease that arrives
@@ -896,17 +924,30 @@ BEGIN
             RETURN NEW;
         END IF;
         INSERT INTO @extschema@.idgen_seq AS s
-            (key, step, max_value, ttl, last_used, cache, created_by, value)
-        VALUES (NEW.key, NEW.step, NEW.max_value, NEW.ttl, NEW.last_used,
-                NEW.cache, NEW.created_by, NEW.value)
+            (key, step, start, min_value, max_value, cycle, ttl, last_used,
+             cache, created_by, called, value)
+        VALUES (NEW.key, NEW.step, NEW.start, NEW.min_value, NEW.max_value,
+                NEW.cycle, NEW.ttl, NEW.last_used, NEW.cache, NEW.created_by,
+                NEW.called, NEW.value)
         ON CONFLICT (key) DO UPDATE
-            SET step = excluded.step, max_value = excluded.max_value,
-                ttl = excluded.ttl, last_used = excluded.last_used,
-                cache = excluded.cache, value = excluded.value;
+            SET step = excluded.step, start = excluded.start,
+                min_value = excluded.min_value, max_value = excluded.max_value,
+                cycle = excluded.cycle, ttl = excluded.ttl,
+                last_used = excluded.last_used, cache = excluded.cache,
+                called = excluded.called, value = excluded.value;
         RETURN NULL;
     ELSIF TG_OP = 'UPDATE' THEN
         NEW.key := OLD.key;
-        NEW.value := GREATEST(NEW.value, OLD.value);
+        -- the value further on in the key's direction, of a key that has
+        -- handed out values on either side
+        IF OLD.called AND NOT NEW.called THEN
+            NEW.called := true;
+            NEW.value := OLD.value;
+        ELSIF OLD.called AND NEW.step < 0 THEN
+            NEW.value := LEAST(NEW.value, OLD.value);
+        ELSIF OLD.called THEN
+            NEW.value := GREATEST(NEW.value, OLD.value);
+        END IF;
         NEW.last_used := GREATEST(NEW.last_used, OLD.last_used);
         NEW.created_by := OLD.created_by;
         RETURN NEW;
@@ -1209,7 +1250,7 @@ GRANT EXECUTE ON FUNCTION
     @extschema@.idgen_uuid7_time(uuid),
     @extschema@.idgen_uuid_version(uuid),
     @extschema@.idgen_expiry(timestamptz, interval),
-    @extschema@.idgen_seq_latest(text, bigint),
+    @extschema@.idgen_seq_latest(text, bigint, boolean),
     @extschema@.idgen_seq_served(int),
     @extschema@.idgen_stats(),
     @extschema@.idgen_info(),

@@ -31,8 +31,9 @@ ROLLBACK;
 SELECT idgen_seq_next('cache:a') AS after_rollback;
 -- A batch: the next values, in order, across segments.
 SELECT array_agg(v) AS batch FROM idgen_seq_next('cache:a', 7) v;
--- step and max_value keep their meaning.
-SELECT idgen_seq_configure('cache:w', step => 2, max_value => 7, cache => 3);
+-- The options keep their meaning (seq_options has each of them in both
+-- modes): here a cycle from max_value to min_value.
+SELECT idgen_seq_configure('cache:w', step => 2, max_value => 7, cycle => true, cache => 3);
 SELECT string_agg(idgen_seq_next('cache:w')::text, ',') AS wrapped FROM generate_series(1, 8);
 
 -- set, drop and reconfiguration forget the cached segments at once.
@@ -61,7 +62,7 @@ SELECT idgen_seq_next('cache:t') AS first, idgen_seq_next('cache:t') AS second;
 COMMIT;
 SELECT idgen_seq_next('cache:t') AS cached_after_commit;
 
--- The end of the bigint range: the values that fit, then an error.
+-- The end of the bigint range: the values that fit, then 2200H.
 SELECT idgen_seq_configure('cache:e', cache => 5);
 SELECT idgen_seq_set('cache:e', 9223372036854775800);
 SELECT string_agg(idgen_seq_next('cache:e')::text, ',') AS last_values FROM generate_series(1, 7);
@@ -73,9 +74,9 @@ SELECT idgen_seq_configure('cache:w', cache => -1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_seq_configure('cache:w', cache => 1000001);
 \echo :LAST_ERROR_SQLSTATE
+-- (NULL, like an omitted argument, keeps the setting.)
 SELECT idgen_seq_configure('cache:w', cache => NULL);
-\echo :LAST_ERROR_SQLSTATE
-SELECT key, step, max_value, cache FROM idgen_seq_keys WHERE key = 'cache:w';
+SELECT key, step, max_value, cycle, cache FROM idgen_seq_keys WHERE key = 'cache:w';
 -- The view is not for PUBLIC; a role granted idgen_seq_next gets cached
 -- values as any other caller.
 CREATE ROLE cache_user;

@@ -94,7 +94,7 @@ SELECT idgen_seq_next('lim:6');
 -- three with them; using a new key is then refused: they count.
 CREATE ROLE idgen_limit_admin;
 GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_set(text, bigint),
-    idgen_seq_set_if_absent(text, bigint), idgen_seq_configure(text, bigint, bigint, interval, int),
+    idgen_seq_set_if_absent(text, bigint), idgen_seq_configure(text, bigint, bigint, interval, int, bigint, bigint, boolean, bigint),
     idgen_seq_drop(text) TO idgen_limit_admin;
 SET idgen.seq_max_keys_per_role = 3;
 SET ROLE idgen_limit_admin;
@@ -112,7 +112,7 @@ REVOKE ALL ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, int), idgen_se
     FROM idgen_limit_app;
 DROP ROLE idgen_limit_app;
 REVOKE ALL ON FUNCTION idgen_seq_next(text), idgen_seq_set(text, bigint),
-    idgen_seq_set_if_absent(text, bigint), idgen_seq_configure(text, bigint, bigint, interval, int),
+    idgen_seq_set_if_absent(text, bigint), idgen_seq_configure(text, bigint, bigint, interval, int, bigint, bigint, boolean, bigint),
     idgen_seq_drop(text) FROM idgen_limit_admin;
 DROP ROLE idgen_limit_admin;
 

@@ -135,15 +135,26 @@ SELECT idgen_seq_next('txn:ttl') AS ttl_restarted;
 COMMIT;
 SELECT idgen_seq_current('txn:ttl') AS ttl_committed;
 
--- The batch form, a wrap past max_value, and several keys interleaved.
+-- The batch form, a cycle past max_value, a limit met by a key the
+-- transaction holds (refused in a savepoint, the key stays at its last
+-- value, the transaction goes on), and several keys interleaved.
 BEGIN;
 SELECT idgen_seq_next('txn:batch') AS single;
 SELECT array_agg(v) AS batch FROM idgen_seq_next('txn:batch', 3) v;
-SELECT idgen_seq_configure('txn:wrap', max_value => 3);
+SELECT idgen_seq_configure('txn:wrap', max_value => 3, cycle => true);
 SELECT array_agg(idgen_seq_next('txn:wrap')) AS wrapped FROM generate_series(1, 5);
+SELECT idgen_seq_configure('txn:stop', max_value => 2);
+SELECT idgen_seq_next('txn:stop') AS stop_1, idgen_seq_next('txn:stop') AS stop_2;
+SAVEPOINT limit_met;
+SELECT idgen_seq_next('txn:stop');
+ROLLBACK TO limit_met;
+SAVEPOINT limit_met;
+SELECT * FROM idgen_seq_next('txn:stop', 2);
+ROLLBACK TO limit_met;
+SELECT idgen_seq_current('txn:stop') AS stays_at_its_limit;
 SELECT count(*) AS calls FROM (SELECT idgen_seq_next('txn:k' || (i % 3)) FROM generate_series(1, 3000) i) s;
 COMMIT;
-SELECT key, value FROM idgen_seq_keys WHERE key LIKE 'txn:k_' OR key IN ('txn:batch', 'txn:wrap') ORDER BY key;
+SELECT key, value FROM idgen_seq_keys WHERE key LIKE 'txn:k_' OR key IN ('txn:batch', 'txn:wrap', 'txn:stop') ORDER BY key;
 
 -- What runs at commit before the rows are written: a WITH HOLD cursor's
 -- rest, and deferred triggers.  (To keep a holdable cursor's rows,

@@ -31,6 +31,8 @@ extern void idgen_seq_init(void);
 #define IDGEN_SEQ_MAX_KEY			256 /* longest key, in bytes */
 #define IDGEN_SEQ_MAX_CACHE			1000000 /* largest cache setting */
 pg_noreturn extern void idgen_seq_batch_set_back(const char *key, int64 after);
+pg_noreturn extern void idgen_seq_limit_reached(const char *key, int64 step, int64 limit,
+												int count);
 
 /* seq_row.c: a key's row in the table idgen_seq, and direct access to it */
 /* The table's columns, in order. */
@@ -38,21 +40,33 @@ enum
 {
 	SEQ_COL_KEY = 1,
 	SEQ_COL_STEP,
+	SEQ_COL_START,
+	SEQ_COL_MIN_VALUE,
 	SEQ_COL_MAX_VALUE,
+	SEQ_COL_CYCLE,
 	SEQ_COL_TTL,
 	SEQ_COL_LAST_USED,
 	SEQ_COL_CACHE,
 	SEQ_COL_CREATED_BY,
+	SEQ_COL_CALLED,
 	SEQ_COL_VALUE,
 	SEQ_NUM_COLS = SEQ_COL_VALUE
 };
 
-/* A key's row, as locked or read. */
+/*
+ * A key's row, as locked or read.  The options and state of a PostgreSQL
+ * sequence: 'value' is the last value handed out when 'called' (is_called),
+ * else the next one; min_value <= value <= max_value always.
+ */
 typedef struct IdgenSeqRow
 {
 	int64		value;
-	int64		step;
+	bool		called;
+	int64		step;			/* not 0; negative: descending */
+	int64		start;
+	int64		min_value;
 	int64		max_value;
+	bool		cycle;			/* past a limit: to the other one; else 2200H */
 	bool		has_ttl;
 	Interval	ttl;
 	TimestampTz last_used;
@@ -80,6 +94,7 @@ typedef enum IdgenSeqRowFound
 } IdgenSeqRowFound;
 
 extern bool idgen_seq_ttl_passed(const IdgenSeqRow *row, TimestampTz now);
+extern bool idgen_seq_advance(const IdgenSeqRow *row, int64 v, int64 *next);
 extern void idgen_seq_row_defaults(IdgenSeqRow *row, TimestampTz now);
 extern void idgen_seq_take_default_ttl(IdgenSeqRow *row);
 extern void idgen_seq_row_from_values(IdgenSeqRow *row, const Datum *values, const bool *isnull);
@@ -138,9 +153,12 @@ typedef struct IdgenSeqRequest
 	int64		size;			/* values wanted */
 	char		key[IDGEN_SEQ_MAX_KEY + 1];
 	IdgenSeqOutcome outcome;
-	int64		base;			/* the reserved segment */
+	int64		first;			/* the reserved segment: its first value */
 	int64		step;
+	int64		min_value;
 	int64		max_value;
+	bool		cycle;
+	bool		final;			/* it ends at the key's limit (no cycle) */
 	int64		count;
 } IdgenSeqRequest;
 
@@ -165,7 +183,7 @@ extern void idgen_seq_cache_shmem_startup(void);
 extern bool idgen_seq_cache_available(void);
 extern char *idgen_seq_cache_why_not(bool *for_now);
 extern int	idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out,
-								 int64 after, Oid relid);
+								 const int64 *after, Oid relid);
 pg_noreturn extern void idgen_seq_cache_timed_out(const char *key);
 extern void idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_ttl,
 								   Oid relid);
@@ -184,7 +202,7 @@ extern void idgen_seq_cache_worker_detach(int code, Datum arg);
 extern bool idgen_seq_cache_worker_done(int idle_ms);
 extern int	idgen_seq_cache_collect(IdgenSeqRequest *req, int max);
 extern bool idgen_seq_cache_pending(bool *urgent);
-extern int64 idgen_seq_cache_reserve(IdgenSeqRequest *r, int64 value, int64 step, int64 max_value);
+extern int64 idgen_seq_cache_reserve(IdgenSeqRequest *r, const IdgenSeqRow *row);
 extern void idgen_seq_cache_publish(IdgenSeqRequest *req, int n);
 extern int	idgen_seq_cache_collect_used(IdgenSeqRequest *req, int max);
 extern bool idgen_seq_role_keys_take(Oid role, int64 limit, TimestampTz now);

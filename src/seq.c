@@ -5,9 +5,11 @@
  *
  * One row per key in the extension's table idgen_seq:
  *
- *	  key text PRIMARY KEY, step bigint, max_value bigint (0 = no wrap),
- *	  ttl interval (NULL = keep), last_used timestamptz, value bigint (last
- *	  value handed out, 0 = none)
+ *	  key text PRIMARY KEY, step, start, min_value, max_value bigint, cycle
+ *	  boolean (a PostgreSQL sequence's options), ttl interval (NULL =
+ *	  keep), last_used timestamptz, cache int, created_by oid, called
+ *	  boolean, value bigint (a sequence's is_called and last_value: the
+ *	  last value handed out, or, while called is false, the next one)
  *
  *	  last_used is kept up to date for keys with a ttl; for the others it is
  *	  when the key was created or last changed by an administrative function
@@ -35,10 +37,14 @@
  *	  idgen_seq_configure gives it one.  idgen.seq_max_keys_per_role limits
  *	  the former only, too ("Keys per role" below).
  *
- *	  A value past max_value wraps to step.  A key whose ttl has
- *	  passed since its last use is forgotten: it behaves exactly as if its
- *	  row had been purged (value and options back to the defaults), which is
- *	  what idgen_seq_purge() and the idgen purge process do to such rows.
+ *	  Values follow nextval(): start first, then value + step; a call that
+ *	  would pass max_value (min_value, for a negative step) fails with
+ *	  SQLSTATE 2200H and changes nothing, unless the key cycles: then the
+ *	  value after max_value is min_value (after min_value, max_value).  A
+ *	  key whose ttl has passed since its last use is forgotten: it behaves
+ *	  exactly as if its row had been purged (value and options back to the
+ *	  defaults), which is what idgen_seq_purge() and the idgen purge
+ *	  process do to such rows.
  *
  * Privileges
  *	  The table belongs to the extension's owner and is not granted to
@@ -112,14 +118,17 @@ enum
 
 static const IdgenStatement statement_list[NUM_QUERIES] = {
 	[Q_READ] = {
-		"SELECT key, step, max_value, ttl, last_used, cache, created_by, value FROM %1$s.idgen_seq "
+		"SELECT key, step, start, min_value, max_value, cycle, ttl, last_used, cache, created_by, "
+		"called, value FROM %1$s.idgen_seq "
 		"WHERE key OPERATOR(pg_catalog.=) $1",
 		1, {TEXTOID}
 	},
 	[Q_INSERT] = {
-		"INSERT INTO %1$s.idgen_seq (key, step, max_value, ttl, last_used, cache, created_by, value) "
-		"VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (key) DO NOTHING",
-		SEQ_NUM_COLS, {TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT4OID, OIDOID, INT8OID}
+		"INSERT INTO %1$s.idgen_seq (key, step, start, min_value, max_value, cycle, ttl, last_used, "
+		"cache, created_by, called, value) "
+		"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (key) DO NOTHING",
+		SEQ_NUM_COLS, {TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID, INTERVALOID,
+		TIMESTAMPTZOID, INT4OID, OIDOID, BOOLOID, INT8OID}
 	},
 
 	/*
@@ -712,26 +721,24 @@ apply(FunctionCallInfo fcinfo, text *key, SeqOp op, void *arg, bool next)
 }
 
 /*
- * The value after 'v': v + step, or step once that passes max_value.
+ * A call would pass the key's limit ('limit', max_value for a positive
+ * step, else min_value) of a key that does not cycle: it fails, as
+ * nextval() does, having changed nothing.  'count' is the batch's size.
  */
-static int64
-advance(const IdgenSeqRow *row, int64 v, text *key)
+void
+idgen_seq_limit_reached(const char *key, int64 step, int64 limit, int count)
 {
-	int64		next;
-
-	if (pg_add_s64_overflow(v, row->step, &next))
-	{
-		if (row->max_value > 0)
-			return row->step;
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("sequence key \"%s\" has reached the end of the bigint range",
-						text_to_cstring(key)),
-				 errhint("Configure a max_value so that it wraps, or reset it with idgen_seq_set().")));
-	}
-	if (row->max_value > 0 && next > row->max_value)
-		return row->step;
-	return next;
+	ereport(ERROR,
+			(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+			 step > 0 ?
+			 errmsg("reached maximum value of sequence key \"%s\" (" INT64_FORMAT ")", key, limit) :
+			 errmsg("reached minimum value of sequence key \"%s\" (" INT64_FORMAT ")", key, limit),
+			 count > 1 ?
+			 errdetail("A batch of %d values would pass it; the call returns none.", count) :
+			 errdetail("The key does not cycle: it stays at its last value."),
+			 step > 0 ?
+			 errhint("Raise max_value with idgen_seq_configure(), or configure cycle => true to go on from min_value.") :
+			 errhint("Lower min_value with idgen_seq_configure(), or configure cycle => true to go on from max_value.")));
 }
 
 /*
@@ -756,7 +763,8 @@ typedef struct NextArgs
 	text	   *key;
 	int			count;
 	int64	   *out;
-	int64		after;			/* > 0: the rest of a batch served up to here */
+	bool		has_after;		/* the rest of a batch served up to 'after' */
+	int64		after;
 } NextArgs;
 
 static bool
@@ -764,6 +772,30 @@ op_next(IdgenSeqRow *row, bool existed, TimestampTz now, void *arg)
 {
 	NextArgs   *a = (NextArgs *) arg;
 	int64		v = row->value;
+	bool		called = row->called;
+
+	/* The values first: a call that would pass the limit changes nothing. */
+	for (int i = 0; i < a->count; i++)
+	{
+		if (!called)
+			called = true;		/* v is the first value (start, or setval's) */
+		else if (!idgen_seq_advance(row, v, &v))
+			idgen_seq_limit_reached(text_to_cstring(a->key), row->step,
+									row->step > 0 ? row->max_value : row->min_value,
+									a->count);
+
+		/*
+		 * The rest of a batch of a cached key, after its entry was retired:
+		 * the row is past every segment reserved, unless the key was dropped
+		 * or set back meanwhile, and then this batch would repeat its own
+		 * values.  (A key that cycles goes back anyway.)
+		 */
+		if (i == 0 && a->has_after && !row->cycle &&
+			(row->step > 0 ? v <= a->after : v >= a->after))
+			idgen_seq_batch_set_back(text_to_cstring(a->key), a->after);
+		if (a->out)
+			a->out[i] = v;
+	}
 
 	/* A key created by use (new, or forgotten) takes the default ttl. */
 	if (!existed)
@@ -771,22 +803,8 @@ op_next(IdgenSeqRow *row, bool existed, TimestampTz now, void *arg)
 	/* Only a key that can expire needs its use recorded. */
 	if (row->has_ttl)
 		row->last_used = now;
-
-	/*
-	 * The rest of a batch of a cached key, after its entry was retired: the
-	 * row is above every segment reserved, unless the key was dropped or set
-	 * lower meanwhile, and then this batch would repeat its own values.
-	 * (With max_value the values wrap anyway.)
-	 */
-	if (a->after > 0 && row->max_value == 0 && row->value < a->after)
-		idgen_seq_batch_set_back(text_to_cstring(a->key), a->after);
-	for (int i = 0; i < a->count; i++)
-	{
-		v = advance(row, v, a->key);
-		if (a->out)
-			a->out[i] = v;
-	}
 	row->value = v;
+	row->called = true;
 	return true;
 }
 
@@ -832,7 +850,7 @@ seq_relid(FunctionCallInfo fcinfo)
 static bool
 next_held(IdgenSeqHeld *h, text *key, int count, int64 *out)
 {
-	NextArgs	a = {key, count, out, 0};
+	NextArgs	a = {key, count, out, false, 0};
 	TimestampTz now = 0;
 
 	if (h->row.has_ttl)
@@ -873,7 +891,7 @@ seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 
 		/* A cached key with an entry: served from shared memory. */
 		served = idgen_seq_cache_next(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), count - done,
-									  out + done, done > 0 ? out[done - 1] : 0, relid);
+									  out + done, done > 0 ? &out[done - 1] : NULL, relid);
 		done += served;
 		if (done == count)
 			break;
@@ -885,6 +903,7 @@ seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 		rest.key = key;
 		rest.count = count - done;
 		rest.out = out + done;
+		rest.has_after = done > 0;
 		rest.after = done > 0 ? out[done - 1] : 0;
 		if (apply(fcinfo, key, op_next, &rest, true) != APPLIED_CACHED)
 			break;
@@ -962,8 +981,8 @@ idgen_seq_next_n(PG_FUNCTION_ARGS)
 
 /*
  * idgen_seq_current(key text) returns bigint
- *		The last value handed out (0 if none yet); NULL for a key that does
- *		not exist or has expired.  Takes no lock.
+ *		The last value handed out; NULL for a key that does not exist, has
+ *		expired, or has handed out nothing yet.  Takes no lock.
  */
 Datum
 idgen_seq_current(PG_FUNCTION_ARGS)
@@ -979,7 +998,8 @@ idgen_seq_current(PG_FUNCTION_ARGS)
 	/* A key this transaction holds: its entry has the latest value. */
 	if (h != NULL)
 	{
-		if (!h->present || idgen_seq_ttl_passed(&h->row, GetCurrentTimestamp()))
+		if (!h->present || !h->row.called ||
+			idgen_seq_ttl_passed(&h->row, GetCurrentTimestamp()))
 			PG_RETURN_NULL();
 		PG_RETURN_INT64(h->row.value);
 	}
@@ -987,16 +1007,16 @@ idgen_seq_current(PG_FUNCTION_ARGS)
 	idgen_sql_begin(&fn, &statements, &cx);
 	found = read_row(&cx, key, &row) && !idgen_seq_ttl_passed(&row, GetCurrentTimestamp());
 	idgen_sql_end(&cx);
-	if (!found)
+	if (!found || !row.called)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(row.value);
 }
 
 /*
- * idgen_seq_latest(key text, value bigint) returns bigint
- *		The value of the key as this transaction sees it: the value in the
- *		entry of a key it holds, else 'value' (the row's, from the view
- *		idgen_seq_keys).
+ * idgen_seq_latest(key text, value bigint, called boolean) returns bigint
+ *		The last value of the key as this transaction sees it: the value in
+ *		the entry of a key it holds, else 'value' (the row's, from the view
+ *		idgen_seq_keys); NULL if the key has handed out nothing yet.
  */
 PG_FUNCTION_INFO_V1(idgen_seq_latest);
 
@@ -1009,7 +1029,13 @@ idgen_seq_latest(PG_FUNCTION_ARGS)
 	if (VARSIZE_ANY_EXHDR(key) > 0 && VARSIZE_ANY_EXHDR(key) <= IDGEN_SEQ_MAX_KEY)
 		h = idgen_seq_held_find(seq_relid(fcinfo), VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
 	if (h != NULL && h->present)
+	{
+		if (!h->row.called)
+			PG_RETURN_NULL();
 		PG_RETURN_INT64(h->row.value);
+	}
+	if (!PG_GETARG_BOOL(2))
+		PG_RETURN_NULL();
 	PG_RETURN_DATUM(PG_GETARG_DATUM(1));
 }
 
@@ -1036,57 +1062,72 @@ idgen_seq_served(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(psprintf("transactional: %s", why)));
 }
 
-static int64
-value_arg(FunctionCallInfo fcinfo, int n)
+/* What idgen_seq_set and idgen_seq_set_if_absent write. */
+typedef struct SetArgs
 {
+	text	   *key;
 	int64		value;
-
-	idgen_arg_not_null(fcinfo, n, "value");
-	value = PG_GETARG_INT64(n);
-	if (value < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("value " INT64_FORMAT " is out of range", value),
-				 errdetail("A sequence value is 0 (nothing handed out yet) or positive.")));
-	return value;
-}
+	bool		is_called;
+} SetArgs;
 
 /*
- * idgen_seq_set(key text, value bigint) returns void
- *		Overwrite the key's value (creating the key); the next value is the
- *		one after it.
+ * Set the key's value, as setval() does: within min_value and max_value,
+ * the last value handed out ('is_called') or the next one.
  */
 static bool
 op_set(IdgenSeqRow *row, bool existed, TimestampTz now, void *arg)
 {
-	int64		value = *(int64 *) arg;
+	SetArgs    *a = (SetArgs *) arg;
 
-	if (row->max_value > 0 && value > row->max_value)
+	if (a->value < row->min_value || a->value > row->max_value)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("value " INT64_FORMAT " is out of range for the key's max_value " INT64_FORMAT,
-						value, row->max_value),
-				 errdetail("Values of this key wrap to its step after " INT64_FORMAT ".", row->max_value),
-				 errhint("Raise max_value with idgen_seq_configure first.")));
-	row->value = value;
+				 errmsg("value " INT64_FORMAT " is out of bounds for sequence key \"%s\" (" INT64_FORMAT ".." INT64_FORMAT ")",
+						a->value, text_to_cstring(a->key), row->min_value, row->max_value),
+				 errhint("Change the key's min_value or max_value with idgen_seq_configure() first.")));
+	row->value = a->value;
+	row->called = a->is_called;
 	row->last_used = now;
 	return true;
 }
 
 /* Apply a value-setting 'op' to the key; whether the key existed. */
 static bool
-set_value(FunctionCallInfo fcinfo, SeqOp op)
+set_value(FunctionCallInfo fcinfo, SeqOp op, bool is_called)
 {
-	text	   *key = key_arg(fcinfo);
-	int64		value = value_arg(fcinfo, 1);
+	SetArgs		a;
 
-	return apply(fcinfo, key, op, &value, false) == APPLIED_EXISTED;
+	a.key = key_arg(fcinfo);
+	idgen_arg_not_null(fcinfo, 1, "value");
+	a.value = PG_GETARG_INT64(1);
+	a.is_called = is_called;
+	return apply(fcinfo, a.key, op, &a, false) == APPLIED_EXISTED;
 }
 
+/*
+ * idgen_seq_set(key text, value bigint) returns void
+ *		Overwrite the key's value (creating the key), as setval(seq, value)
+ *		does: the next value is the one after it.
+ */
 Datum
 idgen_seq_set(PG_FUNCTION_ARGS)
 {
-	(void) set_value(fcinfo, op_set);
+	(void) set_value(fcinfo, op_set, true);
+	PG_RETURN_VOID();
+}
+
+/*
+ * idgen_seq_set(key text, value bigint, is_called boolean) returns void
+ *		setval(seq, value, is_called): with is_called false, 'value' is the
+ *		next value handed out.
+ */
+PG_FUNCTION_INFO_V1(idgen_seq_set3);
+
+Datum
+idgen_seq_set3(PG_FUNCTION_ARGS)
+{
+	idgen_arg_not_null(fcinfo, 2, "is_called");
+	(void) set_value(fcinfo, op_set, PG_GETARG_BOOL(2));
 	PG_RETURN_VOID();
 }
 
@@ -1106,71 +1147,191 @@ op_set_if_absent(IdgenSeqRow *row, bool existed, TimestampTz now, void *arg)
 Datum
 idgen_seq_set_if_absent(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(!set_value(fcinfo, op_set_if_absent));
+	PG_RETURN_BOOL(!set_value(fcinfo, op_set_if_absent, true));
 }
 
-/* Take the options of 'arg', keep the value. */
+/*
+ * The options of an idgen_seq_configure call: those passed (has_*), the
+ * others kept.
+ */
+typedef struct SeqOptions
+{
+	text	   *key;
+	bool		has_step,
+				has_start,
+				has_min,
+				has_max,
+				has_cycle,
+				has_ttl,
+				has_cache,
+				has_restart;
+	int64		step,
+				start,
+				min_value,
+				max_value,
+				restart;
+	bool		cycle;
+	bool		ttl_none;		/* ttl => '0': remove the key's ttl */
+	Interval	ttl;
+	int32		cache;
+	int32		cache_after;	/* out: the key's cache setting now */
+} SeqOptions;
+
+static void
+bound_refused(const char *what, int64 value, bool below, int64 bound, const char *key)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 key == NULL ?
+			 errmsg("%s (" INT64_FORMAT ") cannot be %s than %s (" INT64_FORMAT ")",
+					what, value, below ? "less" : "greater", below ? "min_value" : "max_value", bound) :
+			 errmsg("value " INT64_FORMAT " of sequence key \"%s\" cannot be %s than %s (" INT64_FORMAT ")",
+					value, key, below ? "less" : "greater", below ? "min_value" : "max_value", bound),
+			 key == NULL ? 0 :
+			 errhint("Pass restart => n within the new bounds to restart the key there, or move it with idgen_seq_set() first.")));
+}
+
+/*
+ * Change the options passed, keep the others; a key being created (new or
+ * expired) takes CREATE SEQUENCE's defaults for its direction.  The checks
+ * are CREATE and ALTER SEQUENCE's, with their SQLSTATE (22023).
+ */
 static bool
 op_configure(IdgenSeqRow *row, bool existed, TimestampTz now, void *arg)
 {
-	const IdgenSeqRow *opts = (const IdgenSeqRow *) arg;
+	SeqOptions *o = (SeqOptions *) arg;
+	IdgenSeqRow r = *row;
+	bool		defaults = !existed && (!o->has_min || !o->has_max);
 
-	row->last_used = now;
-	row->step = opts->step;
-	row->max_value = opts->max_value;
-	row->has_ttl = opts->has_ttl;
-	row->ttl = opts->ttl;
-	row->cache = opts->cache;
+	if (o->has_step)
+		r.step = o->step;
+	if (!existed)
+	{
+		/*
+		 * 1 .. bigint's end ascending, bigint's start .. -1 descending; the
+		 * first value is step (a key counts step, 2 * step, ...), or the
+		 * bound given on the side it starts from.
+		 */
+		r.min_value = o->has_min ? o->min_value : (r.step > 0 ? 1 : PG_INT64_MIN);
+		r.max_value = o->has_max ? o->max_value : (r.step > 0 ? PG_INT64_MAX : -1);
+		if (o->has_start)
+			r.start = o->start;
+		else if (r.step > 0)
+			r.start = o->has_min ? r.min_value : r.step;
+		else
+			r.start = o->has_max ? r.max_value : r.step;
+	}
+	else
+	{
+		if (o->has_min)
+			r.min_value = o->min_value;
+		if (o->has_max)
+			r.max_value = o->max_value;
+		if (o->has_start)
+			r.start = o->start;
+	}
+	if (o->has_cycle)
+		r.cycle = o->cycle;
+	if (o->has_ttl)
+	{
+		r.has_ttl = !o->ttl_none;
+		r.ttl = o->ttl;
+	}
+	if (o->has_cache)
+		r.cache = o->cache;
+	if (o->has_restart)
+	{
+		r.value = o->restart;
+		r.called = false;
+	}
+	else if (!r.called)
+		r.value = r.start;		/* nothing handed out yet: it starts at start */
+
+	if (r.min_value >= r.max_value)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("min_value (" INT64_FORMAT ") must be less than max_value (" INT64_FORMAT ")",
+						r.min_value, r.max_value),
+				 !defaults ? 0 :
+				 errdetail("A new key with a negative step has max_value -1 unless given one, and one with a positive step min_value 1."),
+				 o->has_max && o->max_value == 0 ?
+				 errhint("max_value 0 does not mean \"no maximum\": omit max_value, or pass 9223372036854775807.") : 0));
+	if (r.start < r.min_value || r.start > r.max_value)
+		bound_refused(!existed && !o->has_start ? "start value (by default, step)" : "start value",
+					  r.start, r.start < r.min_value,
+					  r.start < r.min_value ? r.min_value : r.max_value, NULL);
+	if (r.value < r.min_value || r.value > r.max_value)
+	{
+		if (o->has_restart)
+			bound_refused("restart value", r.value, r.value < r.min_value,
+						  r.value < r.min_value ? r.min_value : r.max_value, NULL);
+		bound_refused(NULL, r.value, r.value < r.min_value,
+					  r.value < r.min_value ? r.min_value : r.max_value,
+					  text_to_cstring(o->key));
+	}
+	r.last_used = now;
+	*row = r;
+	o->cache_after = r.cache;
 	return true;
 }
 
 /*
- * idgen_seq_configure(key text, step bigint, max_value bigint, ttl interval)
- * returns void
- *		Set the key's options (all of them: an omitted argument takes its
- *		default), creating the key if needed.  Its value is kept.
+ * idgen_seq_configure(key text, step bigint, max_value bigint, ttl
+ * interval, cache int, start bigint, min_value bigint, cycle boolean,
+ * restart bigint) returns void
+ *		ALTER SEQUENCE for a key: change the options passed (not NULL), keep
+ *		the others; create the key if needed.  Its value is kept, but for
+ *		restart, or a key that has handed out nothing yet (which starts at
+ *		its start).
  */
 Datum
 idgen_seq_configure(PG_FUNCTION_ARGS)
 {
-	text	   *key = key_arg(fcinfo);
-	IdgenSeqRow		init;
-	TimestampTz now = GetCurrentTimestamp();
+	SeqOptions	o = {0};
 
-	idgen_seq_row_defaults(&init, now);
-	if (PG_ARGISNULL(1) || PG_GETARG_INT64(1) <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("step must be positive"),
-				 errhint("Values go step, 2 * step, ...; the default step is 1.")));
-	init.step = PG_GETARG_INT64(1);
-	if (PG_ARGISNULL(2) || PG_GETARG_INT64(2) < 0 ||
-		(PG_GETARG_INT64(2) > 0 && PG_GETARG_INT64(2) < init.step))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_value " INT64_FORMAT " is invalid for step " INT64_FORMAT,
-						PG_ARGISNULL(2) ? (int64) 0 : PG_GETARG_INT64(2), init.step),
-				 errdetail("max_value is 0 (no wrap) or at least step: a value past it wraps to step.")));
-	init.max_value = PG_GETARG_INT64(2);
-	if (!PG_ARGISNULL(3))
+	o.key = key_arg(fcinfo);
+	if ((o.has_step = !PG_ARGISNULL(1)))
+	{
+		o.step = PG_GETARG_INT64(1);
+		if (o.step == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("step must not be zero"),
+					 errhint("A positive step counts up, a negative one down; the default is 1.")));
+	}
+	if ((o.has_max = !PG_ARGISNULL(2)))
+		o.max_value = PG_GETARG_INT64(2);
+	if ((o.has_ttl = !PG_ARGISNULL(3)))
 	{
 		Interval   *ttl = PG_GETARG_INTERVAL_P(3);
 
-		idgen_ttl_check(ttl);
-		init.has_ttl = true;
-		init.ttl = *ttl;
+		o.ttl_none = ttl->month == 0 && ttl->day == 0 && ttl->time == 0;
+		if (!o.ttl_none)
+		{
+			idgen_ttl_check(ttl);
+			o.ttl = *ttl;
+		}
 	}
-	else
-		init.has_ttl = false;	/* NULL: never expires, whatever the default */
-	if (PG_ARGISNULL(4) || PG_GETARG_INT32(4) < 0 || PG_GETARG_INT32(4) > IDGEN_SEQ_MAX_CACHE)
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("cache must be between 0 and %d", IDGEN_SEQ_MAX_CACHE),
-				 errdetail("0 (the default) is the transactional mode; n > 0 serves the key from shared memory in segments of at least n values.")));
-	init.cache = PG_GETARG_INT32(4);
+	if ((o.has_cache = !PG_ARGISNULL(4)))
+	{
+		o.cache = PG_GETARG_INT32(4);
+		if (o.cache < 0 || o.cache > IDGEN_SEQ_MAX_CACHE)
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("cache must be between 0 and %d", IDGEN_SEQ_MAX_CACHE),
+					 errdetail("0 (the default) is the transactional mode; n > 0 serves the key from shared memory in segments of at least n values.")));
+	}
+	if ((o.has_start = !PG_ARGISNULL(5)))
+		o.start = PG_GETARG_INT64(5);
+	if ((o.has_min = !PG_ARGISNULL(6)))
+		o.min_value = PG_GETARG_INT64(6);
+	if ((o.has_cycle = !PG_ARGISNULL(7)))
+		o.cycle = PG_GETARG_BOOL(7);
+	if ((o.has_restart = !PG_ARGISNULL(8)))
+		o.restart = PG_GETARG_INT64(8);
 
-	(void) apply(fcinfo, key, op_configure, &init, false);
-	if (init.cache > 0)
+	(void) apply(fcinfo, o.key, op_configure, &o, false);
+	if (o.cache_after > 0)
 	{
 		char	   *why;
 		bool		for_now;
@@ -1180,7 +1341,7 @@ idgen_seq_configure(PG_FUNCTION_ARGS)
 		if (why != NULL && !for_now)
 			ereport(NOTICE,
 					(errmsg("sequence key \"%s\" is served transactionally in this database, not from shared memory",
-							text_to_cstring(key)),
+							text_to_cstring(o.key)),
 					 errdetail("Cached keys are served from shared memory only where their segments are reserved: %s.", why),
 					 errhint("The key works, with the guarantees and the cost of the transactional mode; the column \"served\" of view \"idgen_seq_keys\" shows it.")));
 	}

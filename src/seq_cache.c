@@ -11,8 +11,11 @@
  * database (seq_worker.c) has reserved in its own committed transaction by
  * advancing the key's row past it, before any of its values is served.  So
  * every value served is at most the row's value, and after a crash or a
- * restart new segments start above it: no value is ever served twice (wrap
- * at max_value aside, which is the key's own rule).  Values that were
+ * restart new segments start past it: no value is ever served twice (a
+ * key that cycles aside, which is its own rule).  A segment never reaches
+ * past the key's limit: one that ends there is final, and a call that
+ * needs more than it has left fails with 2200H, as in the transactional
+ * mode, without taking any of it.  Values that were
  * reserved but not served are lost (a gap) on a crash, a restart, an
  * eviction, or when the key is set, dropped or reconfigured.
  *
@@ -102,12 +105,18 @@ int			idgen_max_database_workers = 4;
 int			idgen_seq_cache_wait_ms = 2000;
 double		idgen_seq_cache_prefetch = 0.1;
 
-/* A segment of a key's values: the count values after 'base'. */
+/*
+ * A segment of a key's values: 'count' values from 'first' on, as
+ * nextval() would give them with the key's options.
+ */
 typedef struct SeqSegment
 {
-	int64		base;			/* the key's value before the first one */
+	int64		first;
 	int64		step;
-	int64		max_value;		/* 0: no wrap */
+	int64		min_value;
+	int64		max_value;
+	bool		cycle;
+	bool		final;			/* it ends at the key's limit (no cycle) */
 	uint32		count;
 	uint32		prefetch_at;	/* offset at which the next is requested */
 } SeqSegment;
@@ -147,7 +156,9 @@ typedef struct SeqCacheEntry
 	bool		next_ready;		/* seg[(epoch + 1) & 1] holds the next */
 	bool		requested;		/* the worker is asked for a segment */
 	bool		reserving;		/* the worker is reserving one */
-	bool		failed;			/* the key reached the end of bigint */
+	bool		failed;			/* the key reached its limit (no cycle) */
+	int64		failed_step;	/* then: its step and limit, for the error */
+	int64		failed_limit;
 	bool		has_ttl;
 	Oid			relid;			/* the table idgen_seq its segments come from */
 	int32		cache;			/* the minimum segment size */
@@ -281,6 +292,8 @@ typedef struct LocalEntry
 #define CURSOR_KEYGEN(w)	((uint32) ((w) >> 44))
 #define CURSOR_EPOCH(w)		((uint32) (((w) >> 31) & EPOCH_MASK))
 #define CURSOR_OFFSET(w)	((uint32) ((w) & OFFSET_MASK))
+/* Whether cursors 'a' and 'b' name the same key and segment. */
+#define same_segment(a, b)	(((a) >> 31) == ((b) >> 31))
 
 /* A segment should last about this long (Leaf's 15 minutes, scaled down). */
 #define IDGEN_SEQ_SEGMENT_TARGET	(10 * USECS_PER_SEC)
@@ -386,35 +399,60 @@ make_tag(SeqCacheTag *tag, Oid dbid, const char *key, int len)
 	memcpy(tag->key, key, len);
 }
 
-/* The value 'off' (0-based) of a segment: what advance() gives off+1 times. */
-static int64
-segment_value(const SeqSegment *s, uint64 off)
+/*
+ * How many values a key can still give from 'first' on before it passes its
+ * limit, in its direction: 'first' itself and every step after it up to the
+ * limit (a count up to 2^64, as uint64; 0 means 2^64, more than any want).
+ */
+static uint64
+values_to_limit(int64 first, int64 step, int64 min_value, int64 max_value)
 {
-	uint64		i = off + 1;
-	int64		before_wrap;
-	int64		per_cycle;
-
-	if (s->max_value <= 0)
-		return s->base + (int64) i * s->step;
-	before_wrap = s->base >= s->max_value ? 0 : (s->max_value - s->base) / s->step;
-	if ((int64) i <= before_wrap)
-		return s->base + (int64) i * s->step;
-	per_cycle = s->max_value / s->step;
-	return ((int64) ((i - before_wrap - 1) % per_cycle) + 1) * s->step;
+	if (step > 0)
+		return ((uint64) max_value - (uint64) first) / (uint64) step + 1;
+	return ((uint64) first - (uint64) min_value) / ((uint64) -(step + 1) + 1) + 1;
 }
 
 /*
- * How many values after 'base' fit before the end of the bigint range (no
- * wrap), at most 'want'.
+ * The value 'off' (0-based) of a segment: what idgen_seq_advance() gives
+ * 'off' times from 'first'.  Past the limit, a key that cycles goes on
+ * from the other one (min_value for a positive step), one full cycle of
+ * values at a time.
  */
 static int64
-segment_fit(int64 base, int64 step, int64 max_value, int64 want)
+segment_value(const SeqSegment *s, uint64 off)
 {
-	if (max_value > 0)
+	uint64		before = values_to_limit(s->first, s->step, s->min_value, s->max_value);
+	uint64		per_cycle;
+	uint64		astep = s->step > 0 ? (uint64) s->step : (uint64) -(s->step + 1) + 1;
+
+	if (before == 0 || off < before)
+		return (int64) ((uint64) s->first + (s->step > 0 ? off * astep : -(off * astep)));
+	/* a key that cycles: off >= before only if it does (see segment_fit) */
+	per_cycle = ((uint64) s->max_value - (uint64) s->min_value) / astep + 1;
+	off = (off - before) % (per_cycle == 0 ? PG_UINT64_MAX : per_cycle);
+	if (s->step > 0)
+		return (int64) ((uint64) s->min_value + off * astep);
+	return (int64) ((uint64) s->max_value - off * astep);
+}
+
+/*
+ * How many of 'want' values from 'first' on a key can give: all of them if
+ * it cycles, else those before its limit; whether they reach the limit.
+ */
+static int64
+segment_fit(int64 first, int64 step, int64 min_value, int64 max_value, bool cycle,
+			int64 want, bool *final)
+{
+	uint64		room;
+
+	*final = false;
+	if (cycle)
 		return want;
-	if (base > PG_INT64_MAX - step)
-		return 0;
-	return Min(want, (PG_INT64_MAX - base) / step);
+	room = values_to_limit(first, step, min_value, max_value);
+	if (room == 0 || room > (uint64) want)
+		return want;
+	*final = true;
+	return (int64) room;
 }
 
 /*
@@ -640,6 +678,7 @@ retire_entry(SeqCacheEntry *e)
 	(void) hash_search(map, &e->tag, HASH_REMOVE, NULL);
 	e->keygen = (e->keygen + 1) & KEYGEN_MASK;
 	e->seg[next].count = 0;
+	e->seg[next].final = false;
 	e->seg[next].prefetch_at = 0;
 	e->next_ready = e->requested = e->reserving = e->failed = false;	/* a queued index is skipped */
 	e->in_use = false;
@@ -736,7 +775,7 @@ idgen_seq_cache_timed_out(const char *key)
  * moved (or the entry changed); fails after idgen.seq_cache_wait.
  */
 static void
-switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
+switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key, int count)
 {
 	TimestampTz start = GetCurrentTimestamp();
 	bool		counted = false;
@@ -746,6 +785,8 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
 	for (;;)
 	{
 		bool		failed;
+		int64		failed_step = 0;
+		int64		failed_limit = 0;
 		bool		wake = false;
 		long		waited_ms;
 
@@ -756,6 +797,11 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
 			break;
 		}
 		failed = e->failed;
+		if (failed)
+		{
+			failed_step = e->failed_step;
+			failed_limit = e->failed_limit;
+		}
 		if (!failed && e->next_ready)
 		{
 			switch_segment(e, w);
@@ -775,10 +821,7 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key)
 		if (failed)
 		{
 			ConditionVariableCancelSleep();
-			ereport(ERROR,
-					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-					 errmsg("sequence key \"%s\" has reached the end of the bigint range", key),
-					 errhint("Configure a max_value so that it wraps, or reset it with idgen_seq_set().")));
+			idgen_seq_limit_reached(key, failed_step, failed_limit, count);
 		}
 		if (wake || !woke)
 		{
@@ -893,18 +936,25 @@ note_use(SeqCacheEntry *e, uint32 keygen, const SeqSegment *seg, uint32 off, uin
  * when its entry was retired while the batch was served (the key was
  * reconfigured, set, dropped or evicted meanwhile): the caller looks the
  * key up in the table for the rest, which installs the entry of a cached
- * key.  'after' is the batch's last value so far (0: none).  The table's
- * value is above every segment ever reserved, so the rest of a batch is
- * above what it holds, unless the key was dropped or set lower meanwhile:
- * the batch fails then (40001), here or in seq.c's op_next.
+ * key.  'after_p' points to the batch's last value so far (NULL: none).
+ * The table's value is past every segment ever reserved, so the rest of a
+ * batch is past what it holds, unless the key was dropped or set back
+ * meanwhile: the batch fails then (40001), here or in seq.c's op_next.
+ *
+ * A batch that the key's final segment cannot complete fails with 2200H
+ * before it takes any value of that segment (values it took from earlier
+ * segments are a gap, as any value a cached key reserved and did not
+ * serve).
  */
 int
-idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, int64 after,
+idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, const int64 *after_p,
 					 Oid relid)
 {
 	uint32		h;
 	LocalEntry *le;
 	int			done = 0;
+	bool		has_after = after_p != NULL;
+	int64		after = has_after ? *after_p : 0;
 
 	if (!idgen_seq_cache_available())
 		return 0;
@@ -937,12 +987,24 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, int64 a
 		}
 		seg = e->seg[CURSOR_EPOCH(w) & 1];
 		off = CURSOR_OFFSET(w);
+		if (seg.final && (int64) (count - done) > (int64) seg.count - off)
+		{
+			SeqCacheTag tag;
+
+			/* The segment read is the one the cursor names still? */
+			pg_read_barrier();
+			if (!same_segment(pg_atomic_read_u64(&e->c.f.cursor), w))
+				continue;
+			make_tag(&tag, MyDatabaseId, key, keylen);
+			idgen_seq_limit_reached(tag.key, seg.step,
+									seg.step > 0 ? seg.max_value : seg.min_value, count);
+		}
 		if (off >= seg.count)
 		{
 			SeqCacheTag tag;
 
 			make_tag(&tag, MyDatabaseId, key, keylen);
-			switch_or_wait(e, le->keygen, w, tag.key);
+			switch_or_wait(e, le->keygen, w, tag.key, count);
 			continue;
 		}
 		take = (uint32) Min((int64) (count - done), (int64) (seg.count - off));
@@ -952,8 +1014,9 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, int64 a
 		/* Claimed: the values are this caller's (or a gap). */
 		for (uint32 j = 0; j < take; j++)
 			out[done + j] = segment_value(&seg, (uint64) off + j);
-		/* A batch rises, unless its key wraps. */
-		if (after > 0 && seg.max_value <= 0 && out[done] <= after)
+		/* A batch goes on in its key's direction, unless the key cycles. */
+		if (has_after && !seg.cycle &&
+			(seg.step > 0 ? out[done] <= after : out[done] >= after))
 		{
 			SeqCacheTag tag;
 
@@ -961,6 +1024,7 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, int64 a
 			idgen_seq_batch_set_back(tag.key, after);
 		}
 		done += take;
+		has_after = true;
 		after = out[done - 1];
 		note_use(e, le->keygen, &seg, off, take);
 		if (done == count)
@@ -1024,6 +1088,7 @@ idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_
 		uint32		next = (CURSOR_EPOCH(w) + 1) & 1;
 
 		e->seg[next].count = 0;
+		e->seg[next].final = false;
 		e->seg[next].prefetch_at = 0;
 		pg_write_barrier();
 		pg_atomic_write_u64(&e->c.f.cursor, CURSOR(e->keygen, CURSOR_EPOCH(w) + 1, 0));
@@ -1404,26 +1469,37 @@ collect_one(SeqCacheEntry *e, IdgenSeqRequest *r)
 }
 
 /*
- * The segment of 'size' values after the row's 'value': how many fit and
- * the row's new value; 0 values if none fit.
+ * The segment of up to 'size' values the key's row gives next, into 'r':
+ * how many fit before the key's limit (0 if it has reached it); the row's
+ * new value (the segment's last), to be written with called true.
  */
 int64
-idgen_seq_cache_reserve(IdgenSeqRequest *r, int64 value, int64 step, int64 max_value)
+idgen_seq_cache_reserve(IdgenSeqRequest *r, const IdgenSeqRow *row)
 {
-	SeqSegment	s;
-	int64		n = segment_fit(value, step, max_value, r->size);
+	SeqSegment	s = {0};
 
-	r->base = value;
-	r->step = step;
-	r->max_value = max_value;
-	r->count = n;
-	if (n == 0)
-		return value;
-	s.base = value;
-	s.step = step;
-	s.max_value = max_value;
-	s.count = (uint32) n;
-	return segment_value(&s, (uint64) n - 1);
+	r->step = row->step;
+	r->min_value = row->min_value;
+	r->max_value = row->max_value;
+	r->cycle = row->cycle;
+	r->final = false;
+	r->count = 0;
+	r->first = row->value;
+	if (row->called && !idgen_seq_advance(row, row->value, &r->first))
+	{
+		/* at its limit: the limit reached, for the error */
+		r->first = row->step > 0 ? row->max_value : row->min_value;
+		return row->value;
+	}
+	r->count = segment_fit(r->first, row->step, row->min_value, row->max_value, row->cycle,
+						   r->size, &r->final);
+	s.first = r->first;
+	s.step = r->step;
+	s.min_value = r->min_value;
+	s.max_value = r->max_value;
+	s.cycle = r->cycle;
+	s.count = (uint32) r->count;
+	return segment_value(&s, (uint64) r->count - 1);
 }
 
 /*
@@ -1454,16 +1530,23 @@ idgen_seq_cache_publish(IdgenSeqRequest *req, int n)
 			if (r->outcome == IDGEN_SEQ_RETRY)
 				(void) request_segment(e, false);
 			else if (r->outcome == IDGEN_SEQ_RESERVED && r->count == 0)
+			{
 				e->failed = true;
+				e->failed_step = r->step;
+				e->failed_limit = r->first;
+			}
 			else if (r->outcome == IDGEN_SEQ_RESERVED)
 			{
 				uint64		w = pg_atomic_read_u64(&e->c.f.cursor);
 				uint32		epoch = CURSOR_EPOCH(w);
 				SeqSegment *next = &e->seg[(epoch + 1) & 1];
 
-				next->base = r->base;
+				next->first = r->first;
 				next->step = r->step;
+				next->min_value = r->min_value;
 				next->max_value = r->max_value;
+				next->cycle = r->cycle;
+				next->final = r->final;
 				next->count = (uint32) r->count;
 				next->prefetch_at = (uint32) Min((double) r->count - 1,
 												 r->count * idgen_seq_cache_prefetch);

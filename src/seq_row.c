@@ -32,6 +32,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
@@ -67,15 +68,21 @@ idgen_seq_ttl_passed(const IdgenSeqRow *row, TimestampTz now)
 }
 
 /*
- * A new (or forgotten) key's row, created at 'now'.  No ttl: only a key
- * created by use takes idgen.seq_default_ttl (idgen_seq_take_default_ttl).
+ * A new (or forgotten) key's row, created at 'now': CREATE SEQUENCE's
+ * defaults (1, 2, 3, ... up to the end of bigint, no cycle).  No ttl: only
+ * a key created by use takes idgen.seq_default_ttl
+ * (idgen_seq_take_default_ttl).
  */
 void
 idgen_seq_row_defaults(IdgenSeqRow *row, TimestampTz now)
 {
-	row->value = 0;
 	row->step = 1;
-	row->max_value = 0;
+	row->start = 1;
+	row->min_value = 1;
+	row->max_value = PG_INT64_MAX;
+	row->cycle = false;
+	row->called = false;
+	row->value = row->start;
 	row->has_ttl = false;
 	memset(&row->ttl, 0, sizeof(row->ttl));
 	row->cache = 0;
@@ -100,18 +107,48 @@ idgen_seq_take_default_ttl(IdgenSeqRow *row)
 	row->ttl.time = usecs % USECS_PER_DAY;
 }
 
+/*
+ * The value after 'v' (the last one handed out) into *next, as nextval()
+ * computes it: v + step, or, past max_value (min_value for a negative
+ * step), the other limit for a key that cycles.  False if the key has
+ * reached its limit and does not cycle.
+ */
+bool
+idgen_seq_advance(const IdgenSeqRow *row, int64 v, int64 *next)
+{
+	int64		n;
+	bool		past;
+
+	if (row->step > 0)
+		past = pg_add_s64_overflow(v, row->step, &n) || n > row->max_value;
+	else
+		past = pg_add_s64_overflow(v, row->step, &n) || n < row->min_value;
+	if (past)
+	{
+		if (!row->cycle)
+			return false;
+		n = row->step > 0 ? row->min_value : row->max_value;
+	}
+	*next = n;
+	return true;
+}
+
 /* A row's columns from their values (key and ctid aside). */
 void
 idgen_seq_row_from_values(IdgenSeqRow *row, const Datum *values, const bool *isnull)
 {
 	row->step = DatumGetInt64(values[SEQ_COL_STEP - 1]);
+	row->start = DatumGetInt64(values[SEQ_COL_START - 1]);
+	row->min_value = DatumGetInt64(values[SEQ_COL_MIN_VALUE - 1]);
 	row->max_value = DatumGetInt64(values[SEQ_COL_MAX_VALUE - 1]);
+	row->cycle = DatumGetBool(values[SEQ_COL_CYCLE - 1]);
 	row->has_ttl = !isnull[SEQ_COL_TTL - 1];
 	if (row->has_ttl)
 		row->ttl = *DatumGetIntervalP(values[SEQ_COL_TTL - 1]);
 	row->last_used = DatumGetTimestampTz(values[SEQ_COL_LAST_USED - 1]);
 	row->cache = DatumGetInt32(values[SEQ_COL_CACHE - 1]);
 	row->created_by = DatumGetObjectId(values[SEQ_COL_CREATED_BY - 1]);
+	row->called = DatumGetBool(values[SEQ_COL_CALLED - 1]);
 	row->value = DatumGetInt64(values[SEQ_COL_VALUE - 1]);
 }
 
@@ -121,8 +158,14 @@ idgen_seq_row_to_values(IdgenSeqRow *row, Datum *values, bool *isnull)
 {
 	values[SEQ_COL_STEP - 1] = Int64GetDatum(row->step);
 	isnull[SEQ_COL_STEP - 1] = false;
+	values[SEQ_COL_START - 1] = Int64GetDatum(row->start);
+	isnull[SEQ_COL_START - 1] = false;
+	values[SEQ_COL_MIN_VALUE - 1] = Int64GetDatum(row->min_value);
+	isnull[SEQ_COL_MIN_VALUE - 1] = false;
 	values[SEQ_COL_MAX_VALUE - 1] = Int64GetDatum(row->max_value);
 	isnull[SEQ_COL_MAX_VALUE - 1] = false;
+	values[SEQ_COL_CYCLE - 1] = BoolGetDatum(row->cycle);
+	isnull[SEQ_COL_CYCLE - 1] = false;
 	values[SEQ_COL_TTL - 1] = IntervalPGetDatum(&row->ttl);
 	isnull[SEQ_COL_TTL - 1] = !row->has_ttl;
 	values[SEQ_COL_LAST_USED - 1] = TimestampTzGetDatum(row->last_used);
@@ -131,6 +174,8 @@ idgen_seq_row_to_values(IdgenSeqRow *row, Datum *values, bool *isnull)
 	isnull[SEQ_COL_CACHE - 1] = false;
 	values[SEQ_COL_CREATED_BY - 1] = ObjectIdGetDatum(row->created_by);
 	isnull[SEQ_COL_CREATED_BY - 1] = false;
+	values[SEQ_COL_CALLED - 1] = BoolGetDatum(row->called);
+	isnull[SEQ_COL_CALLED - 1] = false;
 	values[SEQ_COL_VALUE - 1] = Int64GetDatum(row->value);
 	isnull[SEQ_COL_VALUE - 1] = false;
 }
@@ -181,7 +226,8 @@ void
 idgen_seq_open_table_oid(Oid relid, IdgenSeqTable *t)
 {
 	static const Oid coltypes[SEQ_NUM_COLS] = {
-		TEXTOID, INT8OID, INT8OID, INTERVALOID, TIMESTAMPTZOID, INT4OID, OIDOID, INT8OID
+		TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID, INTERVALOID, TIMESTAMPTZOID,
+		INT4OID, OIDOID, BOOLOID, INT8OID
 	};
 	TupleDesc	desc;
 	bool		as_created;

@@ -111,13 +111,14 @@ enum
 
 static const IdgenStatement worker_statement_list[NUM_WORKER_QUERIES] = {
 	[W_LOCK] = {
-		"SELECT key, step, max_value, ttl, last_used, cache, created_by, value "
+		"SELECT key, step, start, min_value, max_value, cycle, ttl, last_used, cache, created_by, "
+		"called, value "
 		"FROM %1$s.idgen_seq WHERE key OPERATOR(pg_catalog.=) ANY ($1) "
 		"FOR UPDATE SKIP LOCKED",
 		1, {TEXTARRAYOID}, CURSOR_OPT_GENERIC_PLAN
 	},
 	[W_RESERVE] = {
-		"UPDATE %1$s.idgen_seq s SET value = u.v, "
+		"UPDATE %1$s.idgen_seq s SET called = true, value = u.v, "
 		"last_used = CASE WHEN s.ttl IS NULL THEN s.last_used ELSE $3 END "
 		"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(k, v) "
 		"WHERE s.key OPERATOR(pg_catalog.=) u.k",
@@ -207,7 +208,7 @@ reserve_segments(const IdgenFunction *ext, IdgenSeqRequest *req, int n)
 			r->outcome = IDGEN_SEQ_FORGET;
 			continue;
 		}
-		new_values[nnew] = Int64GetDatum(idgen_seq_cache_reserve(r, row.value, row.step, row.max_value));
+		new_values[nnew] = Int64GetDatum(idgen_seq_cache_reserve(r, &row));
 		new_keys[nnew++] = values[SEQ_COL_KEY - 1];
 		r->outcome = IDGEN_SEQ_RESERVED;
 	}

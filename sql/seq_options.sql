@@ -1,0 +1,236 @@
+--
+-- Per-key sequences with PostgreSQL sequences' options and rules: start,
+-- step (negative too), min_value, max_value, cycle; a limit that stops
+-- (2200H) unless the key cycles; configure changes only what it is given;
+-- CREATE/ALTER SEQUENCE's refusals (22023) and setval's (22003).  Every
+-- story runs in both modes, transactional (cache 0) and cached (cache 5,
+-- served from shared memory by this database's idgen purge process, which
+-- configuring a cached key asks for: wait for it first).
+--
+SELECT idgen_seq_configure('opt:wake', cache => 5);
+DO $$
+BEGIN
+    FOR i IN 1 .. 300 LOOP
+        EXIT WHEN EXISTS (SELECT FROM pg_stat_activity
+                          WHERE backend_type = 'idgen purge' AND datname = current_database());
+        PERFORM pg_sleep(0.1);
+        PERFORM pg_stat_clear_snapshot();
+    END LOOP;
+END $$;
+
+-- calls(key, n, count): n calls of idgen_seq_next(key, count), each shown
+-- as its values or the SQLSTATE it failed with, then the key's current
+-- value, for a transactional key or one that reached its limit (a cached
+-- key's current value is the end of the range reserved, which the worker
+-- moves ahead as it prefetches).
+CREATE FUNCTION calls(key text, n int, count int DEFAULT 1) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    shown text[] := '{}';
+    r text;
+    failed boolean;
+BEGIN
+    FOR i IN 1 .. n LOOP
+        BEGIN
+            IF count = 1 THEN
+                r := idgen_seq_next(key)::text;
+            ELSE
+                SELECT '{' || string_agg(v::text, ',') || '}' INTO r FROM idgen_seq_next(key, count) v;
+            END IF;
+            failed := false;
+        EXCEPTION WHEN OTHERS THEN
+            r := SQLSTATE;
+            failed := true;
+        END;
+        shown := shown || r;
+    END LOOP;
+    IF failed OR (SELECT k.cache FROM idgen_seq_keys k WHERE k.key = calls.key) = 0 THEN
+        shown := shown || ('| current ' || coalesce(idgen_seq_current(key)::text, 'NULL'));
+    END IF;
+    RETURN array_to_string(shown, ' ');
+END $$;
+
+-- configure(name, options): configure keys 'name:0' (transactional) and
+-- 'name:5' (cached) with the options, an idgen_seq_configure argument list
+-- after the key.  A statement of its own: a transaction that configured a
+-- key holds its row, and is served from it.
+CREATE FUNCTION configure(name text, options text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('SELECT idgen_seq_configure(%L, %s, cache => 0)', name || ':0', options);
+    EXECUTE format('SELECT idgen_seq_configure(%L, %s, cache => 5)', name || ':5', options);
+END $$;
+
+-- story(name, n, count): the calls on both keys, one row per mode, and
+-- whether shared memory served the cached one.
+CREATE FUNCTION story(name text, n int, count int DEFAULT 1)
+RETURNS TABLE (cache int, from_shared_memory boolean, calls text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    c int;
+BEGIN
+    FOREACH c IN ARRAY ARRAY[0, 5] LOOP
+        cache := c;
+        calls := calls(name || ':' || c, n, count);
+        from_shared_memory := coalesce((SELECT m.served > 0 FROM idgen_seq_cache m
+                                        WHERE m.key = name || ':' || c), false);
+        RETURN NEXT;
+    END LOOP;
+END $$;
+
+-- A limit stops: max_value => 3 gives 1, 2, 3, then 2200H, three times,
+-- and the key stays at 3.
+SELECT configure('max3', 'max_value => 3');
+SELECT * FROM story('max3', 6);
+-- The error names the key and the limit.
+SELECT idgen_seq_next('max3:0');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_next('max3:5');
+\echo :LAST_ERROR_SQLSTATE
+-- cycle => true goes on from min_value (1 by default).
+SELECT configure('cycle3', 'max_value => 3, cycle => true');
+SELECT * FROM story('cycle3', 5);
+-- PostgreSQL's INCREMENT 5 MAXVALUE 12 CYCLE, but a key's first value is
+-- its step (5, 10, 15 ... as before), and a cycle starts at min_value.
+SELECT configure('step5', 'step => 5, max_value => 12, cycle => true');
+SELECT * FROM story('step5', 6);
+-- Given a min_value, a key starts there (as CREATE SEQUENCE does).
+SELECT configure('min10', 'min_value => 10, max_value => 12, cycle => true');
+SELECT * FROM story('min10', 5);
+-- start: the first value.
+SELECT configure('start', 'start => 1000, max_value => 1002');
+SELECT * FROM story('start', 4);
+-- A batch that would pass the limit fails whole and takes nothing: the
+-- values below the limit are still there for a smaller batch.
+SELECT configure('batch', 'max_value => 5');
+SELECT * FROM story('batch', 3, 2);
+SELECT idgen_seq_next('batch:0', 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_next('batch:5', 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT calls('batch:0', 2) AS transactional, calls('batch:5', 2) AS cached;
+-- A batch of a key that cycles wraps in its middle.
+SELECT configure('batchcycle', 'max_value => 4, cycle => true');
+SELECT * FROM story('batchcycle', 3, 3);
+
+-- Descending keys: a negative step counts down.  By default from -1
+-- (max_value -1, min_value the start of bigint); given a max_value, from
+-- there, down to min_value, then 2200H ("minimum value").
+SELECT configure('down', 'step => -1');
+SELECT * FROM story('down', 3);
+SELECT configure('countdown', 'step => -1, max_value => 3, min_value => 1');
+SELECT * FROM story('countdown', 5);
+SELECT idgen_seq_next('countdown:0');
+\echo :LAST_ERROR_SQLSTATE
+-- PostgreSQL's INCREMENT -5 MINVALUE -12 MAXVALUE 12 CYCLE: 12, 7, 2, -3,
+-- -8, 12, 7.
+SELECT configure('down5', 'step => -5, min_value => -12, max_value => 12, cycle => true');
+SELECT * FROM story('down5', 7);
+-- A descending batch.
+SELECT configure('downbatch', 'step => -2, max_value => 10, min_value => 1');
+SELECT * FROM story('downbatch', 3, 2);
+
+-- The ends of bigint: a key without a max_value stops there too, and one
+-- that cycles over the whole range wraps to its other end.
+SELECT configure('end', 'start => 9223372036854775806');
+SELECT * FROM story('end', 3);
+SELECT configure('end_cycle', 'start => 9223372036854775806, min_value => -9223372036854775808, cycle => true');
+SELECT * FROM story('end_cycle', 3);
+SELECT configure('bottom', 'step => -1, start => -9223372036854775807');
+SELECT * FROM story('bottom', 3);
+SELECT configure('bigstep', 'step => 9223372036854775807, min_value => -9223372036854775808, start => -1, cycle => true');
+SELECT * FROM story('bigstep', 4);
+
+-- setval(key, value, is_called): is_called false makes value the next one.
+SELECT configure('setval', 'max_value => 100');
+SELECT * FROM story('setval', 1);
+SELECT idgen_seq_set('setval:0', 50, false), idgen_seq_set('setval:5', 50, false);
+SELECT calls('setval:0', 2) AS transactional, calls('setval:5', 2) AS cached;
+SELECT idgen_seq_set('setval:0', 99), idgen_seq_set('setval:5', 99);
+SELECT calls('setval:0', 2) AS transactional, calls('setval:5', 2) AS cached;
+-- restart => n: ALTER SEQUENCE ... RESTART WITH n, options kept.
+SELECT idgen_seq_configure('setval:0', restart => 10), idgen_seq_configure('setval:5', restart => 10);
+SELECT calls('setval:0', 2) AS transactional, calls('setval:5', 2) AS cached;
+-- A key configured but not used yet has handed out nothing: current is
+-- NULL, and the view's value too; a start given later moves its first value.
+SELECT idgen_seq_configure('unused', max_value => 99999);
+SELECT idgen_seq_current('unused') IS NULL AS current_null,
+       (SELECT value IS NULL FROM idgen_seq_keys WHERE key = 'unused') AS view_null;
+SELECT idgen_seq_configure('unused', start => 500);
+SELECT idgen_seq_next('unused') AS starts_at_500;
+
+-- Changing one option keeps the others (ALTER SEQUENCE ... CACHE 1000
+-- changes only the cache), in both modes.
+SELECT idgen_seq_configure('keep', step => 5, max_value => 999, ttl => '30 days');
+SELECT idgen_seq_next('keep') AS first;
+SELECT idgen_seq_configure('keep', cache => 1000);
+SELECT key, value, start, step, min_value, max_value, cycle, ttl, cache FROM idgen_seq_keys WHERE key = 'keep';
+SELECT idgen_seq_configure('keep', cycle => true);
+SELECT idgen_seq_configure('keep', min_value => 5);
+SELECT idgen_seq_configure('keep', cache => 0, ttl => '0');
+SELECT key, value, start, step, min_value, max_value, cycle, ttl, cache FROM idgen_seq_keys WHERE key = 'keep';
+SELECT idgen_seq_next('keep') AS goes_on;
+-- Omitted arguments, and NULL ones, are kept: idgen_seq_configure(key)
+-- changes nothing but creates the key if needed.
+SELECT idgen_seq_configure('keep', NULL, NULL, NULL, NULL);
+SELECT key, value, start, step, min_value, max_value, cycle, ttl, cache FROM idgen_seq_keys WHERE key = 'keep';
+
+-- Refusals, each with CREATE/ALTER SEQUENCE's SQLSTATE (22023), or
+-- setval's (22003) for a value out of bounds; each changes nothing.  On a
+-- cached key (seq has them on transactional keys).
+SELECT idgen_seq_configure('refused', step => 2, max_value => 100, start => 10, cache => 5);
+SELECT idgen_seq_next('refused') AS first;
+-- step 0
+SELECT idgen_seq_configure('refused', step => 0);
+\echo :LAST_ERROR_SQLSTATE
+-- min_value >= max_value
+SELECT idgen_seq_configure('refused', min_value => 100);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_configure('refused', min_value => 5, max_value => 3);
+\echo :LAST_ERROR_SQLSTATE
+-- max_value 0 no longer means "no maximum"
+SELECT idgen_seq_configure('refused', max_value => 0);
+\echo :LAST_ERROR_SQLSTATE
+-- start outside min_value .. max_value
+SELECT idgen_seq_configure('refused', start => 101);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_configure('refused', start => 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_configure('refused', min_value => 11);
+\echo :LAST_ERROR_SQLSTATE
+-- the key's value outside the new bounds (a transactional key here: a
+-- cached key's value is the end of its reserved range, which moves)
+SELECT idgen_seq_configure('refused:t', max_value => 100), idgen_seq_set('refused:t', 10);
+SELECT idgen_seq_configure('refused:t', max_value => 9);
+\echo :LAST_ERROR_SQLSTATE
+-- restart outside them
+SELECT idgen_seq_configure('refused', restart => 101);
+\echo :LAST_ERROR_SQLSTATE
+-- a new key's start defaults to its step, which must be within its bounds
+SELECT idgen_seq_configure('refused:new', step => 5, max_value => 3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_current('refused:new') IS NULL AS not_created,
+       (SELECT count(*) FROM idgen_seq_keys WHERE key = 'refused:new') AS listed;
+-- a descending key's default max_value is -1
+SELECT idgen_seq_configure('refused:new', step => -1, min_value => 1);
+\echo :LAST_ERROR_SQLSTATE
+-- setval out of bounds, either way
+SELECT idgen_seq_set('refused', 101);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_set('refused', 0, false);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_set('refused', 50, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT key, start, step, min_value, max_value, cycle, ttl, cache FROM idgen_seq_keys WHERE key = 'refused';
+SELECT idgen_seq_next('refused') AS unchanged_next;
+-- Moving a key to bounds that exclude its value: restart in the same call.
+SELECT idgen_seq_configure('refused', min_value => 1000, max_value => 2000, start => 1000, restart => 1000);
+SELECT idgen_seq_next('refused') AS moved;
+
+SELECT count(*) > 0 AS dropped FROM (SELECT idgen_seq_drop(key) FROM idgen_seq_keys
+    WHERE key LIKE ANY (ARRAY['opt:%', 'max3:%', 'cycle3:%', 'step5:%', 'min10:%', 'start:%', 'batch:%',
+                              'batchcycle:%', 'down%', 'countdown:%', 'end%', 'bottom:%', 'bigstep:%',
+                              'setval:%', 'unused', 'keep', 'refused%'])) d;
+DROP FUNCTION story(text, int, int);
+DROP FUNCTION configure(text, text);
+DROP FUNCTION calls(text, int, int);
