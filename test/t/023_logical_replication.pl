@@ -42,9 +42,13 @@ my $orders = 'CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT idgen_snowflake
 $_->safe_psql('postgres', $orders) for ($pub_a, $pub_b, $sub);
 
 # The common key at 100 on a, at 40 on b; a key of each's own; a cached key
-# on a (its row runs ahead of the values served); a lease on worker id 0
-# on each, a's ending later.
+# on a (its row runs ahead of the values served); a descending common key
+# at -100 on a, at -40 on b; a common key configured on a but not used
+# there (start 7) and used on b (at 3); a lease on worker id 0 on each,
+# a's ending later.
 $pub_a->safe_psql('postgres', q{
+	SELECT idgen_seq_configure('down:1', step => -1), idgen_seq_set('down:1', -100);
+	SELECT idgen_seq_configure('fresh:1', start => 7);
 	SELECT idgen_seq_set('conv:1', 99);
 	INSERT INTO orders (src, n) SELECT 'a', idgen_seq_next('conv:1');
 	SELECT idgen_seq_next('a:only');
@@ -59,6 +63,8 @@ $pub_a->safe_psql('postgres', q{
 	CREATE PUBLICATION pa FOR ALL TABLES;
 });
 $pub_b->safe_psql('postgres', q{
+	SELECT idgen_seq_configure('down:1', step => -1), idgen_seq_set('down:1', -40);
+	SELECT idgen_seq_set('fresh:1', 3);
 	SELECT idgen_seq_set('conv:1', 39);
 	INSERT INTO orders (src, n) SELECT 'b', idgen_seq_next('conv:1');
 	SELECT idgen_seq_next('b:only');
@@ -101,13 +107,17 @@ if (!$synced)
 is($sub->safe_psql('postgres', q{SELECT string_agg(src || n, ',' ORDER BY src) FROM orders}),
 	'a100,b40', "both publishers' orders arrived");
 is($sub->safe_psql('postgres', q{SELECT string_agg(key, ',' ORDER BY key) FROM idgen_seq}),
-	'a:only,app:1,b:only,cached:1,conv:1', "every publisher's keys arrived");
+	'a:only,app:1,b:only,cached:1,conv:1,down:1,fresh:1', "every publisher's keys arrived");
 is($sub->safe_psql('postgres', q{
 	SELECT count(*) FROM idgen_seq s JOIN pg_class c ON c.oid = 'idgen_seq'::regclass
 	WHERE s.created_by <> c.relowner}),
 	'0', "keys that arrive count as the table owner's, not as a publisher's role oid");
 is($sub->safe_psql('postgres', q{SELECT value FROM idgen_seq WHERE key = 'conv:1'}),
 	'100', 'the common key holds the greater value (a at 100, b at 40)');
+is($sub->safe_psql('postgres', q{SELECT value FROM idgen_seq WHERE key = 'down:1'}),
+	'-100', 'a descending common key holds the value further down (a at -100, b at -40)');
+is($sub->safe_psql('postgres', q{SELECT called || ',' || value FROM idgen_seq WHERE key = 'fresh:1'}),
+	'true,3', 'a key used on one publisher holds its value, not the start of one not used on the other');
 is($sub->safe_psql('postgres', 'SELECT token FROM idgen_worker_lease WHERE id = 0'),
 	$token_a, 'worker id 0 holds the lease that ends later');
 
@@ -175,6 +185,8 @@ cmp_ok($next, '>', $last_a, "after the switch, conv:1 continues above the publis
 $next = $sub->safe_psql('postgres', q{SELECT idgen_seq_next('cached:1')});
 cmp_ok($next, '>', $last_cached,
 	"after the switch, the cached key continues above the publisher's last value ($last_cached)");
+is($sub->safe_psql('postgres', q{SELECT idgen_seq_next('down:1')}), '-101',
+	'after the switch, the descending key continues below the furthest value (-100)');
 like(
 	sql_error($sub, q{SELECT * FROM idgen_worker_acquire('holder-c', max_workers => 1)}),
 	qr/all 1 worker ids are taken/,

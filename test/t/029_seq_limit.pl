@@ -1,0 +1,88 @@
+# Scenario: many sessions at once meet the limit of a key that does not
+# cycle, in both modes.  8 pgbench clients each call the key 100 times
+# (800 calls for 500 values), one call per transaction, keeping each value
+# in a table with a primary key and counting each 2200H: the values taken
+# are exactly 1 .. 500, each once (a duplicate would fail the insert and
+# abort the client), and the other 300 calls were refused.  The key stays
+# at its limit.  Then the same with batches of 3 (a batch that would pass
+# the limit fails whole): 498 values in whole batches, the last 2 left.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IdgenTest;
+
+my $node = idgen_node('seqlimit', 'max_connections' => 30);
+my $pgbench = $node->installed_command('pgbench');
+my $tmp = PostgreSQL::Test::Utils::tempdir();
+
+# Wait for this database's idgen purge process, which serves cached keys.
+$node->safe_psql('postgres', q{SELECT idgen_seq_configure('wake', cache => 10)});
+$node->poll_query_until('postgres', q{
+	SELECT count(*) = 1 FROM pg_stat_activity
+	WHERE backend_type = 'idgen purge' AND datname = current_database()})
+  or die 'no idgen purge process in this database';
+
+$node->safe_psql('postgres', q{
+	CREATE TABLE taken (key text, v bigint, PRIMARY KEY (key, v));
+	CREATE TABLE refused (key text);
+	CREATE FUNCTION take(k text, n int) RETURNS void LANGUAGE plpgsql AS $$
+	BEGIN
+		INSERT INTO taken SELECT k, v FROM idgen_seq_next(k, n) v;
+	EXCEPTION WHEN sequence_generator_limit_exceeded THEN
+		INSERT INTO refused VALUES (k);
+	END $$;
+});
+
+for my $mode ([ 'transactional', 0 ], [ 'cached', 10 ])
+{
+	my ($name, $cache) = @$mode;
+	for my $batch (1, 3)
+	{
+		my $key = "$name:$batch";
+		$node->safe_psql('postgres', "SELECT idgen_seq_configure('$key', max_value => 500, cache => $cache)");
+		open my $fh, '>', "$tmp/take.sql" or die $!;
+		print $fh "SELECT take('$key', $batch);\n";
+		close $fh;
+		my ($out, $err) = ('', '');
+		my $clean = IPC::Run::run([ $pgbench, '-n', '-c', 8, '-j', 4, '-t', 100, '-f', "$tmp/take.sql",
+				$node->connstr('postgres') ], '>', \$out, '2>', \$err);
+		ok($clean && $err !~ /aborted/, "$key: no client failed") or diag($err);
+		my $want_taken = $batch == 1 ? 500 : 498;
+		is($node->safe_psql('postgres', qq{
+			SELECT count(*) || ',' || count(DISTINCT v) || ',' || min(v) || ',' || max(v)
+			FROM taken WHERE key = '$key'}),
+			"$want_taken,$want_taken,1,$want_taken",
+			"$key: the values taken are 1 .. $want_taken, each once");
+		is($node->safe_psql('postgres', "SELECT count(*) FROM refused WHERE key = '$key'"),
+			800 - $want_taken / $batch, "$key: every other call was refused with 2200H");
+		is($node->safe_psql('postgres', qq{
+			SELECT served FROM idgen_seq_keys WHERE key = '$key'}),
+			$name, "$key: served $name");
+		my $current = $node->safe_psql('postgres', "SELECT idgen_seq_current('$key')");
+		if ($batch == 1)
+		{
+			is($current, '500', "$key: the key stays at its limit");
+		}
+		elsif ($cache == 0)
+		{
+			# The last 2 values are still there, for calls that fit.
+			is($node->safe_psql('postgres', "SELECT array_agg(v) FROM idgen_seq_next('$key', 2) v"),
+				'{499,500}', "$key: the values below the limit are left for a batch that fits");
+		}
+		else
+		{
+			# Cached: the same, unless the failed batch began in the segment
+			# before the final one (its values there are a gap, as any value
+			# reserved and not served): then 500 is left.
+			like($node->safe_psql('postgres', "SELECT idgen_seq_next('$key')"),
+				qr/^(499|500)$/, "$key: the values below the limit are left for a call that fits");
+		}
+	}
+}
+ok(!$node->log_contains(qr/TRAP|server process .* was terminated/), 'no crash');
+
+$node->stop;
+done_testing();
