@@ -117,6 +117,7 @@ typedef struct SeqSegment
 	int64		max_value;
 	bool		cycle;
 	bool		final;			/* it ends at the key's limit (no cycle) */
+	uint64		to_limit;		/* values_to_limit() from 'first' */
 	uint32		count;
 	uint32		prefetch_at;	/* offset at which the next is requested */
 } SeqSegment;
@@ -421,15 +422,14 @@ values_to_limit(int64 first, int64 step, int64 min_value, int64 max_value)
 static int64
 segment_value(const SeqSegment *s, uint64 off)
 {
-	uint64		before = values_to_limit(s->first, s->step, s->min_value, s->max_value);
 	uint64		per_cycle;
 	uint64		astep = s->step > 0 ? (uint64) s->step : (uint64) -(s->step + 1) + 1;
 
-	if (before == 0 || off < before)
+	if (s->to_limit == 0 || off < s->to_limit)
 		return (int64) ((uint64) s->first + (s->step > 0 ? off * astep : -(off * astep)));
-	/* a key that cycles: off >= before only if it does (see segment_fit) */
+	/* a key that cycles: off >= to_limit only if it does (see segment_fit) */
 	per_cycle = ((uint64) s->max_value - (uint64) s->min_value) / astep + 1;
-	off = (off - before) % (per_cycle == 0 ? PG_UINT64_MAX : per_cycle);
+	off = (off - s->to_limit) % (per_cycle == 0 ? PG_UINT64_MAX : per_cycle);
 	if (s->step > 0)
 		return (int64) ((uint64) s->min_value + off * astep);
 	return (int64) ((uint64) s->max_value - off * astep);
@@ -1498,6 +1498,7 @@ idgen_seq_cache_reserve(IdgenSeqRequest *r, const IdgenSeqRow *row)
 	s.min_value = r->min_value;
 	s.max_value = r->max_value;
 	s.cycle = r->cycle;
+	s.to_limit = values_to_limit(s.first, s.step, s.min_value, s.max_value);
 	s.count = (uint32) r->count;
 	return segment_value(&s, (uint64) r->count - 1);
 }
@@ -1547,6 +1548,7 @@ idgen_seq_cache_publish(IdgenSeqRequest *req, int n)
 				next->max_value = r->max_value;
 				next->cycle = r->cycle;
 				next->final = r->final;
+				next->to_limit = values_to_limit(r->first, r->step, r->min_value, r->max_value);
 				next->count = (uint32) r->count;
 				next->prefetch_at = (uint32) Min((double) r->count - 1,
 												 r->count * idgen_seq_cache_prefetch);
