@@ -62,7 +62,8 @@ BEGIN
 END $$;
 
 -- story(name, n, count): the calls on both keys, one row per mode, and
--- whether shared memory served the cached one.
+-- whether shared memory served the cached one.  (Each story's calls run
+-- in one statement, after the statement that configured the keys.)
 CREATE FUNCTION story(name text, n int, count int DEFAULT 1)
 RETURNS TABLE (cache int, from_shared_memory boolean, calls text)
 LANGUAGE plpgsql AS $$
@@ -78,68 +79,54 @@ BEGIN
     END LOOP;
 END $$;
 
--- A limit stops: max_value => 3 gives 1, 2, 3, then 2200H, three times,
--- and the key stays at 3.
-SELECT configure('max3', 'max_value => 3');
-SELECT * FROM story('max3', 6);
--- The error names the key and the limit.
+-- The stories, each a key name, its options, and the calls made: n calls
+-- of count values.
+CREATE TABLE stories (id serial, name text, options text, n int, count int);
+INSERT INTO stories (name, options, n, count) VALUES
+    -- a limit stops: 1, 2, 3, then 2200H, three times, and the key stays at 3
+    ('max3', 'max_value => 3', 6, 1),
+    -- cycle => true goes on from min_value (1 by default)
+    ('cycle3', 'max_value => 3, cycle => true', 5, 1),
+    -- PostgreSQL's INCREMENT 5 MAXVALUE 12 CYCLE, but a key's first value
+    -- is its step (5, 10, 15 ... as before); a cycle starts at min_value
+    ('step5', 'step => 5, max_value => 12, cycle => true', 6, 1),
+    -- given a min_value, a key starts there (as CREATE SEQUENCE does)
+    ('min10', 'min_value => 10, max_value => 12, cycle => true', 5, 1),
+    -- start: the first value
+    ('start', 'start => 1000, max_value => 1002', 4, 1),
+    -- a batch that would pass the limit fails whole and takes nothing
+    ('batch', 'max_value => 5', 3, 2),
+    -- a batch of a key that cycles wraps in its middle
+    ('batchcycle', 'max_value => 4, cycle => true', 3, 3),
+    -- a negative step counts down, by default from -1 (max_value -1,
+    -- min_value the start of bigint) ...
+    ('down', 'step => -1', 3, 1),
+    -- ... given a max_value, from there, to min_value, then 2200H
+    ('countdown', 'step => -1, max_value => 3, min_value => 1', 5, 1),
+    -- PostgreSQL's INCREMENT -5 MINVALUE -12 MAXVALUE 12 CYCLE
+    ('down5', 'step => -5, min_value => -12, max_value => 12, cycle => true', 7, 1),
+    ('downbatch', 'step => -2, max_value => 10, min_value => 1', 3, 2),
+    -- the ends of bigint: a key without a max_value stops there too, and
+    -- one that cycles over the whole range goes on from its other end
+    ('end', 'start => 9223372036854775806', 3, 1),
+    ('end_cycle', 'start => 9223372036854775806, min_value => -9223372036854775808, cycle => true', 3, 1),
+    ('bottom', 'step => -1, start => -9223372036854775807', 3, 1),
+    ('bigstep', 'step => 9223372036854775807, min_value => -9223372036854775808, start => -1, cycle => true', 4, 1);
+SELECT count(configure(name, options)) AS configured FROM stories;
+SELECT s.name, s.options, s.n || ' x ' || s.count AS calls_made, r.*
+FROM stories s, story(s.name, s.n, s.count) r ORDER BY s.id, r.cache;
+
+-- The error names the key and the limit, in both modes; a batch's says so.
 SELECT idgen_seq_next('max3:0');
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_seq_next('max3:5');
 \echo :LAST_ERROR_SQLSTATE
--- cycle => true goes on from min_value (1 by default).
-SELECT configure('cycle3', 'max_value => 3, cycle => true');
-SELECT * FROM story('cycle3', 5);
--- PostgreSQL's INCREMENT 5 MAXVALUE 12 CYCLE, but a key's first value is
--- its step (5, 10, 15 ... as before), and a cycle starts at min_value.
-SELECT configure('step5', 'step => 5, max_value => 12, cycle => true');
-SELECT * FROM story('step5', 6);
--- Given a min_value, a key starts there (as CREATE SEQUENCE does).
-SELECT configure('min10', 'min_value => 10, max_value => 12, cycle => true');
-SELECT * FROM story('min10', 5);
--- start: the first value.
-SELECT configure('start', 'start => 1000, max_value => 1002');
-SELECT * FROM story('start', 4);
--- A batch that would pass the limit fails whole and takes nothing: the
--- values below the limit are still there for a smaller batch.
-SELECT configure('batch', 'max_value => 5');
-SELECT * FROM story('batch', 3, 2);
-SELECT idgen_seq_next('batch:0', 2);
+SELECT idgen_seq_next('countdown:0');
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_seq_next('batch:5', 2);
 \echo :LAST_ERROR_SQLSTATE
+-- The batch that failed left the values below the limit for calls that fit.
 SELECT calls('batch:0', 2) AS transactional, calls('batch:5', 2) AS cached;
--- A batch of a key that cycles wraps in its middle.
-SELECT configure('batchcycle', 'max_value => 4, cycle => true');
-SELECT * FROM story('batchcycle', 3, 3);
-
--- Descending keys: a negative step counts down.  By default from -1
--- (max_value -1, min_value the start of bigint); given a max_value, from
--- there, down to min_value, then 2200H ("minimum value").
-SELECT configure('down', 'step => -1');
-SELECT * FROM story('down', 3);
-SELECT configure('countdown', 'step => -1, max_value => 3, min_value => 1');
-SELECT * FROM story('countdown', 5);
-SELECT idgen_seq_next('countdown:0');
-\echo :LAST_ERROR_SQLSTATE
--- PostgreSQL's INCREMENT -5 MINVALUE -12 MAXVALUE 12 CYCLE: 12, 7, 2, -3,
--- -8, 12, 7.
-SELECT configure('down5', 'step => -5, min_value => -12, max_value => 12, cycle => true');
-SELECT * FROM story('down5', 7);
--- A descending batch.
-SELECT configure('downbatch', 'step => -2, max_value => 10, min_value => 1');
-SELECT * FROM story('downbatch', 3, 2);
-
--- The ends of bigint: a key without a max_value stops there too, and one
--- that cycles over the whole range wraps to its other end.
-SELECT configure('end', 'start => 9223372036854775806');
-SELECT * FROM story('end', 3);
-SELECT configure('end_cycle', 'start => 9223372036854775806, min_value => -9223372036854775808, cycle => true');
-SELECT * FROM story('end_cycle', 3);
-SELECT configure('bottom', 'step => -1, start => -9223372036854775807');
-SELECT * FROM story('bottom', 3);
-SELECT configure('bigstep', 'step => 9223372036854775807, min_value => -9223372036854775808, start => -1, cycle => true');
-SELECT * FROM story('bigstep', 4);
 
 -- setval(key, value, is_called): is_called false makes value the next one.
 SELECT configure('setval', 'max_value => 100');
@@ -231,6 +218,7 @@ SELECT count(*) > 0 AS dropped FROM (SELECT idgen_seq_drop(key) FROM idgen_seq_k
     WHERE key LIKE ANY (ARRAY['opt:%', 'max3:%', 'cycle3:%', 'step5:%', 'min10:%', 'start:%', 'batch:%',
                               'batchcycle:%', 'down%', 'countdown:%', 'end%', 'bottom:%', 'bigstep:%',
                               'setval:%', 'unused', 'keep', 'refused%'])) d;
+DROP TABLE stories;
 DROP FUNCTION story(text, int, int);
 DROP FUNCTION configure(text, text);
 DROP FUNCTION calls(text, int, int);

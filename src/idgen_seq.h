@@ -202,6 +202,7 @@ extern void idgen_seq_cache_worker_detach(int code, Datum arg);
 extern bool idgen_seq_cache_worker_done(int idle_ms);
 extern int	idgen_seq_cache_collect(IdgenSeqRequest *req, int max);
 extern bool idgen_seq_cache_pending(bool *urgent);
+extern bool idgen_seq_cache_request_live(const IdgenSeqRequest *r);
 extern int64 idgen_seq_cache_reserve(IdgenSeqRequest *r, const IdgenSeqRow *row);
 extern void idgen_seq_cache_publish(IdgenSeqRequest *req, int n);
 extern int	idgen_seq_cache_collect_used(IdgenSeqRequest *req, int max);

@@ -1469,6 +1469,27 @@ collect_one(SeqCacheEntry *e, IdgenSeqRequest *r)
 }
 
 /*
+ * Whether the entry of request 'r' is still the one it was made for (the
+ * worker holds the key's row locked).  A key that is set, dropped or
+ * reconfigured has its entry retired before that transaction commits, so
+ * once the worker holds the row, a request of a retired entry is known as
+ * such: the worker then leaves the row alone, instead of reserving a
+ * segment nobody will serve (which would skip past an idgen_seq_set(k, v,
+ * false): the next entry would start after it).
+ */
+bool
+idgen_seq_cache_request_live(const IdgenSeqRequest *r)
+{
+	SeqCacheEntry *e = &cache->entries[r->index];
+	bool		live;
+
+	LWLockAcquire(e->lock, LW_SHARED);
+	live = e->in_use && e->keygen == r->keygen;
+	LWLockRelease(e->lock);
+	return live;
+}
+
+/*
  * The segment of up to 'size' values the key's row gives next, into 'r':
  * how many fit before the key's limit (0 if it has reached it); the row's
  * new value (the segment's last), to be written with called true.

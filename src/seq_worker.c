@@ -208,6 +208,12 @@ reserve_segments(const IdgenFunction *ext, IdgenSeqRequest *req, int n)
 			r->outcome = IDGEN_SEQ_FORGET;
 			continue;
 		}
+		if (!idgen_seq_cache_request_live(r))
+		{
+			/* Its entry was retired: the row stays as it is (publishing skips it). */
+			r->outcome = IDGEN_SEQ_FORGET;
+			continue;
+		}
 		new_values[nnew] = Int64GetDatum(idgen_seq_cache_reserve(r, &row));
 		new_keys[nnew++] = values[SEQ_COL_KEY - 1];
 		r->outcome = IDGEN_SEQ_RESERVED;
