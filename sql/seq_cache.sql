@@ -4,15 +4,7 @@
 -- idgen launcher for (configuring one does): wait for it first.
 --
 SELECT idgen_seq_configure('cache:a', cache => 5);
-DO $$
-BEGIN
-    FOR i IN 1 .. 300 LOOP
-        EXIT WHEN EXISTS (SELECT FROM pg_stat_activity
-                          WHERE backend_type = 'idgen purge' AND datname = current_database());
-        PERFORM pg_sleep(0.1);
-        PERFORM pg_stat_clear_snapshot();
-    END LOOP;
-END $$;
+\i test/wait_seq_worker.sql
 SELECT count(*) AS worker_here FROM pg_stat_activity
 WHERE backend_type = 'idgen purge' AND datname = current_database();
 

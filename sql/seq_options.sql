@@ -8,15 +8,7 @@
 -- configuring a cached key asks for: wait for it first).
 --
 SELECT idgen_seq_configure('opt:wake', cache => 5);
-DO $$
-BEGIN
-    FOR i IN 1 .. 300 LOOP
-        EXIT WHEN EXISTS (SELECT FROM pg_stat_activity
-                          WHERE backend_type = 'idgen purge' AND datname = current_database());
-        PERFORM pg_sleep(0.1);
-        PERFORM pg_stat_clear_snapshot();
-    END LOOP;
-END $$;
+\i test/wait_seq_worker.sql
 
 -- calls(key, n, count): n calls of idgen_seq_next(key, count), each shown
 -- as its values or the SQLSTATE it failed with, then the key's current
