@@ -73,40 +73,71 @@ END $$;
 
 -- The stories, each a key name, its options, and the calls made: n calls
 -- of count values.
-CREATE TABLE stories (id serial, name text, options text, n int, count int);
-INSERT INTO stories (name, options, n, count) VALUES
+-- The stories, each a key name, its options, the calls made (n calls of
+-- count values), and the CREATE SEQUENCE options of the same numbers.
+CREATE TABLE stories (id serial, name text, options text, n int, count int, sequence text);
+INSERT INTO stories (name, options, n, count, sequence) VALUES
     -- a limit stops: 1, 2, 3, then 2200H, three times, and the key stays at 3
-    ('max3', 'max_value => 3', 6, 1),
+    ('max3', 'max_value => 3', 6, 1, 'MAXVALUE 3'),
     -- cycle => true goes on from min_value (1 by default)
-    ('cycle3', 'max_value => 3, cycle => true', 5, 1),
-    -- PostgreSQL's INCREMENT 5 MAXVALUE 12 CYCLE, but a key's first value
-    -- is its step (5, 10, 15 ... as before); a cycle starts at min_value
-    ('step5', 'step => 5, max_value => 12, cycle => true', 6, 1),
+    ('cycle3', 'max_value => 3, cycle => true', 5, 1, 'MAXVALUE 3 CYCLE'),
+    -- INCREMENT 5, but a key's first value is its step (5, 10, 15 ... as
+    -- before) where a sequence's is its minimum; a cycle starts at min_value
+    ('step5', 'step => 5, max_value => 12, cycle => true', 6, 1, 'INCREMENT 5 MAXVALUE 12 CYCLE START 5'),
     -- given a min_value, a key starts there (as CREATE SEQUENCE does)
-    ('min10', 'min_value => 10, max_value => 12, cycle => true', 5, 1),
+    ('min10', 'min_value => 10, max_value => 12, cycle => true', 5, 1, 'MINVALUE 10 MAXVALUE 12 CYCLE'),
     -- start: the first value
-    ('start', 'start => 1000, max_value => 1002', 4, 1),
+    ('start', 'start => 1000, max_value => 1002', 4, 1, 'START 1000 MAXVALUE 1002'),
     -- a batch that would pass the limit fails whole and takes nothing
-    ('batch', 'max_value => 5', 3, 2),
+    ('batch', 'max_value => 5', 3, 2, NULL),
     -- a batch of a key that cycles wraps in its middle
-    ('batchcycle', 'max_value => 4, cycle => true', 3, 3),
+    ('batchcycle', 'max_value => 4, cycle => true', 3, 3, NULL),
     -- a negative step counts down, by default from -1 (max_value -1,
     -- min_value the start of bigint) ...
-    ('down', 'step => -1', 3, 1),
+    ('down', 'step => -1', 3, 1, 'INCREMENT -1'),
     -- ... given a max_value, from there, to min_value, then 2200H
-    ('countdown', 'step => -1, max_value => 3, min_value => 1', 5, 1),
-    -- PostgreSQL's INCREMENT -5 MINVALUE -12 MAXVALUE 12 CYCLE
-    ('down5', 'step => -5, min_value => -12, max_value => 12, cycle => true', 7, 1),
-    ('downbatch', 'step => -2, max_value => 10, min_value => 1', 3, 2),
+    ('countdown', 'step => -1, max_value => 3, min_value => 1', 5, 1, 'INCREMENT -1 MAXVALUE 3 MINVALUE 1'),
+    ('down5', 'step => -5, min_value => -12, max_value => 12, cycle => true', 7, 1,
+     'INCREMENT -5 MINVALUE -12 MAXVALUE 12 CYCLE'),
+    ('downbatch', 'step => -2, max_value => 10, min_value => 1', 3, 2, NULL),
     -- the ends of bigint: a key without a max_value stops there too, and
     -- one that cycles over the whole range goes on from its other end
-    ('end', 'start => 9223372036854775806', 3, 1),
-    ('end_cycle', 'start => 9223372036854775806, min_value => -9223372036854775808, cycle => true', 3, 1),
-    ('bottom', 'step => -1, start => -9223372036854775807', 3, 1),
-    ('bigstep', 'step => 9223372036854775807, min_value => -9223372036854775808, start => -1, cycle => true', 4, 1);
+    ('end', 'start => 9223372036854775806', 3, 1, 'START 9223372036854775806'),
+    ('end_cycle', 'start => 9223372036854775806, min_value => -9223372036854775808, cycle => true', 3, 1,
+     'START 9223372036854775806 MINVALUE -9223372036854775808 CYCLE'),
+    ('bottom', 'step => -1, start => -9223372036854775807', 3, 1, 'INCREMENT -1 START -9223372036854775807'),
+    ('bigstep', 'step => 9223372036854775807, min_value => -9223372036854775808, start => -1, cycle => true', 4, 1,
+     'INCREMENT 9223372036854775807 MINVALUE -9223372036854775808 START -1 CYCLE');
 SELECT count(configure(name, options)) AS configured FROM stories;
-SELECT s.name, s.options, s.n || ' x ' || s.count AS calls_made, r.*
-FROM stories s, story(s.name, s.n, s.count) r ORDER BY s.id, r.cache;
+CREATE TABLE told AS
+    SELECT s.id, r.* FROM stories s, story(s.name, s.n, s.count) r;
+SELECT s.name, s.options, s.n || ' x ' || s.count AS calls_made, t.cache, t.from_shared_memory, t.calls
+FROM stories s JOIN told t USING (id) ORDER BY s.id, t.cache;
+
+-- A PostgreSQL sequence with the same options gives the same numbers and
+-- the same 2200H, call for call (batches aside: nextval has none).
+CREATE FUNCTION sequence_calls(name text, options text, n int) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    shown text[] := '{}';
+    r text;
+BEGIN
+    EXECUTE format('CREATE SEQUENCE %I %s', 'seq_' || name, options);
+    FOR i IN 1 .. n LOOP
+        BEGIN
+            r := nextval(('seq_' || name)::regclass)::text;
+        EXCEPTION WHEN OTHERS THEN
+            r := SQLSTATE;
+        END;
+        shown := shown || r;
+    END LOOP;
+    EXECUTE format('DROP SEQUENCE %I', 'seq_' || name);
+    RETURN array_to_string(shown, ' ');
+END $$;
+SELECT s.name, s.sequence, q.calls AS sequence_gives,
+       (SELECT bool_and(split_part(t.calls, ' | ', 1) = q.calls) FROM told t WHERE t.id = s.id) AS keys_gave_the_same
+FROM stories s, LATERAL (SELECT sequence_calls(s.name, s.sequence, s.n) AS calls) q
+WHERE s.sequence IS NOT NULL ORDER BY s.id;
 
 -- The error names the key and the limit, in both modes; a batch's says so.
 SELECT idgen_seq_next('max3:0');
@@ -202,6 +233,42 @@ SELECT idgen_seq_set('refused', 50, NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT key, start, step, min_value, max_value, cycle, ttl, cache FROM idgen_seq_keys WHERE key = 'refused';
 SELECT idgen_seq_next('refused') AS unchanged_next;
+-- Each refusal has the SQLSTATE PostgreSQL gives the same request of a
+-- sequence (one at 10 of 1 .. 100, step 2, as the key 'refused:pg').
+CREATE FUNCTION sqlstate_of(statement text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE statement;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE;
+END $$;
+CREATE SEQUENCE seq_refused INCREMENT 2 MAXVALUE 100 START 10;
+SELECT nextval('seq_refused');
+SELECT idgen_seq_configure('refused:pg', step => 2, max_value => 100, start => 10);
+SELECT idgen_seq_next('refused:pg');
+SELECT refusal, sqlstate_of(key_call) AS key_gives, sqlstate_of(sequence_statement) AS sequence_gives
+FROM (VALUES
+    ('step 0', $$SELECT idgen_seq_configure('refused:pg', step => 0)$$,
+     $$ALTER SEQUENCE seq_refused INCREMENT 0$$),
+    ('min >= max', $$SELECT idgen_seq_configure('refused:pg', min_value => 5, max_value => 3)$$,
+     $$ALTER SEQUENCE seq_refused MINVALUE 5 MAXVALUE 3$$),
+    ('start > max', $$SELECT idgen_seq_configure('refused:pg', start => 101)$$,
+     $$ALTER SEQUENCE seq_refused START 101$$),
+    ('start < min', $$SELECT idgen_seq_configure('refused:pg', start => 0)$$,
+     $$ALTER SEQUENCE seq_refused START 0$$),
+    ('value > new max', $$SELECT idgen_seq_configure('refused:pg', max_value => 9, start => 1)$$,
+     $$ALTER SEQUENCE seq_refused MAXVALUE 9 START 1$$),
+    ('restart > max', $$SELECT idgen_seq_configure('refused:pg', restart => 101)$$,
+     $$ALTER SEQUENCE seq_refused RESTART 101$$),
+    ('setval > max', $$SELECT idgen_seq_set('refused:pg', 101)$$,
+     $$SELECT setval('seq_refused', 101)$$),
+    ('setval < min, is_called false', $$SELECT idgen_seq_set('refused:pg', 0, false)$$,
+     $$SELECT setval('seq_refused', 0, false)$$)
+) r(refusal, key_call, sequence_statement);
+SELECT idgen_seq_next('refused:pg') AS key_next, nextval('seq_refused') AS sequence_next;
+DROP SEQUENCE seq_refused;
+DROP FUNCTION sqlstate_of(text);
+
 -- Moving a key to bounds that exclude its value: restart in the same call.
 SELECT idgen_seq_configure('refused', min_value => 1000, max_value => 2000, start => 1000, restart => 1000);
 SELECT idgen_seq_next('refused') AS moved;
@@ -210,7 +277,8 @@ SELECT count(*) > 0 AS dropped FROM (SELECT idgen_seq_drop(key) FROM idgen_seq_k
     WHERE key LIKE ANY (ARRAY['opt:%', 'max3:%', 'cycle3:%', 'step5:%', 'min10:%', 'start:%', 'batch:%',
                               'batchcycle:%', 'down%', 'countdown:%', 'end%', 'bottom:%', 'bigstep:%',
                               'setval:%', 'unused', 'keep', 'refused%'])) d;
-DROP TABLE stories;
+DROP FUNCTION sequence_calls(text, text, int);
+DROP TABLE told, stories;
 DROP FUNCTION story(text, int, int);
 DROP FUNCTION configure(text, text);
 DROP FUNCTION calls(text, int, int);
