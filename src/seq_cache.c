@@ -1280,7 +1280,7 @@ idgen_seq_cache_worker_attach(int slot, uint32 generation, Latch *latch)
 	/*
 	 * Start afresh: while no process ran here, cached keys of this database
 	 * were served from the table, past the segments their entries hold.
-	 * Their callers install them again, above the table's values.
+	 * Their callers install them again, past the table's values.
 	 */
 	LWLockAcquire(cache->map_lock, LW_EXCLUSIVE);
 	for (int i = 0; i < cache->nentries; i++)
