@@ -214,22 +214,7 @@ for f in sql_uuidv7 idgen_uuid7; do
 	[ "$chk" = 10000 ] || die "$f(): only $chk of 10000 values are version 7 with variant 10"
 done
 
-sql "CREATE FUNCTION bench_ms(q text, n bigint) RETURNS double precision
-LANGUAGE plpgsql AS \$f\$
-DECLARE
-	t0 timestamptz;
-	t1 timestamptz;
-	c bigint;
-BEGIN
-	t0 := clock_timestamp();
-	EXECUTE q INTO c;
-	t1 := clock_timestamp();
-	IF c IS DISTINCT FROM n THEN
-		RAISE EXCEPTION 'bench query counted % values, expected %', c, n;
-	END IF;
-	RETURN extract(epoch FROM t1 - t0) * 1000;
-END
-\$f\$"
+create_bench_ms
 
 query() { printf 'SELECT count(x) FROM (SELECT %s x FROM generate_series(1, %d)) s' "$1" "$2"; }
 # verdict RATIO: how RATIO (idgen_uuid7() / gen_random_uuid()) compares with TARGET.
@@ -250,14 +235,14 @@ part_a() {
 	{
 		for ((i = 0; i < NEXPR; i++)); do
 			printf "SELECT pg_sleep(%s);\n" "$PAUSE"
-			printf "SELECT 'warmup|%d|' || bench_ms(\$q\$%s\$q\$, %d);\n" "$i" "$(query "${EXPRS[i]}" "$warm")" "$warm"
+			printf "SELECT 'warmup|%d|' || bench_n_ms(\$q\$%s\$q\$, %d);\n" "$i" "$(query "${EXPRS[i]}" "$warm")" "$warm"
 		done
 		# idgen_stats counts the measured runs only.
 		printf "SELECT pg_sleep(%s);\nSELECT 'reset|' || idgen_stats_reset();\n" "$PAUSE"
 		for ((r = 1; r <= REPS; r++)); do
 			for ((i = 0; i < NEXPR; i++)); do
 				printf "SELECT pg_sleep(%s);\n" "$PAUSE"
-				printf "SELECT '%d|%d|' || bench_ms(\$q\$%s\$q\$, %d);\n" "$r" "$i" "$(query "${EXPRS[i]}" "$n")" "$n"
+				printf "SELECT '%d|%d|' || bench_n_ms(\$q\$%s\$q\$, %d);\n" "$r" "$i" "$(query "${EXPRS[i]}" "$n")" "$n"
 			done
 		done
 	} >"$DIR/part_$part.sql"

@@ -129,18 +129,23 @@ EOF
 	sed -n "/^# $PROG/,\$p" "$PGDATA_DIR/postgresql.conf" | sed '1d; /^$/d; s/^/  /'
 }
 
-# create_bench_ms N: in database bench, bench_ms(q) runs the query q, which
-# must count N values, and returns the milliseconds it took, timed in the
-# server (clock_timestamp() around EXECUTE), so no round trip is included.
+# create_bench_ms [N]: in database bench, bench_n_ms(q, n) runs the query
+# q, which must count n values, and returns the milliseconds it took, timed
+# in the server (clock_timestamp() around EXECUTE), so no round trip is
+# included; given N, bench_ms(q) is bench_n_ms(q, N).
 create_bench_ms() {
-	sql "CREATE FUNCTION bench_ms(q text) RETURNS double precision LANGUAGE plpgsql AS \$f\$
+	sql "CREATE FUNCTION bench_n_ms(q text, n bigint) RETURNS double precision LANGUAGE plpgsql AS \$f\$
 DECLARE t0 timestamptz; c bigint;
 BEGIN
 	t0 := clock_timestamp();
 	EXECUTE q INTO c;
-	IF c <> $1 THEN RAISE EXCEPTION 'counted % values', c; END IF;
+	IF c IS DISTINCT FROM n THEN RAISE EXCEPTION 'counted % values, not %', c, n; END IF;
 	RETURN extract(epoch FROM clock_timestamp() - t0) * 1000;
 END \$f\$" >/dev/null
+	if [ $# -gt 0 ]; then
+		sql "CREATE FUNCTION bench_ms(q text) RETURNS double precision LANGUAGE sql
+			AS \$f\$ SELECT bench_n_ms(q, $1) \$f\$" >/dev/null
+	fi
 }
 
 # start_cluster: start it and create the database "bench".

@@ -50,15 +50,7 @@ init_cluster ""
 start_cluster
 
 sql "CREATE EXTENSION idgen" >/dev/null
-# bench_n_ms(q, n): run q, which must count n values; the milliseconds it took.
-sql "CREATE FUNCTION bench_n_ms(q text, n bigint) RETURNS double precision LANGUAGE plpgsql AS \$f\$
-DECLARE t0 timestamptz; c bigint;
-BEGIN
-	t0 := clock_timestamp();
-	EXECUTE q INTO c;
-	IF c <> n THEN RAISE EXCEPTION 'counted % values, not %', c, n; END IF;
-	RETURN extract(epoch FROM clock_timestamp() - t0) * 1000;
-END \$f\$" >/dev/null
+create_bench_ms
 
 declare -A query=(
 	[snowflake]="idgen_snowflake()"

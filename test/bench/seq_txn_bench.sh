@@ -63,15 +63,7 @@ sql "CREATE TABLE counters (key text PRIMARY KEY, value bigint NOT NULL)" >/dev/
 sql "CREATE FUNCTION hand_next(k text) RETURNS bigint VOLATILE LANGUAGE sql AS \$f\$
 	INSERT INTO counters (key, value) VALUES (k, 1)
 	ON CONFLICT (key) DO UPDATE SET value = counters.value + 1 RETURNING value \$f\$" >/dev/null
-# bench_n_ms(q, n): run q, which must count n values; the milliseconds it took.
-sql "CREATE FUNCTION bench_n_ms(q text, n bigint) RETURNS double precision LANGUAGE plpgsql AS \$f\$
-DECLARE t0 timestamptz; c bigint;
-BEGIN
-	t0 := clock_timestamp();
-	EXECUTE q INTO c;
-	IF c <> n THEN RAISE EXCEPTION 'counted % values, not %', c, n; END IF;
-	RETURN extract(epoch FROM clock_timestamp() - t0) * 1000;
-END \$f\$" >/dev/null
+create_bench_ms
 
 section "one statement, one key, n calls (median of $REPS runs)"
 printf '%-7s %8s %12s %14s %12s %12s\n' method n "time ms" "us per call" "x at n=${NS%% *}" "x nextval"
