@@ -185,93 +185,79 @@ SELECT idgen_seq_next('keep') AS goes_on;
 SELECT idgen_seq_configure('keep', NULL, NULL, NULL, NULL);
 SELECT key, value, start, step, min_value, max_value, cycle, ttl, cache FROM idgen_seq_keys WHERE key = 'keep';
 
--- Refusals, each with CREATE/ALTER SEQUENCE's SQLSTATE (22023), or
--- setval's (22003) for a value out of bounds; each changes nothing.  On a
--- cached key (seq has them on transactional keys).
-SELECT idgen_seq_configure('refused', step => 2, max_value => 100, start => 10, cache => 5);
-SELECT idgen_seq_next('refused') AS first;
--- step 0
-SELECT idgen_seq_configure('refused', step => 0);
-\echo :LAST_ERROR_SQLSTATE
--- min_value >= max_value
-SELECT idgen_seq_configure('refused', min_value => 100);
-\echo :LAST_ERROR_SQLSTATE
-SELECT idgen_seq_configure('refused', min_value => 5, max_value => 3);
-\echo :LAST_ERROR_SQLSTATE
--- max_value 0 no longer means "no maximum"
-SELECT idgen_seq_configure('refused', max_value => 0);
-\echo :LAST_ERROR_SQLSTATE
--- start outside min_value .. max_value
-SELECT idgen_seq_configure('refused', start => 101);
-\echo :LAST_ERROR_SQLSTATE
-SELECT idgen_seq_configure('refused', start => 0);
-\echo :LAST_ERROR_SQLSTATE
-SELECT idgen_seq_configure('refused', min_value => 11);
-\echo :LAST_ERROR_SQLSTATE
--- the key's value outside the new bounds (a transactional key here: a
--- cached key's value is the end of its reserved range, which moves)
-SELECT idgen_seq_configure('refused:t', max_value => 100), idgen_seq_set('refused:t', 10);
-SELECT idgen_seq_configure('refused:t', max_value => 9);
-\echo :LAST_ERROR_SQLSTATE
--- restart outside them
-SELECT idgen_seq_configure('refused', restart => 101);
-\echo :LAST_ERROR_SQLSTATE
--- a new key's start defaults to its step, which must be within its bounds
-SELECT idgen_seq_configure('refused:new', step => 5, max_value => 3);
-\echo :LAST_ERROR_SQLSTATE
-SELECT idgen_seq_current('refused:new') IS NULL AS not_created,
-       (SELECT count(*) FROM idgen_seq_keys WHERE key = 'refused:new') AS listed;
--- a descending key's default max_value is -1
-SELECT idgen_seq_configure('refused:new', step => -1, min_value => 1);
-\echo :LAST_ERROR_SQLSTATE
--- setval out of bounds, either way
-SELECT idgen_seq_set('refused', 101);
-\echo :LAST_ERROR_SQLSTATE
-SELECT idgen_seq_set('refused', 0, false);
-\echo :LAST_ERROR_SQLSTATE
-SELECT idgen_seq_set('refused', 50, NULL);
-\echo :LAST_ERROR_SQLSTATE
-SELECT key, start, step, min_value, max_value, cycle, ttl, cache FROM idgen_seq_keys WHERE key = 'refused';
-SELECT idgen_seq_next('refused') AS unchanged_next;
--- Each refusal has the SQLSTATE PostgreSQL gives the same request of a
--- sequence (one at 10 of 1 .. 100, step 2, as the key 'refused:pg').
-CREATE FUNCTION sqlstate_of(statement text) RETURNS text LANGUAGE plpgsql AS $$
+-- Refusals: each changes nothing, on a transactional key or a cached one,
+-- and gives the SQLSTATE that ALTER SEQUENCE or setval() gives the same
+-- request of a sequence in the same state (at 10 of 1 .. 100, step 2):
+-- 22023, or 22003 for a value out of bounds.  outcome(statement) is
+-- 'ok', or the SQLSTATE, message, detail and hint of its error.
+CREATE FUNCTION outcome(statement text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    detail text;
+    hint text;
 BEGIN
     EXECUTE statement;
     RETURN 'ok';
 EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE;
+    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
+    RETURN SQLSTATE || ': ' || SQLERRM
+        || CASE WHEN detail <> '' THEN ' DETAIL: ' || detail ELSE '' END
+        || CASE WHEN hint <> '' THEN ' HINT: ' || hint ELSE '' END;
 END $$;
+SELECT configure('refused', 'step => 2, max_value => 100, start => 10');
+SELECT calls('refused:0', 1) AS transactional, calls('refused:5', 1) AS cached;
 CREATE SEQUENCE seq_refused INCREMENT 2 MAXVALUE 100 START 10;
 SELECT nextval('seq_refused');
-SELECT idgen_seq_configure('refused:pg', step => 2, max_value => 100, start => 10);
-SELECT idgen_seq_next('refused:pg');
-SELECT refusal, sqlstate_of(key_call) AS key_gives, sqlstate_of(sequence_statement) AS sequence_gives
+-- (The cached key's messages are the transactional key's, but for its
+-- value, which is the end of its reserved range: its SQLSTATE is shown.)
+SELECT refusal, outcome(format(key_call, 'refused:0')) AS transactional_key,
+       left(outcome(format(key_call, 'refused:5')), 5) AS cached_key,
+       outcome(sequence_statement) AS sequence
 FROM (VALUES
-    ('step 0', $$SELECT idgen_seq_configure('refused:pg', step => 0)$$,
+    ('step 0', $$SELECT idgen_seq_configure(%L, step => 0)$$,
      $$ALTER SEQUENCE seq_refused INCREMENT 0$$),
-    ('min >= max', $$SELECT idgen_seq_configure('refused:pg', min_value => 5, max_value => 3)$$,
+    ('min > max', $$SELECT idgen_seq_configure(%L, min_value => 5, max_value => 3)$$,
      $$ALTER SEQUENCE seq_refused MINVALUE 5 MAXVALUE 3$$),
-    ('start > max', $$SELECT idgen_seq_configure('refused:pg', start => 101)$$,
+    ('min = max', $$SELECT idgen_seq_configure(%L, min_value => 100)$$,
+     $$ALTER SEQUENCE seq_refused MINVALUE 100$$),
+    ('max 0, once "no maximum"', $$SELECT idgen_seq_configure(%L, max_value => 0)$$,
+     $$ALTER SEQUENCE seq_refused MAXVALUE 0$$),
+    ('start > max', $$SELECT idgen_seq_configure(%L, start => 101)$$,
      $$ALTER SEQUENCE seq_refused START 101$$),
-    ('start < min', $$SELECT idgen_seq_configure('refused:pg', start => 0)$$,
+    ('start < min', $$SELECT idgen_seq_configure(%L, start => 0)$$,
      $$ALTER SEQUENCE seq_refused START 0$$),
-    ('value > new max', $$SELECT idgen_seq_configure('refused:pg', max_value => 9, start => 1)$$,
+    ('min above the start', $$SELECT idgen_seq_configure(%L, min_value => 11)$$,
+     $$ALTER SEQUENCE seq_refused MINVALUE 11$$),
+    ('value > new max', $$SELECT idgen_seq_configure(%L, max_value => 9, start => 1)$$,
      $$ALTER SEQUENCE seq_refused MAXVALUE 9 START 1$$),
-    ('restart > max', $$SELECT idgen_seq_configure('refused:pg', restart => 101)$$,
+    ('restart > max', $$SELECT idgen_seq_configure(%L, restart => 101)$$,
      $$ALTER SEQUENCE seq_refused RESTART 101$$),
-    ('setval > max', $$SELECT idgen_seq_set('refused:pg', 101)$$,
+    ('setval > max', $$SELECT idgen_seq_set(%L, 101)$$,
      $$SELECT setval('seq_refused', 101)$$),
-    ('setval < min, is_called false', $$SELECT idgen_seq_set('refused:pg', 0, false)$$,
+    ('setval < min, is_called false', $$SELECT idgen_seq_set(%L, 0, false)$$,
      $$SELECT setval('seq_refused', 0, false)$$)
 ) r(refusal, key_call, sequence_statement);
-SELECT idgen_seq_next('refused:pg') AS key_next, nextval('seq_refused') AS sequence_next;
+-- Neither the keys nor the sequence moved.
+SELECT key, start, step, min_value, max_value, cycle, ttl, cache FROM idgen_seq_keys
+WHERE key IN ('refused:0', 'refused:5') ORDER BY key;
+SELECT calls('refused:0', 1) AS transactional, calls('refused:5', 1) AS cached,
+       nextval('seq_refused') AS sequence;
 DROP SEQUENCE seq_refused;
-DROP FUNCTION sqlstate_of(text);
+-- A new key's defaults: its start is its step (a sequence's is its
+-- minimum), which must lie within its bounds; a descending key's max_value
+-- is -1, as a sequence's.  And is_called is not NULL.
+SELECT idgen_seq_configure('refused:new', step => 5, max_value => 3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_configure('refused:new', step => -1, min_value => 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_seq_current('refused:new') IS NULL AS not_created,
+       (SELECT count(*) FROM idgen_seq_keys WHERE key = 'refused:new') AS listed;
+SELECT idgen_seq_set('refused:0', 50, NULL);
+\echo :LAST_ERROR_SQLSTATE
+DROP FUNCTION outcome(text);
 
 -- Moving a key to bounds that exclude its value: restart in the same call.
-SELECT idgen_seq_configure('refused', min_value => 1000, max_value => 2000, start => 1000, restart => 1000);
-SELECT idgen_seq_next('refused') AS moved;
+SELECT idgen_seq_configure('refused:0', min_value => 1000, max_value => 2000, start => 1000, restart => 1000);
+SELECT idgen_seq_next('refused:0') AS moved;
 
 SELECT count(*) > 0 AS dropped FROM (SELECT idgen_seq_drop(key) FROM idgen_seq_keys
     WHERE key LIKE ANY (ARRAY['opt:%', 'max3:%', 'cycle3:%', 'step5:%', 'min10:%', 'start:%', 'batch:%',
