@@ -145,22 +145,20 @@ CLIENTS=${BENCH_CLIENTS:-1 8}
 BULK_N=${BENCH_BULK_N:-5000000}
 INSTALL=${BENCH_INSTALL:-1}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PROG=bench.sh
+# shellcheck source=test/bench/args.sh
+. "$SRC/test/bench/args.sh"
 
-die() { echo "bench.sh: $*" >&2; exit 1; }
 
-positive() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer, got '$2'"; }
 positive BENCH_N "$N"
 positive BENCH_REPS "$REPS"
 positive BENCH_T "$T"
 positive BENCH_PAIRS "$PAIRS"
-for c in $CLIENTS; do
-	[[ $c =~ ^[1-9][0-9]*$ ]] || die "BENCH_CLIENTS must list positive integers, got '$CLIENTS'"
-done
+for c in $CLIENTS; do positive BENCH_CLIENTS "$c"; done
 [[ $BULK_N =~ ^(0|[1-9][0-9]*)$ ]] || die "BENCH_BULK_N must be 0 or a positive integer, got '$BULK_N'"
 
 # The throwaway cluster, the postgres user, psql helpers: shared with the
 # other benchmark script.
-PROG=bench.sh
 # shellcheck source=test/bench/lib.sh
 . "$SRC/test/bench/lib.sh"
 sql_table() { as_pg "${PSQL[@]}" -P pager=off -c "$1"; }	# aligned, for people

@@ -63,14 +63,15 @@ PARTS=${CACHE_BENCH_PARTS:-A B C}
 REDIS_N=${CACHE_BENCH_REDIS_N:-500000}
 INSTALL=${BENCH_INSTALL:-1}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PROG=cache_bench.sh
+# shellcheck source=test/bench/args.sh
+. "$SRC/test/bench/args.sh"
 
 CLIENTS=8
 NKEYS=10000
 SINGLE_N=200000
 MEASUREMENTS=5
 
-die() { echo "cache_bench.sh: $*" >&2; exit 1; }
-positive() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer, got '$2'"; }
 positive CACHE_BENCH_T "$T"
 positive CACHE_BENCH_ROUNDS "$ROUNDS"
 positive CACHE_BENCH_REDIS_N "$REDIS_N"
@@ -84,7 +85,6 @@ if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/nu
 fi
 systemctl stop redis-server >/dev/null 2>&1 || true	# the package's own server, if it started one
 
-PROG=cache_bench.sh
 # shellcheck source=test/bench/lib.sh
 . "$SRC/test/bench/lib.sh"
 

@@ -35,18 +35,19 @@ WIDTHS=${GENE_BITS:-4 6 8 10 12}
 COUNTS=${SHARD_COUNTS:-8 16 32 64 128}
 INSTALL=${BENCH_INSTALL:-1}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PROG=gene_spread.sh
+# shellcheck source=test/bench/args.sh
+. "$SRC/test/bench/args.sh"
 
-die() { echo "gene_spread.sh: $*" >&2; exit 1; }
 for b in $WIDTHS; do
 	if ! [[ $b =~ ^[0-9]+$ ]] || [ "$b" -lt 1 ] || [ "$b" -gt 12 ]; then
 		die "GENE_BITS must hold widths from 1 to 12 (the default layout's sequence field), not '$b'"
 	fi
 done
 for n in $COUNTS; do
-	[[ $n =~ ^[1-9][0-9]*$ ]] || die "SHARD_COUNTS must hold whole numbers from 1, not '$n'"
+	positive SHARD_COUNTS "$n"
 done
 
-PROG=gene_spread.sh
 # shellcheck source=test/bench/lib.sh
 . "$SRC/test/bench/lib.sh"
 

@@ -68,7 +68,8 @@ ROUNDS=${HA_ROUNDS:-5}
 FAILOVERS=${HA_FAILOVERS:-5}
 PARTS=${HA_PARTS:-A B C}
 
-die() { echo "$PROG: $*" >&2; exit 1; }
+# shellcheck source=test/bench/args.sh
+. "$SRC/test/bench/args.sh"
 
 # shellcheck source=test/bench/lib.sh
 . "$SRC/test/bench/lib.sh"

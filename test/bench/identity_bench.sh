@@ -51,7 +51,8 @@ ROUNDS=${IDENTITY_BENCH_ROUNDS:-3}
 N=327680
 REPS=5
 CLIENTS=8
-die() { echo "$PROG: $*" >&2; exit 1; }
+# shellcheck source=test/bench/args.sh
+. "$SRC/test/bench/args.sh"
 # shellcheck source=test/bench/lib.sh
 . "$SRC/test/bench/lib.sh"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# test/bench/lib.sh: sourced by bench.sh and seq_bench.sh after they set
-# PROG, SRC, PG_CONFIG and INSTALL and define die().  It checks the
+# test/bench/lib.sh: sourced by the benchmarks after they set PROG, SRC,
+# PG_CONFIG and INSTALL and source args.sh (die, positive).  It checks the
 # installation (running `make install` first as root unless INSTALL=0),
 # picks the user that runs the server (postgres when root) and as_pg to run
 # a command as that user, makes the throwaway cluster's directory DIR with a

@@ -36,12 +36,13 @@ N=${PUBLIC_N:-1000000}
 REPS=${PUBLIC_REPS:-5}
 INSTALL=${BENCH_INSTALL:-1}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-
-die() { echo "public_bench.sh: $*" >&2; exit 1; }
-[[ $N =~ ^[1-9][0-9]*$ ]] || die "PUBLIC_N must be a whole number from 1, not '$N'"
-[[ $REPS =~ ^[1-9][0-9]*$ ]] || die "PUBLIC_REPS must be a whole number from 1, not '$REPS'"
-
 PROG=public_bench.sh
+# shellcheck source=test/bench/args.sh
+. "$SRC/test/bench/args.sh"
+
+positive PUBLIC_N "$N"
+positive PUBLIC_REPS "$REPS"
+
 # shellcheck source=test/bench/lib.sh
 . "$SRC/test/bench/lib.sh"
 

@@ -102,6 +102,9 @@ PAIRS=${SEQ_BENCH_PAIRS:-3}
 REPS=${SEQ_BENCH_REPS:-200}
 INSTALL=${BENCH_INSTALL:-1}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PROG=seq_bench.sh
+# shellcheck source=test/bench/args.sh
+. "$SRC/test/bench/args.sh"
 
 CLIENTS=8			# pgbench clients (and threads)
 NKEYS=10000			# Part B key space
@@ -110,16 +113,13 @@ SINGLE_N=20000		# values per Part C one-row-at-a-time measurement
 MEASUREMENTS=5		# Part C measurements of each, median reported
 TARGET=1.0			# project target: idgen / hand-written tps >= 1.0x; printed, never enforced
 
-die() { echo "seq_bench.sh: $*" >&2; exit 1; }
 
-positive() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer, got '$2'"; }
 positive SEQ_BENCH_T "$T"
 positive SEQ_BENCH_PAIRS "$PAIRS"
 positive SEQ_BENCH_REPS "$REPS"
 
 # The throwaway cluster, the postgres user, psql helpers: shared with the
 # other benchmark script.
-PROG=seq_bench.sh
 # shellcheck source=test/bench/lib.sh
 . "$SRC/test/bench/lib.sh"
 

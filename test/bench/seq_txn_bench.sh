@@ -43,14 +43,13 @@ NS=${SEQ_TXN_NS:-1000 10000 100000}
 REPS=${SEQ_TXN_REPS:-3}
 INSTALL=${BENCH_INSTALL:-1}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-
-die() { echo "seq_txn_bench.sh: $*" >&2; exit 1; }
-for n in $NS; do
-	[[ $n =~ ^[1-9][0-9]*$ ]] || die "SEQ_TXN_NS must hold whole numbers from 1, not '$n'"
-done
-[[ $REPS =~ ^[1-9][0-9]*$ ]] || die "SEQ_TXN_REPS must be a whole number from 1, not '$REPS'"
-
 PROG=seq_txn_bench.sh
+# shellcheck source=test/bench/args.sh
+. "$SRC/test/bench/args.sh"
+
+for n in $NS; do positive SEQ_TXN_NS "$n"; done
+positive SEQ_TXN_REPS "$REPS"
+
 # shellcheck source=test/bench/lib.sh
 . "$SRC/test/bench/lib.sh"
 
