@@ -254,6 +254,16 @@ CREATE TABLE users (user_id int PRIMARY KEY DEFAULT nextval('users_seq'), userna
 INSERT INTO users (username) VALUES ('a');
 SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
 FROM idgen_convert_column('users', 'user_id');
+-- Keeping currval('users_seq') working (docs/converting.md): the default
+-- sets the sequence to each new ID, which makes it the session's currval.
+ALTER TABLE users ALTER COLUMN user_id SET DEFAULT setval('users_seq', idgen_snowflake());
+INSERT INTO users (username) VALUES ('b') RETURNING user_id = currval('users_seq') AS currval_is_the_id,
+    user_id = idgen_snowflake_last() AS a_snowflake;
+-- A serial's own sequence a view uses:
+CREATE TABLE seq_viewed (id serial PRIMARY KEY);
+CREATE VIEW seq_viewed_last AS SELECT currval('seq_viewed_id_seq') AS last_id;
+SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
+FROM idgen_convert_column('seq_viewed', 'id');
 -- A serial's own sequence another default still uses:
 CREATE TABLE shared_a (id serial PRIMARY KEY);
 CREATE TABLE shared_b (id int PRIMARY KEY DEFAULT nextval('shared_a_id_seq'));
@@ -267,7 +277,7 @@ SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS c
 FROM idgen_convert_column('owned_b', 'id');
 
 RESET ROLE;
-DROP TABLE users, shared_a, shared_b, owned_a, owned_b, accounts, region_visits, regions CASCADE;
+DROP TABLE users, shared_a, shared_b, owned_a, owned_b, accounts, seq_viewed, region_visits, regions CASCADE;
 DROP SEQUENCE users_seq;
 DROP SCHEMA convert_mal CASCADE;
 REVOKE ALL ON FUNCTION idgen_convert_column(regclass, name) FROM convert_writer, convert_member;
