@@ -248,9 +248,16 @@ SELECT * FROM idgen_convert_column('regions', 'id');
 -- A sequence the old default used and the conversion did not drop is
 -- reported, with what still uses it: an application may read it
 -- (currval('users_seq'), lastInsertId('users_seq')), and it no longer
--- advances.  A sequence the column does not own (Roundcube's users_seq):
-CREATE SEQUENCE users_seq;
-CREATE TABLE users (user_id int PRIMARY KEY DEFAULT nextval('users_seq'), username text);
+-- advances.  A sequence the column does not own:
+CREATE SEQUENCE items_seq;
+CREATE TABLE items (id int PRIMARY KEY DEFAULT nextval('items_seq'), name text);
+INSERT INTO items (name) VALUES ('a');
+SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
+FROM idgen_convert_column('items', 'id');
+-- Roundcube's users: the default names its sequence in text, which
+-- records no dependency (the name is resolved at each insert).
+CREATE SEQUENCE users_seq INCREMENT BY 1 NO MAXVALUE NO MINVALUE CACHE 1;
+CREATE TABLE users (user_id integer DEFAULT nextval('users_seq'::text) PRIMARY KEY, username varchar(128));
 INSERT INTO users (username) VALUES ('a');
 SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
 FROM idgen_convert_column('users', 'user_id');
@@ -277,8 +284,8 @@ SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS c
 FROM idgen_convert_column('owned_b', 'id');
 
 RESET ROLE;
-DROP TABLE users, shared_a, shared_b, owned_a, owned_b, accounts, seq_viewed, region_visits, regions CASCADE;
-DROP SEQUENCE users_seq;
+DROP TABLE items, users, shared_a, shared_b, owned_a, owned_b, accounts, seq_viewed, region_visits, regions CASCADE;
+DROP SEQUENCE items_seq, users_seq;
 DROP SCHEMA convert_mal CASCADE;
 REVOKE ALL ON FUNCTION idgen_convert_column(regclass, name) FROM convert_writer, convert_member;
 DROP ROLE convert_member, convert_writer, convert_admin;

@@ -138,6 +138,8 @@ DECLARE
     default_expr text;
     -- the sequences the old default used, and what a kept one is to whom
     default_seqs oid[] := ARRAY[]::oid[];
+    seq_by_text text;
+    seq_name text[];
     seq_uses text[];
     -- the calling role, and the tables it would alter that others own
     me oid;
@@ -317,6 +319,26 @@ BEGIN
         FROM pg_depend d JOIN pg_class s ON s.oid = d.refobjid
         WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = default_oid
           AND d.refclassid = 'pg_class'::regclass AND s.relkind = 'S';
+        -- A default that names its sequence in text, nextval('users_seq'::text)
+        -- (old schemas, Roundcube's), records no dependency: each insert
+        -- looks the name up through its own search_path.  The sequences
+        -- that name can mean: the one of that schema, or, unqualified,
+        -- every one of that name (which one an application reads depends
+        -- on its search_path, which this function cannot know).
+        seq_by_text := substring(default_expr FROM '^nextval\(\(''((?:[^'']|'''')*)''::[a-z ]+\)::regclass\)$');
+        IF seq_by_text IS NOT NULL THEN
+            seq_by_text := replace(seq_by_text, '''''', '''');
+            BEGIN
+                seq_name := parse_ident(seq_by_text, false);
+            EXCEPTION WHEN invalid_parameter_value THEN
+                seq_name := NULL;
+            END;
+            default_seqs := default_seqs || ARRAY(
+                SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE c.relkind = 'S' AND c.relname = seq_name[cardinality(seq_name)]
+                  AND (cardinality(seq_name) = 1 OR n.nspname = seq_name[cardinality(seq_name) - 1])
+                ORDER BY c.oid::regclass::text);
+        END IF;
         EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', tbl, col);
         relation := tbl; column_name := col; change := format('default %s dropped', default_expr);
         RETURN NEXT;
@@ -340,7 +362,10 @@ BEGIN
         FOR i IN 1 .. cardinality(default_seqs) LOOP
             CONTINUE WHEN NOT EXISTS (SELECT FROM pg_class WHERE oid = default_seqs[i]);
             SELECT array_agg(u ORDER BY o, u) INTO seq_uses FROM (
-                SELECT 1 AS o, 'owned by ' || pg_describe_object(d.refclassid, d.refobjid, d.refobjsubid) AS u
+                SELECT 0 AS o, format('named in text by the old default (%L)', seq_by_text) AS u
+                WHERE seq_by_text IS NOT NULL
+                UNION ALL
+                SELECT 1, 'owned by ' || pg_describe_object(d.refclassid, d.refobjid, d.refobjsubid)
                 FROM pg_depend d
                 WHERE d.classid = 'pg_class'::regclass AND d.objid = default_seqs[i]
                   AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')
@@ -352,7 +377,7 @@ BEGIN
             relation := tbl; column_name := col;
             change := format('sequence %s kept, no longer advanced by this column: %s',
                              default_seqs[i]::regclass,
-                             coalesce(array_to_string(seq_uses, ', '), 'owned by no column, used by nothing else'));
+                             coalesce(array_to_string(seq_uses, ', '), 'owned by no column, no other use recorded'));
             RETURN NEXT;
         END LOOP;
     END IF;
