@@ -188,6 +188,8 @@ BEGIN
     RAISE NOTICE 'trigger ran, as convert_writer: %', current_user = 'convert_writer';
     RETURN NEW;
 END $$;
+-- (the notices of the setup are not shown: only those of the conversion)
+SET client_min_messages = warning;
 ALTER TABLE convert_mal.notes
     ADD COLUMN d bigint DEFAULT convert_mal.rec('default', 1),
     ADD COLUMN g bigint GENERATED ALWAYS AS (convert_mal.rec('generated', 2)) STORED;
@@ -196,6 +198,7 @@ CREATE TRIGGER t BEFORE INSERT OR UPDATE ON convert_mal.notes
 CREATE RULE r AS ON UPDATE TO convert_mal.notes DO ALSO SELECT convert_mal.rec('rule', 3);
 ALTER TABLE convert_mal.notes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 CREATE POLICY p ON convert_mal.notes USING (convert_mal.rec('policy', d) IS NOT NULL);
+RESET client_min_messages;
 SET ROLE convert_admin;
 SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
 FROM idgen_convert_column('accounts', 'id');
@@ -209,6 +212,7 @@ SELECT rolsuper AS writer_is_superuser FROM pg_roles WHERE rolname = 'convert_wr
 -- triggers, rules, defaults and generated columns not on the widened
 -- column run not at all.
 SET ROLE convert_writer;
+SET client_min_messages = warning;
 CREATE TABLE convert_mal.things (id serial PRIMARY KEY, n int);
 CREATE TABLE convert_mal.parts (
     thing_id int REFERENCES convert_mal.things,
@@ -221,7 +225,6 @@ CREATE TRIGGER t BEFORE INSERT OR UPDATE ON convert_mal.parts
     FOR EACH ROW EXECUTE FUNCTION convert_mal.rec_trigger();
 CREATE RULE r AS ON UPDATE TO convert_mal.parts DO ALSO SELECT convert_mal.rec('rule', 3);
 INSERT INTO convert_mal.things (n) VALUES (1);
-SET client_min_messages = warning;
 INSERT INTO convert_mal.parts (thing_id, n) VALUES (1, 1);
 RESET client_min_messages;
 SET ROLE convert_admin;
