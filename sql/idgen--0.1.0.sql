@@ -232,7 +232,10 @@ BEGIN
     -- foreign key is only re-checked (its column already bigint) runs
     -- none of its code.  Ownership changes need the owner or a
     -- superuser, so it cannot change under the caller between here and
-    -- the ALTERs.
+    -- the ALTERs; a table another role makes meanwhile to refer to a
+    -- column being widened is not in the list, so not rewritten either
+    -- (its foreign key is only checked again), and a partition or child
+    -- can be added only by the parent's owner.
     SELECT r.oid INTO me FROM pg_roles r WHERE r.rolname = current_user;
     WITH RECURSIVE altered(relid) AS (
         SELECT w.r FROM unnest(widen_rel, widen_att) AS w(r, a)
