@@ -207,10 +207,11 @@ SELECT rolsuper AS writer_is_superuser FROM pg_roles WHERE rolname = 'convert_wr
 
 -- The key's own table, owned by another role: refused to a superuser, and
 -- to a member of the owning role; its owner converts it.  On a table the
--- conversion rewrites, PostgreSQL runs its CHECK constraints (as the role
--- converting, its owner) and its index expressions (as the owner);
--- triggers, rules, defaults and generated columns not on the widened
--- column run not at all.
+-- conversion rewrites, PostgreSQL runs its CHECK constraints on the
+-- widened column (as the role converting, its owner) and its index
+-- expressions (as the owner); a CHECK on another column, triggers, rules,
+-- defaults and generated columns not on the widened column run not at
+-- all.
 SET ROLE convert_writer;
 SET client_min_messages = warning;
 CREATE TABLE convert_mal.things (id serial PRIMARY KEY, n int);
@@ -219,7 +220,8 @@ CREATE TABLE convert_mal.parts (
     n int,
     d bigint DEFAULT convert_mal.rec('default', 1),
     g bigint GENERATED ALWAYS AS (convert_mal.rec('generated', n)) STORED,
-    CHECK (convert_mal.rec('check', thing_id) IS NOT NULL));
+    CHECK (convert_mal.rec('check', thing_id) IS NOT NULL),
+    CHECK (convert_mal.rec('check on another column', n) IS NOT NULL));
 CREATE INDEX ON convert_mal.parts ((convert_mal.rec('index', thing_id)));
 CREATE TRIGGER t BEFORE INSERT OR UPDATE ON convert_mal.parts
     FOR EACH ROW EXECUTE FUNCTION convert_mal.rec_trigger();
