@@ -122,8 +122,10 @@ SELECT * FROM idgen_convert_column('tickets', 'id');
 RESET ROLE;
 GRANT EXECUTE ON FUNCTION idgen_convert_column(regclass, name) TO convert_stranger;
 SET ROLE convert_stranger;
+\set VERBOSITY terse
 SELECT * FROM idgen_convert_column('tickets', 'id');
 \echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
 RESET ROLE;
 -- And it all runs in the caller's transaction: a rollback undoes it.
 BEGIN;
@@ -131,6 +133,167 @@ SELECT count(*) AS changes FROM idgen_convert_column('tickets', 'id');
 ROLLBACK;
 SELECT data_type, column_default LIKE 'nextval%' AS still_serial
 FROM information_schema.columns WHERE table_name = 'tickets' AND column_name = 'id';
+
+-- Another role's code never runs with the caller's rights.  PostgreSQL
+-- evaluates the CHECK constraints of a table ALTER COLUMN ... TYPE
+-- rewrites with the rights of the role running it.  convert_writer holds
+-- only GRANT ALL (so REFERENCES) on accounts; its own table refers to
+-- accounts with a CHECK calling its own function, which records whom it
+-- ran as and tries to make convert_writer a superuser.  A superuser of
+-- its own, convert_admin, converts.
+CREATE ROLE convert_admin SUPERUSER;
+SET ROLE convert_admin;
+CREATE TABLE accounts (id serial PRIMARY KEY, name text);
+INSERT INTO accounts (name) VALUES ('a'), ('b');
+CREATE ROLE convert_writer;
+GRANT ALL ON accounts TO convert_writer;
+CREATE SCHEMA convert_mal AUTHORIZATION convert_writer;
+SET ROLE convert_writer;
+CREATE TABLE convert_mal.ran (what text, as_writer boolean, as_superuser boolean);
+CREATE FUNCTION convert_mal.f(v bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO convert_mal.ran
+        SELECT 'check', current_user = 'convert_writer', rolsuper FROM pg_roles WHERE rolname = current_user;
+    BEGIN
+        ALTER ROLE convert_writer SUPERUSER;
+    EXCEPTION WHEN insufficient_privilege THEN NULL;
+    END;
+    RETURN true;
+END $$;
+CREATE TABLE convert_mal.notes (account_id int REFERENCES accounts (id), CHECK (convert_mal.f(account_id)));
+INSERT INTO convert_mal.notes VALUES (1);
+SET ROLE convert_admin;
+-- Refused before any change, naming the table and its owner.
+SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
+FROM idgen_convert_column('accounts', 'id');
+\echo :LAST_ERROR_SQLSTATE
+SELECT what, as_writer, as_superuser FROM convert_mal.ran;
+SELECT rolsuper AS writer_is_superuser FROM pg_roles WHERE rolname = 'convert_writer';
+SELECT table_name, data_type, column_default LIKE 'nextval%' AS still_serial
+FROM information_schema.columns
+WHERE (table_name, column_name) IN (('accounts', 'id'), ('notes', 'account_id')) ORDER BY 1;
+-- The way the hint gives: the owner widens its own column (its CHECK runs
+-- as itself), then the key's owner converts.  Re-checking the foreign key
+-- of a table that is not rewritten runs none of its code: not its CHECK,
+-- trigger, rule, default, generated column or policy.
+SET ROLE convert_writer;
+ALTER TABLE convert_mal.notes ALTER COLUMN account_id TYPE bigint;
+CREATE FUNCTION convert_mal.rec(what text, v bigint) RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RAISE NOTICE '% ran, as convert_writer: %', what, current_user = 'convert_writer';
+    RETURN v;
+END $$;
+CREATE FUNCTION convert_mal.rec_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE NOTICE 'trigger ran, as convert_writer: %', current_user = 'convert_writer';
+    RETURN NEW;
+END $$;
+-- (the notices of the setup are not shown: only those of the conversion)
+SET client_min_messages = warning;
+ALTER TABLE convert_mal.notes
+    ADD COLUMN d bigint DEFAULT convert_mal.rec('default', 1),
+    ADD COLUMN g bigint GENERATED ALWAYS AS (convert_mal.rec('generated', 2)) STORED;
+CREATE TRIGGER t BEFORE INSERT OR UPDATE ON convert_mal.notes
+    FOR EACH ROW EXECUTE FUNCTION convert_mal.rec_trigger();
+CREATE RULE r AS ON UPDATE TO convert_mal.notes DO ALSO SELECT convert_mal.rec('rule', 3);
+ALTER TABLE convert_mal.notes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+CREATE POLICY p ON convert_mal.notes USING (convert_mal.rec('policy', d) IS NOT NULL);
+RESET client_min_messages;
+SET ROLE convert_admin;
+SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
+FROM idgen_convert_column('accounts', 'id');
+SELECT what, as_writer, as_superuser FROM convert_mal.ran;
+SELECT rolsuper AS writer_is_superuser FROM pg_roles WHERE rolname = 'convert_writer';
+
+-- The key's own table, owned by another role: refused to a superuser, and
+-- to a member of the owning role; its owner converts it.  On a table the
+-- conversion rewrites, PostgreSQL runs its CHECK constraints on the
+-- widened column (as the role converting, its owner) and its index
+-- expressions (as the owner); a CHECK on another column, triggers, rules,
+-- defaults and generated columns not on the widened column run not at
+-- all.
+SET ROLE convert_writer;
+SET client_min_messages = warning;
+CREATE TABLE convert_mal.things (id serial PRIMARY KEY, n int);
+CREATE TABLE convert_mal.parts (
+    thing_id int REFERENCES convert_mal.things,
+    n int,
+    d bigint DEFAULT convert_mal.rec('default', 1),
+    g bigint GENERATED ALWAYS AS (convert_mal.rec('generated', n)) STORED,
+    CHECK (convert_mal.rec('check', thing_id) IS NOT NULL),
+    CHECK (convert_mal.rec('check on another column', n) IS NOT NULL));
+CREATE INDEX ON convert_mal.parts ((convert_mal.rec('index', thing_id)));
+CREATE TRIGGER t BEFORE INSERT OR UPDATE ON convert_mal.parts
+    FOR EACH ROW EXECUTE FUNCTION convert_mal.rec_trigger();
+CREATE RULE r AS ON UPDATE TO convert_mal.parts DO ALSO SELECT convert_mal.rec('rule', 3);
+INSERT INTO convert_mal.things (n) VALUES (1);
+INSERT INTO convert_mal.parts (thing_id, n) VALUES (1, 1);
+RESET client_min_messages;
+SET ROLE convert_admin;
+SELECT * FROM idgen_convert_column('convert_mal.things', 'id');
+\echo :LAST_ERROR_SQLSTATE
+CREATE ROLE convert_member IN ROLE convert_writer;
+GRANT EXECUTE ON FUNCTION idgen_convert_column(regclass, name) TO convert_writer, convert_member;
+SET ROLE convert_member;
+SELECT * FROM idgen_convert_column('convert_mal.things', 'id');
+\echo :LAST_ERROR_SQLSTATE
+SET ROLE convert_writer;
+SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
+FROM idgen_convert_column('convert_mal.things', 'id');
+SET ROLE convert_admin;
+-- A partition of a referencing table is rewritten too (ALTER TABLE
+-- recurses): its owner counts.
+CREATE TABLE regions (id serial PRIMARY KEY);
+CREATE TABLE region_visits (region_id int REFERENCES regions, at date) PARTITION BY RANGE (at);
+CREATE TABLE region_visits_2026 PARTITION OF region_visits FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
+ALTER TABLE region_visits_2026 OWNER TO convert_writer;
+SELECT * FROM idgen_convert_column('regions', 'id');
+\echo :LAST_ERROR_SQLSTATE
+
+-- A sequence the old default used and the conversion did not drop is
+-- reported, with what still uses it: an application may read it
+-- (currval('users_seq'), lastInsertId('users_seq')), and it no longer
+-- advances.  A sequence the column does not own:
+CREATE SEQUENCE items_seq;
+CREATE TABLE items (id int PRIMARY KEY DEFAULT nextval('items_seq'), name text);
+INSERT INTO items (name) VALUES ('a');
+SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
+FROM idgen_convert_column('items', 'id');
+-- Roundcube's users: the default names its sequence in text, which
+-- records no dependency (the name is resolved at each insert).
+CREATE SEQUENCE users_seq INCREMENT BY 1 NO MAXVALUE NO MINVALUE CACHE 1;
+CREATE TABLE users (user_id integer DEFAULT nextval('users_seq'::text) PRIMARY KEY, username varchar(128));
+INSERT INTO users (username) VALUES ('a');
+SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
+FROM idgen_convert_column('users', 'user_id');
+-- Keeping currval('users_seq') working (docs/converting.md): the default
+-- sets the sequence to each new ID, which makes it the session's currval.
+ALTER TABLE users ALTER COLUMN user_id SET DEFAULT setval('users_seq', idgen_snowflake());
+INSERT INTO users (username) VALUES ('b') RETURNING user_id = currval('users_seq') AS currval_is_the_id,
+    user_id = idgen_snowflake_last() AS a_snowflake;
+-- A serial's own sequence a view uses:
+CREATE TABLE seq_viewed (id serial PRIMARY KEY);
+CREATE VIEW seq_viewed_last AS SELECT currval('seq_viewed_id_seq') AS last_id;
+SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
+FROM idgen_convert_column('seq_viewed', 'id');
+-- A serial's own sequence another default still uses:
+CREATE TABLE shared_a (id serial PRIMARY KEY);
+CREATE TABLE shared_b (id int PRIMARY KEY DEFAULT nextval('shared_a_id_seq'));
+SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
+FROM idgen_convert_column('shared_a', 'id');
+-- A sequence owned by another column:
+CREATE TABLE owned_a (id int PRIMARY KEY);
+CREATE SEQUENCE owned_a_seq OWNED BY owned_a.id;
+CREATE TABLE owned_b (id int PRIMARY KEY DEFAULT nextval('owned_a_seq'));
+SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
+FROM idgen_convert_column('owned_b', 'id');
+
+RESET ROLE;
+DROP TABLE items, users, shared_a, shared_b, owned_a, owned_b, accounts, seq_viewed, region_visits, regions CASCADE;
+DROP SEQUENCE items_seq, users_seq;
+DROP SCHEMA convert_mal CASCADE;
+REVOKE ALL ON FUNCTION idgen_convert_column(regclass, name) FROM convert_writer, convert_member;
+DROP ROLE convert_member, convert_writer, convert_admin;
 
 DROP TABLE visits, lines, orders, customers, invoice_item_notes, invoice_items, invoices,
     events, replies, tickets, counters, imported CASCADE;

@@ -108,15 +108,21 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 -- Converting an existing key (serial, bigserial, identity, or a plain
 -- integer column) to bigint DEFAULT idgen_snowflake(), in the caller's
--- transaction and with the caller's rights (ALTER TABLE needs the
--- table's owner): the column and every foreign-key column that refers to
--- it, directly or through others, become bigint; an identity is dropped,
--- a serial's default and its owned sequence are dropped; existing values
--- stay, and must lie below the IDs generated now.  Refused, before any
--- change, for what ALTER TABLE cannot do or idgen will not guess at: a
--- partitioned table, a partition or an inheritance child or parent, a
--- column whose type a view or a generated column depends on, a default
--- other than a sequence's, a column that is not an integer.  One row per
+-- transaction and with the caller's rights: the column and every
+-- foreign-key column that refers to it, directly or through others,
+-- become bigint; an identity is dropped, a serial's default and its owned
+-- sequence are dropped (a sequence the default used that is kept, because
+-- the column does not own it or something else uses it, is reported);
+-- existing values stay, and must lie below the IDs generated now.
+-- Refused, before any change, for what ALTER TABLE cannot do or idgen
+-- will not guess at: a partitioned table, a partition or an inheritance
+-- child or parent, a column whose type a view or a generated column
+-- depends on, a default other than a sequence's, a column that is not an
+-- integer.  And refused when a table it would alter is not owned by the
+-- calling role itself (a member of the owner, or a superuser, is not
+-- enough): ALTER COLUMN ... TYPE evaluates the CHECK constraints of each
+-- table it rewrites with the rights of the role running it, so another
+-- owner's constraint would run with the caller's rights.  One row per
 -- change made.
 CREATE FUNCTION @extschema@.idgen_convert_column(tbl regclass, col name)
 RETURNS TABLE (relation regclass, column_name name, change text)
@@ -128,7 +134,16 @@ DECLARE
     att record;
     dep record;
     seq regclass;
+    default_oid oid;
     default_expr text;
+    -- the sequences the old default used, and what a kept one is to whom
+    default_seqs oid[] := ARRAY[]::oid[];
+    seq_by_text text;
+    seq_name text[];
+    seq_uses text[];
+    -- the calling role, and the tables it would alter that others own
+    me oid;
+    others text;
     max_value bigint;
     first_id bigint;
     -- the columns to widen: (relation, attnum) pairs, the key first
@@ -170,7 +185,7 @@ BEGIN
     END IF;
 
     -- A default other than a sequence's is the user's: not replaced.
-    SELECT pg_get_expr(d.adbin, d.adrelid) INTO default_expr
+    SELECT d.oid, pg_get_expr(d.adbin, d.adrelid) INTO default_oid, default_expr
     FROM pg_attrdef d WHERE d.adrelid = tbl AND d.adnum = att.attnum;
     IF default_expr IS NOT NULL AND default_expr NOT LIKE 'nextval(%' THEN
         RAISE EXCEPTION 'column "%" of "%" has a default that is not a sequence''s', col, tbl
@@ -202,6 +217,44 @@ BEGIN
         END LOOP;
         i := i + 1;
     END LOOP;
+
+    -- Every table altered must be the calling role's own.  ALTER COLUMN
+    -- ... TYPE rewrites a table and re-checks its CHECK constraints as the
+    -- role running it (its index expressions as the owner, under
+    -- SECURITY_RESTRICTED_OPERATION; its triggers, rules and defaults
+    -- not at all): a constraint on a referencing table, which any role
+    -- granted REFERENCES can make, would run its owner's code with the
+    -- caller's rights, a superuser's included.  So the owner must be the
+    -- caller itself: membership in the owning role would let the owner's
+    -- code run with the member's other rights.  The tables altered are
+    -- the key's, each whose column is widened, and their partitions and
+    -- inheritance children (ALTER TABLE recurses to them).  A table whose
+    -- foreign key is only re-checked (its column already bigint) runs
+    -- none of its code.  Ownership changes need the owner or a
+    -- superuser, so it cannot change under the caller between here and
+    -- the ALTERs; a table another role makes meanwhile to refer to a
+    -- column being widened is not in the list, so not rewritten either
+    -- (its foreign key is only checked again), and a partition or child
+    -- can be added only by the parent's owner.
+    SELECT r.oid INTO me FROM pg_roles r WHERE r.rolname = current_user;
+    WITH RECURSIVE altered(relid) AS (
+        SELECT w.r FROM unnest(widen_rel, widen_att) AS w(r, a)
+        WHERE w.r = tbl::oid
+           OR (SELECT a.atttypid FROM pg_attribute a
+               WHERE a.attrelid = w.r AND a.attnum = w.a) <> 'int8'::regtype
+        UNION
+        SELECT i.inhrelid FROM pg_inherits i JOIN altered ON i.inhparent = altered.relid)
+    SELECT string_agg(format('%s (owner %s)', c.oid::regclass, quote_ident(pg_get_userbyid(c.relowner))),
+                      ', ' ORDER BY c.oid::regclass::text)
+    INTO others
+    FROM pg_class c JOIN altered ON altered.relid = c.oid
+    WHERE c.relowner IS DISTINCT FROM me;
+    IF others IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot convert column "%" of "%": it would alter tables role % does not own', col, tbl, quote_ident(current_user)
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('PostgreSQL re-checks the CHECK constraints of a table whose column type changes with the rights of the role changing it, so idgen_convert_column alters only tables the calling role owns itself. Owned by others: %s.', others),
+                  HINT = 'Convert as the role that owns the tables (SET ROLE). A referencing table of another owner: that owner first widens its own column (ALTER TABLE ... ALTER COLUMN ... TYPE bigint), and the key''s owner converts after.';
+    END IF;
 
     -- What depends on the type of a column to widen: ALTER TABLE refuses
     -- views and generated columns; say so before anything changed.
@@ -265,19 +318,71 @@ BEGIN
         RETURN NEXT;
     ELSIF default_expr IS NOT NULL THEN
         seq := pg_get_serial_sequence(tbl::text, col::text)::regclass;
+        SELECT coalesce(array_agg(DISTINCT d.refobjid), ARRAY[]::oid[]) INTO default_seqs
+        FROM pg_depend d JOIN pg_class s ON s.oid = d.refobjid
+        WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = default_oid
+          AND d.refclassid = 'pg_class'::regclass AND s.relkind = 'S';
+        -- A default that names its sequence in text, nextval('users_seq'::text)
+        -- (old schemas, Roundcube's), records no dependency: each insert
+        -- looks the name up through its own search_path.  The sequences
+        -- that name can mean: the one of that schema, or, unqualified,
+        -- every one of that name (which one an application reads depends
+        -- on its search_path, which this function cannot know).
+        seq_by_text := substring(default_expr FROM '^nextval\(\(''((?:[^'']|'''')*)''::[a-z ]+\)::regclass\)$');
+        IF seq_by_text IS NOT NULL THEN
+            seq_by_text := replace(seq_by_text, '''''', '''');
+            BEGIN
+                seq_name := parse_ident(seq_by_text, false);
+            EXCEPTION WHEN invalid_parameter_value THEN
+                seq_name := NULL;
+            END;
+            default_seqs := default_seqs || ARRAY(
+                SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE c.relkind = 'S' AND c.relname = seq_name[cardinality(seq_name)]
+                  AND (cardinality(seq_name) = 1 OR n.nspname = seq_name[cardinality(seq_name) - 1])
+                ORDER BY c.oid::regclass::text);
+        END IF;
         EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', tbl, col);
         relation := tbl; column_name := col; change := format('default %s dropped', default_expr);
         RETURN NEXT;
-        -- The serial's own sequence, unless another default still uses it.
+        -- The serial's own sequence, unless something else (another
+        -- default, a view) still uses it.
         IF seq IS NOT NULL AND NOT EXISTS (
                 SELECT FROM pg_depend d
                 WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = seq
-                  AND d.classid = 'pg_attrdef'::regclass) THEN
+                  AND d.deptype = 'n') THEN
             change := format('sequence %s dropped', seq);
             EXECUTE format('DROP SEQUENCE %s', seq);
             relation := tbl; column_name := col;
             RETURN NEXT;
         END IF;
+        -- Every other sequence the default used is kept, and said so:
+        -- nothing advances it for this column any more, and an
+        -- application that reads the new key from it (currval, lastval,
+        -- lastInsertId('users_seq')) gets a stale value or an error.  It
+        -- is not dropped: the column does not own it, and what else reads
+        -- it (function bodies, applications) PostgreSQL does not record.
+        FOR i IN 1 .. cardinality(default_seqs) LOOP
+            CONTINUE WHEN NOT EXISTS (SELECT FROM pg_class WHERE oid = default_seqs[i]);
+            SELECT array_agg(u ORDER BY o, u) INTO seq_uses FROM (
+                SELECT 0 AS o, format('named in text by the old default (%L)', seq_by_text) AS u
+                WHERE seq_by_text IS NOT NULL
+                UNION ALL
+                SELECT 1, 'owned by ' || pg_describe_object(d.refclassid, d.refobjid, d.refobjsubid)
+                FROM pg_depend d
+                WHERE d.classid = 'pg_class'::regclass AND d.objid = default_seqs[i]
+                  AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')
+                UNION ALL
+                SELECT 2, 'used by ' || pg_describe_object(d.classid, d.objid, d.objsubid)
+                FROM pg_depend d
+                WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = default_seqs[i]
+                  AND d.deptype = 'n') AS x;
+            relation := tbl; column_name := col;
+            change := format('sequence %s kept, no longer advanced by this column: %s',
+                             default_seqs[i]::regclass,
+                             coalesce(array_to_string(seq_uses, ', '), 'owned by no column, no other use recorded'));
+            RETURN NEXT;
+        END LOOP;
     END IF;
     FOR i IN 1 .. cardinality(widen_rel) LOOP
         SELECT a.attname, a.atttypid INTO dep FROM pg_attribute a

@@ -101,6 +101,19 @@ my %converting = (
 		SELECT string_agg(CASE WHEN id > 1000000 THEN 'snowflake' ELSE id::text END, ' ' ORDER BY title)
 		FROM open_tickets},
 		check => qr/^1 snowflake$/ },
+	# Roundcube's users table, its sequence named in text
+	'keep-sequence' => { setup => q{
+		CREATE SEQUENCE users_seq INCREMENT BY 1 NO MAXVALUE NO MINVALUE CACHE 1;
+		CREATE TABLE users (user_id integer DEFAULT nextval('users_seq'::text) PRIMARY KEY,
+		                    username varchar(128) DEFAULT '' NOT NULL);
+		INSERT INTO users (username) VALUES ('a');},
+		after => q{
+		INSERT INTO users (username) VALUES ('b');
+		SELECT currval('users_seq') = max(user_id), max(user_id) > 1000000,
+		       (SELECT data_type FROM information_schema.columns
+		        WHERE table_name = 'users' AND column_name = 'user_id')
+		FROM users},
+		check => qr/^t\|t\|bigint$/ },
 );
 my $converting = repo_file('docs/converting.md');
 @fences = $converting =~ /^```sql$/mg;
