@@ -51,7 +51,8 @@ PG_FUNCTION_INFO_V1(idgen_snowflake_row);
 
 /*
  * The last ID this process generated (idgen_snowflake_last), as currval()
- * keeps a sequence's: per session, untouched by rollbacks.
+ * keeps a sequence's: per session, untouched by rollbacks, forgotten by
+ * DISCARD ALL and DISCARD SEQUENCES (idgen_snowflake_forget_last).
  */
 static int64 last_id;
 static bool have_last_id = false;
@@ -106,6 +107,17 @@ idgen_snowflake_last(PG_FUNCTION_ARGS)
 				 errdetail("This session has not generated a Snowflake ID yet."),
 				 errhint("Generate one first (an INSERT with DEFAULT idgen_snowflake()), or take the ID with INSERT ... RETURNING.")));
 	PG_RETURN_INT64(last_id);
+}
+
+/*
+ * Forget the session's last ID, as DISCARD ALL and DISCARD SEQUENCES forget
+ * currval() (idgen.c's utility hook): idgen_snowflake_last() is then not
+ * yet defined, as in a new session.
+ */
+void
+idgen_snowflake_forget_last(void)
+{
+	have_last_id = false;
 }
 
 static void

@@ -43,7 +43,10 @@ PG_FUNCTION_INFO_V1(idgen_uuid7_min);
 PG_FUNCTION_INFO_V1(idgen_uuid7_time);
 PG_FUNCTION_INFO_V1(idgen_uuid7_last);
 
-/* The last UUIDv7 idgen_uuid7() generated in this session. */
+/*
+ * The last UUIDv7 idgen_uuid7() generated in this session; forgotten by
+ * DISCARD ALL and DISCARD SEQUENCES (idgen_uuid7_forget_last).
+ */
 static pg_uuid_t last_uuid;
 static bool have_last_uuid = false;
 
@@ -213,6 +216,13 @@ idgen_uuid7_last(PG_FUNCTION_ARGS)
 	u = palloc(sizeof(pg_uuid_t));
 	*u = last_uuid;
 	PG_RETURN_UUID_P(u);
+}
+
+/* Forget the session's last UUIDv7, as idgen_snowflake_forget_last(). */
+void
+idgen_uuid7_forget_last(void)
+{
+	have_last_uuid = false;
 }
 
 /*

@@ -16,6 +16,11 @@
 #    another session" and a hint naming transaction pooling; the lease
 #    outlives the client (the purge leaves it alone); another client, handed
 #    that server connection, releases it.
+#  - In session pooling mode (a second pool, one server connection, the
+#    default server_reset_query DISCARD ALL), a client handed the server
+#    connection another client generated IDs on reads no ID of that client:
+#    idgen_snowflake_last() and idgen_uuid7_last() are not yet defined, as
+#    currval() is not.
 #
 # Skipped when pgbouncer is not installed (Debian package pgbouncer, which
 # test/run.sh and test/chroot.sh install).
@@ -46,9 +51,10 @@ my $user = getpwuid($>);
 PostgreSQL::Test::Utils::append_to_file("$tmp/userlist.txt", qq{"$user" ""\n});
 # No listen_addr: a Unix socket only.
 PostgreSQL::Test::Utils::append_to_file("$tmp/pgbouncer.ini",
-	sprintf(<<'EOF', $node->host, $node->port, $bouncer->port, $bouncer->host, ($tmp) x 3));
+	sprintf(<<'EOF', ($node->host, $node->port) x 2, $bouncer->port, $bouncer->host, ($tmp) x 3));
 [databases]
 postgres = host=%s port=%d dbname=postgres
+session = host=%s port=%d dbname=postgres pool_mode=session pool_size=1
 
 [pgbouncer]
 listen_port = %d
@@ -169,6 +175,26 @@ cmp_ok($node->safe_psql('postgres', q{SELECT count(DISTINCT pid) FROM got}), '<=
 	$other->quit;
 	isnt($node->safe_psql('postgres', "SELECT state FROM idgen_worker_leases WHERE token = $token"),
 		'held', 'the lease has ended');
+}
+
+# --- Session pooling: the next client's session is reset ------------------
+{
+	$node->safe_psql('postgres', 'CREATE SEQUENCE pooled_seq');
+	my ($id, $uuid, $pid) = split /\|/, $bouncer->safe_psql('session', q{
+		SELECT idgen_snowflake(), idgen_uuid7(), pg_backend_pid() FROM nextval('pooled_seq')});
+	# The first client has disconnected; pgbouncer ran DISCARD ALL on its
+	# server connection and hands it to the next client.
+	my $next = $bouncer->background_psql('session', on_error_stop => 0);
+	is($next->query_safe('SELECT pg_backend_pid()'), $pid,
+		'session pooling: the next client is handed the same server connection');
+	for my $f ('idgen_snowflake_last()', 'idgen_uuid7_last()', "currval('pooled_seq')")
+	{
+		my ($got, $failed) = $next->query("SELECT $f");
+		ok($failed && $next->{stderr} =~ /is not yet defined in this session/,
+			"session pooling: $f is not yet defined for the next client")
+		  or diag("the next client read $got (the previous client's: $id, $uuid)");
+	}
+	$next->quit;
 }
 
 $pooler->signal('TERM');
