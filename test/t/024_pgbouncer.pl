@@ -8,6 +8,9 @@
 #    transaction: the values of a transactional key are exactly 1..800,
 #    those of a cached key (cache => 10) distinct; the clients ran on at
 #    most 2 server processes.
+#  - idgen_snowflake_last() asked in the INSERT's transaction, as the README
+#    says to behind transaction pooling: 8 pgbench clients, each INSERT's
+#    ID equals the _last() of its transaction.
 #  - An expiring lease (a ttl) is acquired, renewed and released by three
 #    clients, each on another server connection than the one before.
 #  - A session-bound lease does not work there, as the README says: its
@@ -39,6 +42,7 @@ plan skip_all => 'pgbouncer is not installed (Debian package pgbouncer)' unless 
 my $node = idgen_node('pooled', 'idgen.purge_interval' => '1s', 'idgen.worker_quarantine' => 0);
 $node->safe_psql('postgres', q{
 	CREATE TABLE got (k text, v bigint, pid int);
+	CREATE TABLE last_rows (id bigint PRIMARY KEY DEFAULT idgen_snowflake(), last bigint);
 	SELECT idgen_seq_configure('cached', cache => 10);
 });
 
@@ -130,6 +134,20 @@ is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT v) FROM got WH
 	'400|400', 'a cached key: 400 distinct values');
 cmp_ok($node->safe_psql('postgres', q{SELECT count(DISTINCT pid) FROM got}), '<=', 2,
 	'the 8 clients ran on at most 2 server processes');
+
+# --- _last() in the INSERT's transaction ------------------------------------
+PostgreSQL::Test::Utils::append_to_file("$tmp/last.sql", q{
+BEGIN;
+INSERT INTO last_rows (last) VALUES (NULL) RETURNING id \gset
+UPDATE last_rows SET last = idgen_snowflake_last() WHERE id = :id;
+END;
+});
+$ok = IPC::Run::run([ $pgbench, '-n', '-c', 8, '-j', 2, '-t', 50, '-f', "$tmp/last.sql",
+		$bouncer->connstr('postgres') ], '>', \$out, '2>', \$err);
+ok($ok, '8 pgbench clients insert and ask _last() in one transaction') or diag($err);
+is($node->safe_psql('postgres', q{
+	SELECT count(*), count(*) FILTER (WHERE last = id) FROM last_rows}),
+	'400|400', "_last() in the INSERT's transaction is that INSERT's ID, every time");
 
 # --- An expiring lease ------------------------------------------------------
 {
