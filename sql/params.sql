@@ -161,11 +161,18 @@ SELECT idgen_worker_renew(4294967303, 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_worker_release(4294967303, 1);
 \echo :LAST_ERROR_SQLSTATE
+-- Within int but outside the layout's worker field: the same.
+SELECT idgen_worker_renew(32, 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_worker_release(-1, 1);
+\echo :LAST_ERROR_SQLSTATE
 SELECT idgen_worker_reset_horizon(4294967299, 7);
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_private_bigint(1, 4294967297);
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_public_retire(4294967297);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_public_retire(0);
 \echo :LAST_ERROR_SQLSTATE
 -- Nothing was created.
 SELECT count(*) AS keys FROM idgen_seq WHERE key = 'params';
