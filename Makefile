@@ -57,7 +57,7 @@ SHLIB_LINK_INTERNAL = $(libpq)
 # seq_cache drops and creates the extension: leases after it would find the
 # ids leased before it resting (lease.c, "a dropped lease table"), so it
 # runs last.
-REGRESS = layout last generate errors convert public uuid7 uuid7_core seq seq_txn seq_limits seq_options lease registry seq_cache
+REGRESS = layout last generate errors params convert public uuid7 uuid7_core seq seq_txn seq_limits seq_options lease registry seq_cache
 REGRESS_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_regress \
 	--inputdir=. --load-extension=$(EXTENSION)
 

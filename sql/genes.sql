@@ -81,7 +81,7 @@ SELECT idgen_snowflake(16);
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_snowflake(NULL::bigint);
 \echo :LAST_ERROR_SQLSTATE
-SELECT idgen_snowflake(NULL::int);
+SELECT idgen_snowflake(NULL);
 \echo :LAST_ERROR_SQLSTATE
 
 -- Trigger misuse.

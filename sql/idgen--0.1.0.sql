@@ -17,22 +17,14 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'idgen_snowflake_gene'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL SAFE;
 
--- Look-alikes.  A call is resolved against every schema on the caller's
--- search_path, and a function whose argument types match the call better
--- wins whatever its schema's place: where other roles may create functions
--- in a schema on that path (public, in a database from before PostgreSQL
--- 15), theirs named idgen_snowflake(integer) would run, with the caller's
--- rights, for idgen_snowflake(idgen_gene(42, 4)), whose argument is an int.
--- So the call the README shows needs no cast: idgen_snowflake takes an int
--- gene too, through an entry point that reads an int and shares the bigint
--- one's code (README, Installation).  A bare NULL or an untyped parameter
--- matches both equally and is ambiguous: give it a type (NULL::bigint,
--- $1::int).  idgen_gene has no int overload: idgen_gene($1, 4) with a
--- parameter of no type (node-postgres and pgx send them) must keep working.
-CREATE FUNCTION @extschema@.idgen_snowflake(gene int)
-RETURNS bigint
-AS 'MODULE_PATHNAME', 'idgen_snowflake_gene_int4'
-LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL SAFE;
+-- One signature per name and argument count, every integer argument
+-- bigint: a driver's untyped parameter ($1 of type unknown) or an integer
+-- of any width resolves to exactly one function, as a call must
+-- (idgen_snowflake($1) from node-postgres, a smallint from psycopg 3,
+-- idgen_snowflake(idgen_gene(id, 4)) with its int).  A look-alike function
+-- of the same name in another schema on the caller's search_path is kept
+-- out by installing idgen in a schema of its own (README, Installation),
+-- not by overloads.
 
 -- A root row's ID and its gene in one call, for a gene column the INSERT
 -- fills (tables distributed or partitioned by gene):
@@ -42,7 +34,7 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'idgen_snowflake_row'
 LANGUAGE C VOLATILE PARALLEL SAFE;
 
-CREATE FUNCTION @extschema@.idgen_snowflake_row(bits int, OUT id bigint, OUT gene int)
+CREATE FUNCTION @extschema@.idgen_snowflake_row(bits bigint, OUT id bigint, OUT gene int)
 RETURNS record
 AS 'MODULE_PATHNAME', 'idgen_snowflake_row'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -56,7 +48,7 @@ RETURNS int
 AS 'MODULE_PATHNAME', 'idgen_gene'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
-CREATE FUNCTION @extschema@.idgen_gene(value bigint, bits int)
+CREATE FUNCTION @extschema@.idgen_gene(value bigint, bits bigint)
 RETURNS int
 AS 'MODULE_PATHNAME', 'idgen_gene'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
@@ -86,10 +78,10 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 -- database that lease a worker id and must make IDs of this layout.
 CREATE FUNCTION @extschema@.idgen_snowflake_compose(
     ts timestamptz,
-    datacenter_id int,
-    worker_id int,
-    sequence int DEFAULT 0,
-    gene int DEFAULT 0)
+    datacenter_id bigint,
+    worker_id bigint,
+    sequence bigint DEFAULT 0,
+    gene bigint DEFAULT 0)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'idgen_snowflake_compose'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
@@ -420,10 +412,10 @@ RETURNS uuid
 AS 'MODULE_PATHNAME', 'idgen_uuid7_at'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
--- PostgreSQL 18's uuidv7(shift): the next UUIDv7 with its time moved.
--- (A string literal matches this and the timestamptz form alike, and is
--- ambiguous: give it a type, interval '-1 hour' or timestamptz '2020-05-01'.)
-CREATE FUNCTION @extschema@.idgen_uuid7(shift interval)
+-- PostgreSQL 18's uuidv7(shift): the next UUIDv7 with its time moved.  A
+-- name of its own: as an overload of idgen_uuid7(ts), a string literal or
+-- an untyped parameter would match both and be ambiguous.
+CREATE FUNCTION @extschema@.idgen_uuid7_shifted(shift interval)
 RETURNS uuid
 AS 'MODULE_PATHNAME', 'idgen_uuid7_shifted'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -494,7 +486,7 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'idgen_seq_next'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION @extschema@.idgen_seq_next(key text, count int)
+CREATE FUNCTION @extschema@.idgen_seq_next(key text, count bigint)
 RETURNS SETOF bigint
 AS 'MODULE_PATHNAME', 'idgen_seq_next_n'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
@@ -506,10 +498,10 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 -- Using per-key sequences creates keys (rows in idgen_seq), so it is for the
 -- roles the administrator grants it to, as USAGE on a sequence is:
---   GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, int),
+--   GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, bigint),
 --       idgen_seq_current(text) TO app;
 REVOKE ALL ON FUNCTION @extschema@.idgen_seq_next(text),
-    @extschema@.idgen_seq_next(text, int),
+    @extschema@.idgen_seq_next(text, bigint),
     @extschema@.idgen_seq_current(text) FROM PUBLIC;
 
 -- The administrative functions can reset a counter, and so produce
@@ -538,7 +530,7 @@ CREATE FUNCTION @extschema@.idgen_seq_configure(
     step bigint DEFAULT NULL,
     max_value bigint DEFAULT NULL,
     ttl interval DEFAULT NULL,
-    cache int DEFAULT NULL,
+    cache bigint DEFAULT NULL,
     start bigint DEFAULT NULL,
     min_value bigint DEFAULT NULL,
     cycle boolean DEFAULT NULL,
@@ -560,7 +552,7 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION @extschema@.idgen_seq_set(text, bigint),
     @extschema@.idgen_seq_set(text, bigint, boolean),
     @extschema@.idgen_seq_set_if_absent(text, bigint),
-    @extschema@.idgen_seq_configure(text, bigint, bigint, interval, int, bigint, bigint, boolean, bigint),
+    @extschema@.idgen_seq_configure(text, bigint, bigint, interval, bigint, bigint, bigint, boolean, bigint),
     @extschema@.idgen_seq_drop(text),
     @extschema@.idgen_seq_purge() FROM PUBLIC;
 
@@ -577,7 +569,7 @@ LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 -- How a key with this cache setting is served in this database:
 -- 'transactional', 'cached', or 'transactional: ' and why a cached key
 -- cannot be served from shared memory here.  PUBLIC, as idgen_expiry.
-CREATE FUNCTION @extschema@.idgen_seq_served(cache int)
+CREATE FUNCTION @extschema@.idgen_seq_served(cache bigint)
 RETURNS text
 AS 'MODULE_PATHNAME', 'idgen_seq_served'
 LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
@@ -652,7 +644,7 @@ SELECT pg_catalog.pg_extension_config_dump('@extschema@.idgen_worker_lease', '')
 CREATE FUNCTION @extschema@.idgen_worker_acquire(
     holder text,
     ttl interval DEFAULT '30 s',
-    max_workers int DEFAULT NULL,
+    max_workers bigint DEFAULT NULL,
     session_bound boolean DEFAULT false,
     OUT worker_id int,
     OUT datacenter_id int,
@@ -662,13 +654,13 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'idgen_worker_acquire'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION @extschema@.idgen_worker_renew(worker_id int, token bigint, ttl interval DEFAULT NULL,
+CREATE FUNCTION @extschema@.idgen_worker_renew(worker_id bigint, token bigint, ttl interval DEFAULT NULL,
     horizon timestamptz DEFAULT NULL)
 RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'idgen_worker_renew'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION @extschema@.idgen_worker_release(worker_id int, token bigint,
+CREATE FUNCTION @extschema@.idgen_worker_release(worker_id bigint, token bigint,
     horizon timestamptz DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idgen_worker_release'
@@ -681,7 +673,7 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- The horizon of an id whose lease has ended, set by an administrator who
 -- knows how far its holders issued; the horizon it had.
-CREATE FUNCTION @extschema@.idgen_worker_reset_horizon(datacenter_id int, worker_id int,
+CREATE FUNCTION @extschema@.idgen_worker_reset_horizon(datacenter_id bigint, worker_id bigint,
     horizon timestamptz DEFAULT NULL)
 RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'idgen_worker_reset_horizon'
@@ -694,8 +686,8 @@ CREATE FUNCTION @extschema@.idgen_server_lease(
     system_identifier bigint,
     instance text,
     ttl interval DEFAULT '30 s',
-    claim_datacenter_id int DEFAULT NULL,
-    claim_worker_id int DEFAULT NULL,
+    claim_datacenter_id bigint DEFAULT NULL,
+    claim_worker_id bigint DEFAULT NULL,
     horizon timestamptz DEFAULT NULL,
     OUT worker_id int,
     OUT datacenter_id int,
@@ -707,12 +699,12 @@ AS 'MODULE_PATHNAME', 'idgen_server_lease'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- Leasing worker ids is for the roles the administrator grants it to.
-REVOKE ALL ON FUNCTION @extschema@.idgen_server_lease(bigint, text, interval, int, int, timestamptz) FROM PUBLIC;
-REVOKE ALL ON FUNCTION @extschema@.idgen_worker_acquire(text, interval, int, boolean),
-    @extschema@.idgen_worker_renew(int, bigint, interval, timestamptz),
-    @extschema@.idgen_worker_release(int, bigint, timestamptz),
+REVOKE ALL ON FUNCTION @extschema@.idgen_server_lease(bigint, text, interval, bigint, bigint, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.idgen_worker_acquire(text, interval, bigint, boolean),
+    @extschema@.idgen_worker_renew(bigint, bigint, interval, timestamptz),
+    @extschema@.idgen_worker_release(bigint, bigint, timestamptz),
     @extschema@.idgen_worker_purge(),
-    @extschema@.idgen_worker_reset_horizon(int, int, timestamptz) FROM PUBLIC;
+    @extschema@.idgen_worker_reset_horizon(bigint, bigint, timestamptz) FROM PUBLIC;
 
 -- Every lease with its state: held, quarantine (ended, the id resting for
 -- idgen.worker_quarantine) or free.  A session-bound lease is held while its
@@ -856,11 +848,9 @@ COMMENT ON FUNCTION @extschema@.idgen_snowflake() IS
     'next Snowflake ID of this server; with gene bits, spread evenly over the genes';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake(bigint) IS
     'next Snowflake ID carrying the given gene in its low bits';
-COMMENT ON FUNCTION @extschema@.idgen_snowflake(int) IS
-    'next Snowflake ID carrying the given gene in its low bits (an int gene, as idgen_gene returns)';
 COMMENT ON FUNCTION @extschema@.idgen_gene(bigint) IS
     'the low idgen.gene_bits bits of a value: the shard of an ID (IMMUTABLE: index, partition, route by it)';
-COMMENT ON FUNCTION @extschema@.idgen_gene(bigint, int) IS
+COMMENT ON FUNCTION @extschema@.idgen_gene(bigint, bigint) IS
     'the low bits bits of a value';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake_decode(bigint) IS
     'a Snowflake ID split into its time, datacenter, worker, sequence and gene';
@@ -868,7 +858,7 @@ COMMENT ON FUNCTION @extschema@.idgen_snowflake_time(bigint) IS
     'the time of a Snowflake ID';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake_min(timestamptz) IS
     'the smallest Snowflake ID any generator can produce at a time (range scans by time)';
-COMMENT ON FUNCTION @extschema@.idgen_snowflake_compose(timestamptz, int, int, int, int) IS
+COMMENT ON FUNCTION @extschema@.idgen_snowflake_compose(timestamptz, bigint, bigint, bigint, bigint) IS
     'the Snowflake ID with these fields in this server''s layout (the inverse of idgen_snowflake_decode)';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake_debug(bigint) IS
     'the bits of a Snowflake ID split into its fields';
@@ -878,7 +868,7 @@ COMMENT ON FUNCTION @extschema@.idgen_convert_column(regclass, name) IS
     'turns a serial, bigserial, identity or integer key into bigint DEFAULT idgen_snowflake(), widening the foreign keys that refer to it';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake_row() IS
     'next Snowflake ID and its gene (idgen.gene_bits wide), for a gene column the INSERT fills';
-COMMENT ON FUNCTION @extschema@.idgen_snowflake_row(int) IS
+COMMENT ON FUNCTION @extschema@.idgen_snowflake_row(bigint) IS
     'next Snowflake ID and its gene, bits wide (at most idgen.gene_bits)';
 COMMENT ON FUNCTION @extschema@.idgen_snowflake_last() IS
     'the last Snowflake ID this session generated (currval rules; lastval untouched)';
@@ -888,7 +878,7 @@ COMMENT ON FUNCTION @extschema@.idgen_uuid7() IS
     'next UUIDv7 of this server, greater than every one it issued before';
 COMMENT ON FUNCTION @extschema@.idgen_uuid7(timestamptz) IS
     'a UUIDv7 for a given time (backfills): random tail, not ordered';
-COMMENT ON FUNCTION @extschema@.idgen_uuid7(interval) IS
+COMMENT ON FUNCTION @extschema@.idgen_uuid7_shifted(interval) IS
     'next UUIDv7 of this server with its time moved by shift (PostgreSQL 18''s uuidv7(shift))';
 COMMENT ON FUNCTION @extschema@.idgen_uuid_version(uuid) IS
     'the version of an RFC 9562 UUID, NULL for other variants (PostgreSQL 18''s uuid_extract_version)';
@@ -900,7 +890,7 @@ COMMENT ON FUNCTION @extschema@.idgen_expiry(timestamptz, interval) IS
     'since + ttl, or NULL (never) when that lies beyond the timestamp range';
 COMMENT ON FUNCTION @extschema@.idgen_seq_next(text) IS
     'next value of a per-key sequence, creating the key (granted roles)';
-COMMENT ON FUNCTION @extschema@.idgen_seq_next(text, int) IS
+COMMENT ON FUNCTION @extschema@.idgen_seq_next(text, bigint) IS
     'the next count values of a per-key sequence, as count single calls would give them (granted roles)';
 COMMENT ON FUNCTION @extschema@.idgen_seq_current(text) IS
     'the last value of a per-key sequence; NULL for an absent or expired key, or one that handed out none yet (granted roles)';
@@ -910,13 +900,13 @@ COMMENT ON FUNCTION @extschema@.idgen_seq_set_if_absent(text, bigint) IS
     'set the value of a missing or expired key; true if it did (admin)';
 COMMENT ON FUNCTION @extschema@.idgen_seq_set(text, bigint, boolean) IS
     'overwrite the value of a per-key sequence; is_called false: it is the next value (admin)';
-COMMENT ON FUNCTION @extschema@.idgen_seq_configure(text, bigint, bigint, interval, int, bigint, bigint, boolean, bigint) IS
+COMMENT ON FUNCTION @extschema@.idgen_seq_configure(text, bigint, bigint, interval, bigint, bigint, bigint, boolean, bigint) IS
     'change the options passed (step, max_value, ttl, cache, start, min_value, cycle, restart), keeping the others (admin)';
 COMMENT ON FUNCTION @extschema@.idgen_seq_drop(text) IS
     'forget a key; true if it existed (admin)';
 COMMENT ON FUNCTION @extschema@.idgen_seq_latest(text, bigint, boolean) IS
     'the last value of a key this transaction advanced, else the value given; NULL if none handed out (behind the idgen_seq_keys view)';
-COMMENT ON FUNCTION @extschema@.idgen_seq_served(int) IS
+COMMENT ON FUNCTION @extschema@.idgen_seq_served(bigint) IS
     'how a key with this cache setting is served in this database, and why a cached key is not (behind the idgen_seq_keys view)';
 COMMENT ON FUNCTION @extschema@.idgen_seq_purge() IS
     'delete the keys whose ttl has passed; how many (admin)';
@@ -926,19 +916,19 @@ COMMENT ON VIEW @extschema@.idgen_seq_cache IS
     'cached keys of this database in shared memory, with their segments and counters (admin)';
 COMMENT ON VIEW @extschema@.idgen_seq_keys IS
     'per-key sequences with their value, options, expiry and creator (admin)';
-COMMENT ON FUNCTION @extschema@.idgen_worker_acquire(text, interval, int, boolean) IS
+COMMENT ON FUNCTION @extschema@.idgen_worker_acquire(text, interval, bigint, boolean) IS
     'lease a free worker id for a Snowflake generator outside the database (granted roles)';
-COMMENT ON FUNCTION @extschema@.idgen_worker_renew(int, bigint, interval, timestamptz) IS
+COMMENT ON FUNCTION @extschema@.idgen_worker_renew(bigint, bigint, interval, timestamptz) IS
     'extend a worker-id lease; an error if it was lost (granted roles)';
-COMMENT ON FUNCTION @extschema@.idgen_worker_release(int, bigint, timestamptz) IS
+COMMENT ON FUNCTION @extschema@.idgen_worker_release(bigint, bigint, timestamptz) IS
     'end a worker-id lease; false if already released (granted roles)';
 COMMENT ON FUNCTION @extschema@.idgen_worker_purge() IS
     'end the leases of closed sessions and delete the leases whose id has rested (admin)';
-COMMENT ON FUNCTION @extschema@.idgen_worker_reset_horizon(int, int, timestamptz) IS
+COMMENT ON FUNCTION @extschema@.idgen_worker_reset_horizon(bigint, bigint, timestamptz) IS
     'set the horizon of an id whose lease has ended; the horizon it had (admin)';
 COMMENT ON VIEW @extschema@.idgen_worker_leases IS
     'every worker-id lease with its state: held, quarantine or free (admin)';
-COMMENT ON FUNCTION @extschema@.idgen_server_lease(bigint, text, interval, int, int, timestamptz) IS
+COMMENT ON FUNCTION @extschema@.idgen_server_lease(bigint, text, interval, bigint, bigint, timestamptz) IS
     'on a registry: lease a server''s Snowflake identity (granted to the registry role)';
 COMMENT ON FUNCTION @extschema@.idgen_stats() IS
     'counters per kind of ID (behind the idgen_stats view)';
@@ -1209,7 +1199,7 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'idgen_private_bigint'
 LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
 
-CREATE FUNCTION @extschema@.idgen_private_bigint(public bigint, version int)
+CREATE FUNCTION @extschema@.idgen_private_bigint(public bigint, version bigint)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'idgen_private_bigint'
 LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
@@ -1219,7 +1209,7 @@ RETURNS int
 AS 'MODULE_PATHNAME', 'idgen_public_rotate'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION @extschema@.idgen_public_retire(version int)
+CREATE FUNCTION @extschema@.idgen_public_retire(version bigint)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idgen_public_retire'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
@@ -1237,11 +1227,11 @@ COMMENT ON FUNCTION @extschema@.idgen_public_bigint(bigint) IS
     'the keyed permutation of a non-negative bigint, with the current key';
 COMMENT ON FUNCTION @extschema@.idgen_private_bigint(bigint) IS
     'the bigint a numeric public form stands for, with the current key';
-COMMENT ON FUNCTION @extschema@.idgen_private_bigint(bigint, int) IS
+COMMENT ON FUNCTION @extschema@.idgen_private_bigint(bigint, bigint) IS
     'the bigint a numeric public form stands for, with the given key version';
 COMMENT ON FUNCTION @extschema@.idgen_public_rotate() IS
     'makes a new current public ID key and returns its version';
-COMMENT ON FUNCTION @extschema@.idgen_public_retire(int) IS
+COMMENT ON FUNCTION @extschema@.idgen_public_retire(bigint) IS
     'retires a public ID key version: its forms no longer decode';
 COMMENT ON FUNCTION @extschema@.idgen_public_key_restore() IS
     'trigger on idgen_public_key: a dumped or replicated key version replaces the one of the same number';
@@ -1329,34 +1319,33 @@ $$;
 GRANT EXECUTE ON FUNCTION
     @extschema@.idgen_snowflake(),
     @extschema@.idgen_snowflake(bigint),
-    @extschema@.idgen_snowflake(int),
     @extschema@.idgen_snowflake_trigger(),
     @extschema@.idgen_snowflake_row(),
-    @extschema@.idgen_snowflake_row(int),
+    @extschema@.idgen_snowflake_row(bigint),
     @extschema@.idgen_public(bigint),
     @extschema@.idgen_private(text),
     @extschema@.idgen_public_bigint(bigint),
     @extschema@.idgen_private_bigint(bigint),
-    @extschema@.idgen_private_bigint(bigint, int),
+    @extschema@.idgen_private_bigint(bigint, bigint),
     @extschema@.idgen_speck64(bytea, bigint),
     @extschema@.idgen_gene(bigint),
-    @extschema@.idgen_gene(bigint, int),
+    @extschema@.idgen_gene(bigint, bigint),
     @extschema@.idgen_snowflake_decode(bigint),
     @extschema@.idgen_snowflake_time(bigint),
     @extschema@.idgen_snowflake_min(timestamptz),
-    @extschema@.idgen_snowflake_compose(timestamptz, int, int, int, int),
+    @extschema@.idgen_snowflake_compose(timestamptz, bigint, bigint, bigint, bigint),
     @extschema@.idgen_snowflake_debug(bigint),
     @extschema@.idgen_snowflake_last(),
     @extschema@.idgen_uuid7(),
     @extschema@.idgen_uuid7_last(),
     @extschema@.idgen_uuid7(timestamptz),
-    @extschema@.idgen_uuid7(interval),
+    @extschema@.idgen_uuid7_shifted(interval),
     @extschema@.idgen_uuid7_min(timestamptz),
     @extschema@.idgen_uuid7_time(uuid),
     @extschema@.idgen_uuid_version(uuid),
     @extschema@.idgen_expiry(timestamptz, interval),
     @extschema@.idgen_seq_latest(text, bigint, boolean),
-    @extschema@.idgen_seq_served(int),
+    @extschema@.idgen_seq_served(bigint),
     @extschema@.idgen_stats(),
     @extschema@.idgen_info(),
     @extschema@.idgen_identity()

@@ -41,3 +41,45 @@ SELECT idgen_uuid7_last() = :'made' AS uuid_last_is_the_generated_one;
 
 DROP TABLE last_rows, last_trigger;
 DROP SEQUENCE last_seq;
+
+-- DISCARD resets them as it resets currval() and lastval(): a pooler's
+-- server_reset_query (DISCARD ALL) hands the next client a session where
+-- nothing has been generated yet.  DISCARD SEQUENCES too; DISCARD PLANS
+-- and DISCARD TEMP leave them, as they leave a sequence's.
+CREATE SEQUENCE discard_seq;
+SELECT nextval('discard_seq') AS seq_value \gset
+SELECT idgen_snowflake() AS kept \gset
+SELECT idgen_uuid7() AS kept_uuid \gset
+DISCARD PLANS;
+DISCARD TEMP;
+SELECT idgen_snowflake_last() = :kept AS kept_by_plans_and_temp,
+       idgen_uuid7_last() = :'kept_uuid' AS uuid_kept_by_plans_and_temp,
+       currval('discard_seq') = :seq_value AS currval_kept;
+-- DISCARD ALL cannot run in a transaction block, and then resets nothing.
+BEGIN;
+DISCARD ALL;
+ROLLBACK;
+SELECT idgen_snowflake_last() = :kept AS kept_after_refused_discard_all;
+DISCARD ALL;
+SELECT currval('discard_seq');
+SELECT idgen_snowflake_last();
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_uuid7_last();
+\echo :LAST_ERROR_SQLSTATE
+-- Generated again, defined again.
+SELECT idgen_snowflake() AS again \gset
+SELECT idgen_snowflake_last() = :again AS defined_again;
+SELECT idgen_uuid7() AS again_uuid \gset
+SELECT idgen_uuid7_last() = :'again_uuid' AS uuid_defined_again;
+-- DISCARD SEQUENCES, even in a transaction that then rolls back (as for a
+-- sequence, the reset is not transactional).
+SELECT nextval('discard_seq') AS seq_value \gset
+BEGIN;
+DISCARD SEQUENCES;
+ROLLBACK;
+SELECT currval('discard_seq');
+SELECT idgen_snowflake_last();
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_uuid7_last();
+\echo :LAST_ERROR_SQLSTATE
+DROP SEQUENCE discard_seq;

@@ -183,8 +183,8 @@ SET ROLE lease_user;
 SELECT * FROM idgen_worker_acquire('app');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION idgen_worker_acquire(text, interval, int, boolean),
-    idgen_worker_renew(int, bigint, interval, timestamptz), idgen_worker_release(int, bigint, timestamptz)
+GRANT EXECUTE ON FUNCTION idgen_worker_acquire(text, interval, bigint, boolean),
+    idgen_worker_renew(bigint, bigint, interval, timestamptz), idgen_worker_release(bigint, bigint, timestamptz)
     TO lease_user, lease_other;
 SET ROLE lease_user;
 SELECT worker_id AS uw, token AS ut FROM idgen_worker_acquire('user-app', max_workers => 2) \gset
@@ -213,8 +213,8 @@ SET idgen.worker_quarantine = 0;
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_worker_release(:uw, :ut) AS owner_releases;
 RESET ROLE;
-REVOKE ALL ON FUNCTION idgen_worker_acquire(text, interval, int, boolean),
-    idgen_worker_renew(int, bigint, interval, timestamptz), idgen_worker_release(int, bigint, timestamptz)
+REVOKE ALL ON FUNCTION idgen_worker_acquire(text, interval, bigint, boolean),
+    idgen_worker_renew(bigint, bigint, interval, timestamptz), idgen_worker_release(bigint, bigint, timestamptz)
     FROM lease_user, lease_other;
 DROP ROLE lease_user;
 DROP ROLE lease_other;

@@ -159,7 +159,7 @@ SELECT count(*) AS flood_keys FROM idgen_seq WHERE key LIKE 'flood:%';
 DROP ROLE idgen_seq_nobody;
 CREATE ROLE idgen_seq_user;
 CREATE ROLE idgen_seq_admin;
-GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, int), idgen_seq_current(text)
+GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, bigint), idgen_seq_current(text)
     TO idgen_seq_user, idgen_seq_admin;
 GRANT EXECUTE ON FUNCTION idgen_seq_set(text, bigint), idgen_seq_drop(text) TO idgen_seq_admin;
 SET ROLE idgen_seq_user;
@@ -212,7 +212,7 @@ SELECT public.idgen_seq_next('conv:42') AS with_other_search_path;
 RESET search_path;
 SELECT count(*) AS evil_rows FROM evil.idgen_seq;
 DROP SCHEMA evil CASCADE;
-REVOKE ALL ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, int), idgen_seq_current(text)
+REVOKE ALL ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, bigint), idgen_seq_current(text)
     FROM idgen_seq_user, idgen_seq_admin;
 DROP ROLE idgen_seq_user;
 REVOKE ALL ON FUNCTION idgen_seq_set(text, bigint), idgen_seq_drop(text) FROM idgen_seq_admin;

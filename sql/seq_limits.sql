@@ -58,7 +58,7 @@ SELECT count(*) > 0 AS dropped FROM (SELECT idgen_seq_drop(key) FROM idgen_seq_k
 -- keys go on.  Set for the role with ALTER ROLE, by a superuser; the role
 -- cannot change it.
 CREATE ROLE idgen_limit_app LOGIN;
-GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, int), idgen_seq_current(text)
+GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, bigint), idgen_seq_current(text)
     TO idgen_limit_app;
 ALTER ROLE idgen_limit_app SET idgen.seq_max_keys_per_role = 3;
 \c - idgen_limit_app
@@ -94,7 +94,7 @@ SELECT idgen_seq_next('lim:6');
 -- three with them; using a new key is then refused: they count.
 CREATE ROLE idgen_limit_admin;
 GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_set(text, bigint),
-    idgen_seq_set_if_absent(text, bigint), idgen_seq_configure(text, bigint, bigint, interval, int, bigint, bigint, boolean, bigint),
+    idgen_seq_set_if_absent(text, bigint), idgen_seq_configure(text, bigint, bigint, interval, bigint, bigint, bigint, boolean, bigint),
     idgen_seq_drop(text) TO idgen_limit_admin;
 SET idgen.seq_max_keys_per_role = 3;
 SET ROLE idgen_limit_admin;
@@ -108,11 +108,11 @@ RESET ROLE;
 RESET idgen.seq_max_keys_per_role;
 SELECT key, created_by FROM idgen_seq_keys WHERE key LIKE 'lim:admin%' ORDER BY key;
 SELECT count(*) AS dropped FROM (SELECT idgen_seq_drop(key) FROM idgen_seq_keys WHERE key LIKE 'lim:%') d;
-REVOKE ALL ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, int), idgen_seq_current(text)
+REVOKE ALL ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, bigint), idgen_seq_current(text)
     FROM idgen_limit_app;
 DROP ROLE idgen_limit_app;
 REVOKE ALL ON FUNCTION idgen_seq_next(text), idgen_seq_set(text, bigint),
-    idgen_seq_set_if_absent(text, bigint), idgen_seq_configure(text, bigint, bigint, interval, int, bigint, bigint, boolean, bigint),
+    idgen_seq_set_if_absent(text, bigint), idgen_seq_configure(text, bigint, bigint, interval, bigint, bigint, bigint, boolean, bigint),
     idgen_seq_drop(text) FROM idgen_limit_admin;
 DROP ROLE idgen_limit_admin;
 

@@ -90,13 +90,13 @@ SELECT idgen_uuid7_min('-infinity');
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_uuid7_min('10890-01-01 00:00:00+00');
 \echo :LAST_ERROR_SQLSTATE
-SELECT idgen_uuid7(NULL::timestamptz) IS NULL AS strict_null, idgen_uuid7(NULL::interval) IS NULL AS shift_null,
+SELECT idgen_uuid7(NULL) IS NULL AS strict_null, idgen_uuid7_shifted(NULL) IS NULL AS shift_null,
        idgen_uuid7_min(NULL) IS NULL AS min_null, idgen_uuid_version(NULL) IS NULL AS version_null;
 
--- idgen_uuid7(shift), PostgreSQL 18's uuidv7(shift): the next UUIDv7 with
+-- idgen_uuid7_shifted(shift), PostgreSQL 18's uuidv7(shift): the next UUIDv7 with
 -- its time moved, here by an hour and by ten days back.
 SELECT idgen_uuid7() AS before \gset
-SELECT idgen_uuid7(interval '1 hour') AS later, idgen_uuid7(interval '-10 days') AS earlier \gset
+SELECT idgen_uuid7_shifted(interval '1 hour') AS later, idgen_uuid7_shifted(interval '-10 days') AS earlier \gset
 SELECT idgen_uuid7_time(:'later') - idgen_uuid7_time(:'before')
          BETWEEN interval '1 hour' AND interval '1 hour 1 second' AS one_hour_on,
        idgen_uuid7_time(:'earlier') - idgen_uuid7_time(:'before')
@@ -109,22 +109,25 @@ SELECT idgen_uuid7_time(:'later') - idgen_uuid7_time(:'before')
 SELECT count(*) FILTER (WHERE u <= prev) AS out_of_order,
        count(DISTINCT u) AS distinct_uuids
 FROM (SELECT u, lag(u) OVER (ORDER BY g) AS prev
-      FROM (SELECT g, idgen_uuid7(interval '-2 hours 0.5 ms') AS u
+      FROM (SELECT g, idgen_uuid7_shifted(interval '-2 hours 0.5 ms') AS u
             FROM generate_series(1, 10000) g) s) t;
 SELECT idgen_uuid7() AS after_ \gset
 SELECT :'before'::uuid < :'after_'::uuid AS unshifted_still_increasing;
 -- The time is truncated to the millisecond, as idgen_uuid7()'s.
 SELECT bool_and(idgen_uuid7_time(u) = date_trunc('milliseconds', idgen_uuid7_time(u))) AS whole_ms
-FROM (SELECT idgen_uuid7(interval '0.7 ms') AS u FROM generate_series(1, 100)) s;
+FROM (SELECT idgen_uuid7_shifted(interval '0.7 ms') AS u FROM generate_series(1, 100)) s;
 -- Out of UUIDv7's range after the shift: the error of idgen_uuid7(ts),
 -- whose message names the time (so only its SQLSTATE is shown here).
 \set VERBOSITY sqlstate
-SELECT idgen_uuid7(interval '-100 years');
-SELECT idgen_uuid7(interval '9000 years');
+SELECT idgen_uuid7_shifted(interval '-100 years');
+SELECT idgen_uuid7_shifted(interval '9000 years');
 \set VERBOSITY default
-SELECT :'LAST_ERROR_MESSAGE' LIKE 'timestamp "11%" is out of range for idgen_uuid7()' AS message;
--- A string literal (or untyped parameter) matches both forms: ambiguous.
--- (Terse: the detail and hint of this error differ between versions.)
+SELECT :'LAST_ERROR_MESSAGE' LIKE 'timestamp "11%" is out of range for idgen_uuid7_shifted()' AS message;
+-- A string literal is the time of a backfill, and a shift for
+-- idgen_uuid7_shifted: each name has one signature.
+SELECT idgen_uuid7_time(idgen_uuid7('2020-05-01 12:00+00')) = '2020-05-01 12:00+00' AS literal_is_a_time,
+       idgen_uuid7_time(idgen_uuid7_shifted('-1 hour')) < now() - interval '59 minutes' AS literal_is_a_shift;
+-- A shift given to idgen_uuid7 is not a time.
 \set VERBOSITY terse
 SELECT idgen_uuid7('1 hour');
 \echo :LAST_ERROR_SQLSTATE

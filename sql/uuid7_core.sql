@@ -72,8 +72,8 @@ FROM (VALUES (idgen_uuid7()), (uuidv7()), (gen_random_uuid()),
              ('00000000-0000-0000-0000-000000000000'), ('ffffffff-ffff-ffff-ffff-ffffffffffff'),
              ('00000000-0000-4000-c000-000000000000'), ('017f22e2-79b0-7cc3-18c4-dc0c0c07398f')) v(u);
 
--- idgen_uuid7(shift) and uuidv7(shift) move the time alike.
-SELECT abs(extract(epoch FROM idgen_uuid7_time(idgen_uuid7(interval '-10 days 3 hours'))
+-- idgen_uuid7_shifted(shift) and uuidv7(shift) move the time alike.
+SELECT abs(extract(epoch FROM idgen_uuid7_time(idgen_uuid7_shifted(interval '-10 days 3 hours'))
                             - uuid_extract_timestamp(uuidv7(interval '-10 days 3 hours')))) < 1
          AS same_shift,
-       uuid_extract_version(idgen_uuid7(interval '1 year')) AS version;
+       uuid_extract_version(idgen_uuid7_shifted(interval '1 year')) AS version;

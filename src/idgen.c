@@ -9,6 +9,14 @@
  * or a background process.  The order matters in one way only: the layout
  * comes first, since the other areas read it.
  *
+ * It also installs a ProcessUtility_hook, chained as pg_stat_statements
+ * chains its own, for one reason: PostgreSQL has no callback for DISCARD,
+ * and the session's last IDs (idgen_snowflake_last, idgen_uuid7_last) must
+ * be forgotten where DISCARD forgets currval() and lastval(), or a client
+ * of a session-pooling pooler (whose server_reset_query is DISCARD ALL)
+ * reads the previous client's ID.  The hook's signature is the same on
+ * every supported version (15 and later).
+ *
  * Setting names follow one rule, PostgreSQL's own: no unit in the name,
  * times through GUC_UNIT_MS or GUC_UNIT_S, so that '1s' and '100ms' are
  * accepted and SHOW prints the unit.
@@ -20,6 +28,8 @@
 #include "commands/extension.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "tcop/utility.h"
 #include "utils/guc.h"
 
 #include "idgen.h"
@@ -32,6 +42,38 @@
 PG_MODULE_MAGIC;
 
 void		_PG_init(void);
+
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+
+/*
+ * After DISCARD ALL or DISCARD SEQUENCES has run (standard processing and
+ * any hook before this one), forget the session's last IDs.  Not
+ * transactional, as PostgreSQL's own reset: DISCARD SEQUENCES in a
+ * transaction that rolls back has still reset them.  A DISCARD that fails
+ * (DISCARD ALL in a transaction block) raises before, and resets nothing.
+ */
+static void
+idgen_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+					  ProcessUtilityContext context, ParamListInfo params,
+					  QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *stmt = pstmt->utilityStmt;
+
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+							queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+								queryEnv, dest, qc);
+
+	if (IsA(stmt, DiscardStmt) &&
+		(((DiscardStmt *) stmt)->target == DISCARD_ALL ||
+		 ((DiscardStmt *) stmt)->target == DISCARD_SEQUENCES))
+	{
+		idgen_snowflake_forget_last();
+		idgen_uuid7_forget_last();
+	}
+}
 
 /*
  * The context of a setting fixed at server start.  A library loaded later
@@ -60,6 +102,9 @@ _PG_init(void)
 	idgen_seq_worker_init();
 
 	MarkGUCPrefixReserved("idgen");
+
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = idgen_process_utility;
 
 	if (process_shared_preload_libraries_in_progress)
 		idgen_shmem_init();

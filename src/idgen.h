@@ -84,6 +84,10 @@ extern void idgen_clock_init(void);
 extern int	idgen_worker_quarantine_ms;
 extern void idgen_lease_init(void);
 
+/* snowflake.c, uuid7.c: the session's last IDs, forgotten by DISCARD */
+extern void idgen_snowflake_forget_last(void);
+extern void idgen_uuid7_forget_last(void);
+
 /* uuid7.c */
 extern int64 idgen_uuid7_next_tick(const char *funcname);
 

@@ -373,17 +373,17 @@ id_timestamp(uint64 id)
 }
 
 /*
- * idgen_gene(value bigint [, bits int]) returns int
+ * idgen_gene(value bigint [, bits bigint]) returns int
  *		The low 'bits' bits of any value (default idgen.gene_bits).
  */
 Datum
 idgen_gene(PG_FUNCTION_ARGS)
 {
 	int64		value = PG_GETARG_INT64(0);
-	int32		bits;
+	int64		bits;
 
 	if (PG_NARGS() > 1)
-		bits = PG_GETARG_INT32(1);
+		bits = PG_GETARG_INT64(1);
 	else
 	{
 		idgen_layout_check();
@@ -393,7 +393,7 @@ idgen_gene(PG_FUNCTION_ARGS)
 	if (bits < 0 || bits > 31)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("gene width %d is out of range", bits),
+				 errmsg("gene width " INT64_FORMAT " is out of range", bits),
 				 errdetail("A gene is between 0 and 31 bits wide."),
 				 errhint("Pass the number of gene bits the IDs were generated with, for example idgen_gene(id, 4).")));
 
@@ -467,12 +467,12 @@ idgen_snowflake_min(PG_FUNCTION_ARGS)
 
 /* Refuse a field value that does not fit its width in the layout. */
 static uint64
-check_field(const char *field, int32 value, int bits)
+check_field(const char *field, int64 value, int bits)
 {
 	if (value < 0 || (uint64) value > low_mask(bits))
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("%s %d is out of range for the Snowflake layout", field, value),
+				 errmsg("%s " INT64_FORMAT " is out of range for the Snowflake layout", field, value),
 				 errdetail("The layout's %d-bit %s field holds 0 to " UINT64_FORMAT ".",
 						   bits, field, low_mask(bits))));
 	return (uint64) value;
@@ -500,10 +500,10 @@ idgen_snowflake_compose(PG_FUNCTION_ARGS)
 	uint64		ms;
 
 	idgen_layout_check();
-	dc = check_field("datacenter id", PG_GETARG_INT32(1), l->datacenter_bits);
-	worker = check_field("worker id", PG_GETARG_INT32(2), l->worker_bits);
-	seq = check_field("sequence", PG_GETARG_INT32(3), l->sequence_bits);
-	gene = check_field("gene", PG_GETARG_INT32(4), l->gene_bits);
+	dc = check_field("datacenter id", PG_GETARG_INT64(1), l->datacenter_bits);
+	worker = check_field("worker id", PG_GETARG_INT64(2), l->worker_bits);
+	seq = check_field("sequence", PG_GETARG_INT64(3), l->sequence_bits);
+	gene = check_field("gene", PG_GETARG_INT64(4), l->gene_bits);
 	if (TIMESTAMP_NOT_FINITE(ts) || ts < l->epoch || ts >= l->end_of_time)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),

@@ -591,11 +591,27 @@ horizon_arg(FunctionCallInfo fcinfo, int n)
 	return h;
 }
 
+/*
+ * The worker_id argument of a renewal or release, not null and within the
+ * layout's worker field (bigint, as every integer argument: a driver's
+ * parameter of any width resolves).
+ */
 static int32
 worker_id_arg(FunctionCallInfo fcinfo)
 {
+	int64		w;
+
 	idgen_arg_not_null(fcinfo, 0, "worker_id");
-	return PG_GETARG_INT32(0);
+	w = PG_GETARG_INT64(0);
+	idgen_layout_check();
+	if (w < 0 || w >= (INT64CONST(1) << idgen_layout.worker_bits))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("worker id " INT64_FORMAT " is out of range", w),
+				 errdetail("\"idgen.worker_bits\" is %d: a worker id is between 0 and " INT64_FORMAT ".",
+						   idgen_layout.worker_bits,
+						   (INT64CONST(1) << idgen_layout.worker_bits) - 1)));
+	return (int32) w;
 }
 
 static int64
@@ -1368,19 +1384,19 @@ static int32
 max_workers_arg(FunctionCallInfo fcinfo, int n)
 {
 	int64		space = layout_space();
-	int32		max_workers;
+	int64		max_workers;
 
 	if (PG_ARGISNULL(n))
 		return (int32) Min(space, (int64) PG_INT32_MAX);
-	max_workers = PG_GETARG_INT32(n);
+	max_workers = PG_GETARG_INT64(n);
 	if (max_workers < 1 || max_workers > space)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("max_workers %d is out of range", max_workers),
+				 errmsg("max_workers " INT64_FORMAT " is out of range", max_workers),
 				 errdetail("This server's layout has " INT64_FORMAT " worker ids "
 						   "(\"idgen.datacenter_bits\" = %d plus \"idgen.worker_bits\" = %d): max_workers is 1 to " INT64_FORMAT ".",
 						   space, idgen_layout.datacenter_bits, idgen_layout.worker_bits, space)));
-	return max_workers;
+	return (int32) Min(max_workers, (int64) PG_INT32_MAX);
 }
 
 Datum
@@ -1414,26 +1430,26 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
 static int64
 id_arg(FunctionCallInfo fcinfo, int n)
 {
-	int32		dc;
-	int32		w;
+	int64		dc;
+	int64		w;
 	int64		id;
 
-	dc = PG_GETARG_INT32(n);
-	w = PG_GETARG_INT32(n + 1);
+	dc = PG_GETARG_INT64(n);
+	w = PG_GETARG_INT64(n + 1);
 	(void) layout_space();
 	if (dc < 0 || w < 0 ||
 		(int64) dc >= (INT64CONST(1) << idgen_layout.datacenter_bits) ||
 		(int64) w >= (INT64CONST(1) << idgen_layout.worker_bits))
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("worker id (datacenter %d, worker %d) is out of range", dc, w),
+				 errmsg("worker id (datacenter " INT64_FORMAT ", worker " INT64_FORMAT ") is out of range", dc, w),
 				 errdetail("The registry's layout has \"idgen.datacenter_bits\" = %d and \"idgen.worker_bits\" = %d.",
 						   idgen_layout.datacenter_bits, idgen_layout.worker_bits)));
-	id = id_of(dc, w);
+	id = id_of((int32) dc, (int32) w);
 	if (id > PG_INT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("worker id (datacenter %d, worker %d) cannot be leased", dc, w),
+				 errmsg("worker id (datacenter " INT64_FORMAT ", worker " INT64_FORMAT ") cannot be leased", dc, w),
 				 errdetail("A lease's id, datacenter_id << \"idgen.worker_bits\" | worker_id, must fit in 31 bits; the registry's layout has \"idgen.datacenter_bits\" = %d and \"idgen.worker_bits\" = %d.",
 						   idgen_layout.datacenter_bits, idgen_layout.worker_bits)));
 	return id;

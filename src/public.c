@@ -433,16 +433,16 @@ check_number(int64 value, const char *what)
 static int
 number_version(FunctionCallInfo fcinfo, const PublicKeys *k)
 {
-	int32		v;
+	int64		v;
 
 	if (PG_NARGS() < 2)
 		return current_version(k);
-	v = PG_GETARG_INT32(1);
+	v = PG_GETARG_INT64(1);
 	if (v < 1 || v > PUBLIC_MAX_VERSION || !k->live[v])
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("public ID key version %d does not exist or is retired", v)));
-	return v;
+				 errmsg("public ID key version " INT64_FORMAT " does not exist or is retired", v)));
+	return (int) v;
 }
 
 /*
@@ -528,14 +528,21 @@ idgen_public_rotate(PG_FUNCTION_ARGS)
 Datum
 idgen_public_retire(PG_FUNCTION_ARGS)
 {
-	int32		version = PG_GETARG_INT32(0);
+	int64		version = PG_GETARG_INT64(0);
 	IdgenFunction fn;
 	IdgenSqlContext cx;
-	Datum		arg = Int32GetDatum(version);
+	Datum		arg;
 	bool		isnull;
 	int64		others;
 	int64		self;
 	uint64		n = 0;
+
+	if (version < 1 || version > PUBLIC_MAX_VERSION)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("public ID key version " INT64_FORMAT " is out of range", version),
+				 errdetail("Key versions are between 1 and %d.", PUBLIC_MAX_VERSION)));
+	arg = Int32GetDatum((int32) version);
 
 	/* Counted under the lock rotations and retirements take. */
 	idgen_lookup_function(fcinfo, &fn);
@@ -550,7 +557,7 @@ idgen_public_retire(PG_FUNCTION_ARGS)
 	if (self > 0 && others == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot retire public ID key version %d, the only one left", version),
+				 errmsg("cannot retire public ID key version %d, the only one left", (int) version),
 				 errhint("Make a new key with idgen_public_rotate() first.")));
 	PG_RETURN_BOOL(n > 0);
 }

@@ -948,22 +948,22 @@ idgen_seq_next_n(PG_FUNCTION_ARGS)
 	if (SRF_IS_FIRSTCALL())
 	{
 		text	   *key = key_arg(fcinfo);
-		int32		count;
+		int64		count;
 		MemoryContext old;
 
 		idgen_arg_not_null(fcinfo, 1, "count");
-		count = PG_GETARG_INT32(1);
+		count = PG_GETARG_INT64(1);
 		if (count < 1 || count > IDGEN_SEQ_MAX_COUNT)
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-					 errmsg("count %d is out of range", count),
+					 errmsg("count " INT64_FORMAT " is out of range", count),
 					 errdetail("One call returns between 1 and %d values.", IDGEN_SEQ_MAX_COUNT)));
 
 		funcctx = SRF_FIRSTCALL_INIT();
 		old = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
 		vals = palloc(sizeof(int64) * count);
 		MemoryContextSwitchTo(old);
-		(void) seq_next(fcinfo, key, count, vals);
+		(void) seq_next(fcinfo, key, (int) count, vals);
 		funcctx->user_fctx = vals;
 		funcctx->max_calls = count;
 	}
@@ -1054,7 +1054,7 @@ idgen_seq_served(PG_FUNCTION_ARGS)
 {
 	char	   *why;
 
-	if (PG_GETARG_INT32(0) <= 0)
+	if (PG_GETARG_INT64(0) <= 0)
 		PG_RETURN_TEXT_P(cstring_to_text("transactional"));
 	why = idgen_seq_cache_why_not(NULL);
 	if (why == NULL)
@@ -1314,12 +1314,14 @@ idgen_seq_configure(PG_FUNCTION_ARGS)
 	}
 	if ((o.has_cache = !PG_ARGISNULL(4)))
 	{
-		o.cache = PG_GETARG_INT32(4);
-		if (o.cache < 0 || o.cache > IDGEN_SEQ_MAX_CACHE)
+		int64		cache = PG_GETARG_INT64(4);
+
+		if (cache < 0 || cache > IDGEN_SEQ_MAX_CACHE)
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("cache must be between 0 and %d", IDGEN_SEQ_MAX_CACHE),
 					 errdetail("0 (the default) is the transactional mode; n > 0 serves the key from shared memory in segments of at least n values.")));
+		o.cache = (int32) cache;
 	}
 	if ((o.has_start = !PG_ARGISNULL(5)))
 		o.start = PG_GETARG_INT64(5);

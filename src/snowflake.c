@@ -44,14 +44,14 @@
 
 PG_FUNCTION_INFO_V1(idgen_snowflake);
 PG_FUNCTION_INFO_V1(idgen_snowflake_gene);
-PG_FUNCTION_INFO_V1(idgen_snowflake_gene_int4);
 PG_FUNCTION_INFO_V1(idgen_snowflake_trigger);
 PG_FUNCTION_INFO_V1(idgen_snowflake_last);
 PG_FUNCTION_INFO_V1(idgen_snowflake_row);
 
 /*
  * The last ID this process generated (idgen_snowflake_last), as currval()
- * keeps a sequence's: per session, untouched by rollbacks.
+ * keeps a sequence's: per session, untouched by rollbacks, forgotten by
+ * DISCARD ALL and DISCARD SEQUENCES (idgen_snowflake_forget_last).
  */
 static int64 last_id;
 static bool have_last_id = false;
@@ -108,6 +108,17 @@ idgen_snowflake_last(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64(last_id);
 }
 
+/*
+ * Forget the session's last ID, as DISCARD ALL and DISCARD SEQUENCES forget
+ * currval() (idgen.c's utility hook): idgen_snowflake_last() is then not
+ * yet defined, as in a new session.
+ */
+void
+idgen_snowflake_forget_last(void)
+{
+	have_last_id = false;
+}
+
 static void
 snowflake_prepare(const char *funcname)
 {
@@ -145,7 +156,7 @@ idgen_snowflake(PG_FUNCTION_ARGS)
 }
 
 /*
- * idgen_snowflake_row([bits int]) returns (id bigint, gene int)
+ * idgen_snowflake_row([bits bigint]) returns (id bigint, gene int)
  *		A root row's ID and its gene in one call, for tables distributed or
  *		partitioned by a gene column that the INSERT must fill: the ID of
  *		idgen_snowflake() (genes round-robin) and idgen_gene(id, bits), bits
@@ -157,20 +168,20 @@ Datum
 idgen_snowflake_row(PG_FUNCTION_ARGS)
 {
 	const IdgenLayout *l = &idgen_layout;
-	int32		bits;
+	int64		bits;
 	int64		id;
 	TupleDesc	tupdesc;
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
 
 	snowflake_prepare("idgen_snowflake_row");
-	bits = PG_NARGS() > 0 ? PG_GETARG_INT32(0) : l->gene_bits;
+	bits = PG_NARGS() > 0 ? PG_GETARG_INT64(0) : l->gene_bits;
 	if (bits < 0 || bits > l->gene_bits)
 	{
 		idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_ERRORS, 1);
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("gene width %d is out of range", bits),
+				 errmsg("gene width " INT64_FORMAT " is out of range", bits),
 				 errdetail("\"idgen.gene_bits\" is %d: a row's gene is between 0 and that many bits wide, so that its children's IDs can carry it.",
 						   l->gene_bits),
 				 errhint("Omit the width to take \"idgen.gene_bits\".")));
@@ -232,21 +243,6 @@ idgen_snowflake_gene(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_INT64(snowflake_gene(PG_ARGISNULL(0),
 								   PG_ARGISNULL(0) ? 0 : PG_GETARG_INT64(0)));
-}
-
-/*
- * idgen_snowflake(gene int) returns bigint
- *		The same for an int gene, the type idgen_gene() returns, so that
- *		idgen_snowflake(idgen_gene(...)) needs no cast and no other function
- *		of this name taking int can match it better (the install script's
- *		"Look-alikes").  Its own entry point: an int argument is not an int8
- *		Datum where int8 is passed by reference.
- */
-Datum
-idgen_snowflake_gene_int4(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_INT64(snowflake_gene(PG_ARGISNULL(0),
-								   PG_ARGISNULL(0) ? 0 : PG_GETARG_INT32(0)));
 }
 
 /* Column number of trigger argument 'name' in 'rel', which must be bigint. */

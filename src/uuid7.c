@@ -43,7 +43,10 @@ PG_FUNCTION_INFO_V1(idgen_uuid7_min);
 PG_FUNCTION_INFO_V1(idgen_uuid7_time);
 PG_FUNCTION_INFO_V1(idgen_uuid7_last);
 
-/* The last UUIDv7 idgen_uuid7() generated in this session. */
+/*
+ * The last UUIDv7 idgen_uuid7() generated in this session; forgotten by
+ * DISCARD ALL and DISCARD SEQUENCES (idgen_uuid7_forget_last).
+ */
 static pg_uuid_t last_uuid;
 static bool have_last_uuid = false;
 
@@ -157,7 +160,7 @@ idgen_uuid7(PG_FUNCTION_ARGS)
 }
 
 /*
- * idgen_uuid7(shift interval) returns uuid
+ * idgen_uuid7_shifted(shift interval) returns uuid
  *		The next UUIDv7 of this server with its time moved by 'shift', as
  *		PostgreSQL 18's uuidv7(shift): the time of the server's next tick
  *		plus 'shift' (timestamptz + interval: days and months in the
@@ -173,7 +176,7 @@ Datum
 idgen_uuid7_shifted(PG_FUNCTION_ARGS)
 {
 	Interval   *shift = PG_GETARG_INTERVAL_P(0);
-	uint64		tick = (uint64) idgen_uuid7_next_tick("idgen_uuid7");
+	uint64		tick = (uint64) idgen_uuid7_next_tick("idgen_uuid7_shifted");
 	TimestampTz at = IDGEN_UNIX_EPOCH +
 		(TimestampTz) (tick >> IDGEN_UUID7_TICK_BITS) * 1000;
 	TimestampTz shifted;
@@ -184,7 +187,7 @@ idgen_uuid7_shifted(PG_FUNCTION_ARGS)
 	shifted = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 													  TimestampTzGetDatum(at),
 													  IntervalPGetDatum(shift)));
-	ms = unix_ms_of(shifted, "idgen_uuid7");
+	ms = unix_ms_of(shifted, "idgen_uuid7_shifted");
 	random_8(rand);
 	u = uuid7_build((ms << IDGEN_UUID7_TICK_BITS) | (tick & ((UINT64CONST(1) << IDGEN_UUID7_TICK_BITS) - 1)),
 					rand);
@@ -196,7 +199,7 @@ idgen_uuid7_shifted(PG_FUNCTION_ARGS)
 /*
  * idgen_uuid7_last() returns uuid
  *		The last UUIDv7 idgen_uuid7() generated in this session, with
- *		currval()'s rules: idgen_uuid7() or idgen_uuid7(shift);
+ *		currval()'s rules: idgen_uuid7() or idgen_uuid7_shifted(shift);
  *		idgen_uuid7(ts), which builds one for a given time, does not count.
  */
 Datum
@@ -213,6 +216,13 @@ idgen_uuid7_last(PG_FUNCTION_ARGS)
 	u = palloc(sizeof(pg_uuid_t));
 	*u = last_uuid;
 	PG_RETURN_UUID_P(u);
+}
+
+/* Forget the session's last UUIDv7, as idgen_snowflake_forget_last(). */
+void
+idgen_uuid7_forget_last(void)
+{
+	have_last_uuid = false;
 }
 
 /*

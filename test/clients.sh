@@ -21,9 +21,14 @@
 #   django/shop/models.py, django/shop/migrations/0001_initial.py
 #                        Django                           django/shop_test.py
 #
+# and, with no README block, every idgen function an application calls
+# with parameters, through node-postgres (node/params.test.js: untyped
+# parameters) and psycopg 3 (python/params_test.py: an int as the
+# narrowest integer type, smallint for small values).
+#
 # A missing block, or one that no check loads, is a failure.  The Node.js
 # packages are the versions test/clients/node/package-lock.json records
-# (npm ci); the Python ones are Debian's (python3-psycopg2,
+# (npm ci); the Python ones are Debian's (python3-psycopg2, python3-psycopg,
 # python3-sqlalchemy, python3-django), run with /usr/bin/python3.
 #
 # The checks run against a throwaway cluster preloading idgen (datacenter 1,
@@ -44,7 +49,7 @@ set -uo pipefail
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PACKAGES=(postgresql-15 postgresql-server-dev-15 libpq-dev make gcc
-	python3-psycopg2 python3-sqlalchemy python3-django)
+	python3-psycopg2 python3-psycopg python3-sqlalchemy python3-django)
 command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 PORT=${CLIENTS_PORT:-55460}
 PYTHON=/usr/bin/python3
@@ -54,7 +59,8 @@ BLOCKS=(node/strings.js node/bigint.js node/knex.js node/drizzle.js
 	python/users.py python/invoices.py
 	django/shop/models.py django/shop/migrations/0001_initial.py)
 CLIENTS=(node/strings.test.js node/bigint.test.js node/knex.test.js node/drizzle.test.js
-	python/users_test.py python/invoices_test.py django/shop_test.py)
+	node/params.test.js python/users_test.py python/invoices_test.py python/params_test.py
+	django/shop_test.py)
 
 # ---------------------------------------------------------------------------
 # As root (or whoever starts it): prepare, then run the rest as the user.
@@ -162,8 +168,8 @@ fi
 
 npm_version() { sed -n 's/^  "version": "\(.*\)",$/\1/p' "$W/node/node_modules/$1/package.json"; }
 echo "pg $(npm_version pg), knex $(npm_version knex), drizzle-orm $(npm_version drizzle-orm)," \
-	"$("$PYTHON" -c 'import django, psycopg2, sqlalchemy
-print("psycopg2", psycopg2.__version__.split()[0] + ", SQLAlchemy", sqlalchemy.__version__ + ", Django", django.get_version())')"
+	"$("$PYTHON" -c 'import django, psycopg, psycopg2, sqlalchemy
+print("psycopg2", psycopg2.__version__.split()[0] + ", psycopg", psycopg.__version__ + ", SQLAlchemy", sqlalchemy.__version__ + ", Django", django.get_version())')"
 
 for c in "${CLIENTS[@]}"; do
 	echo "--- $c"

@@ -83,9 +83,9 @@ setup_cluster() # PORT
 	"$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$1" -U postgres postgres <<'EOF'
 CREATE EXTENSION idgen;
 CREATE ROLE id_workers;
-GRANT EXECUTE ON FUNCTION idgen_worker_acquire(text, interval, int, boolean),
-    idgen_worker_renew(int, bigint, interval, timestamptz),
-    idgen_worker_release(int, bigint, timestamptz) TO id_workers;
+GRANT EXECUTE ON FUNCTION idgen_worker_acquire(text, interval, bigint, boolean),
+    idgen_worker_renew(bigint, bigint, interval, timestamptz),
+    idgen_worker_release(bigint, bigint, timestamptz) TO id_workers;
 CREATE ROLE orders_api LOGIN IN ROLE id_workers;
 EOF
 }

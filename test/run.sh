@@ -25,7 +25,8 @@
 #                  a switchover and a failover under load (about a minute)
 #   clients        test/clients.sh: the README's application code with
 #                  node-postgres, Knex, Drizzle, psycopg2, SQLAlchemy and
-#                  Django (PostgreSQL 15, under a minute)
+#                  Django, and every function called with parameters through
+#                  node-postgres and psycopg 3 (PostgreSQL 15, under a minute)
 #   generators     test/generators.sh: the example Snowflake generators of
 #                  examples/ (Node.js, Python) with leased worker ids, run as
 #                  processes (PostgreSQL 15, about 15 s)

@@ -27,14 +27,17 @@
 # PUBLIC may create in public, an unprivileged role creates functions named
 # like idgen's that take the types the README's calls pass
 # (idgen_snowflake(integer): idgen_gene() returns int), and a superuser then
-# runs those calls.  The int overload idgen_snowflake(int) exists, so such
-# a look-alike cannot be created in idgen's schema and the calls run
-# idgen's functions.  The test also pins which calls the other look-alikes
-# still capture (an integer literal for idgen_gene or
-# idgen_snowflake_decode, a varchar key, a string literal for a timestamptz
-# or interval parameter, an integer for a sequence's bigint value): what
-# only a search_path with no schema others may create in rules out (README,
-# Installation), and the query the README gives to find them.
+# runs those calls.  idgen has one signature per name and argument count,
+# its integer arguments bigint (so that drivers' parameters resolve), so
+# types keep no look-alike out; the test pins which calls they capture (an
+# integer literal for idgen_gene, idgen_snowflake or
+# idgen_snowflake_decode, idgen_gene's int result, a varchar key, a string
+# literal for a timestamptz or interval parameter, an integer for a
+# sequence's bigint value), and the query the README gives to find them.
+# What closes it is the README's installation: with idgen in a schema of
+# its own, names written with that schema run idgen's functions whatever
+# public holds, and once PUBLIC may not create in public and the
+# look-alikes are dropped, unqualified calls run idgen's too.
 use strict;
 use warnings;
 
@@ -248,34 +251,11 @@ sub superuser_runs
 	return "$stdout\n$stderr";
 }
 
-# The int overload: the look-alike cannot be created next to it.
-for my $case (
-	[ 'idgen_snowflake(gene integer)', 'bigint', 'idgen_snowflake' ])
-{
-	my ($signature, $returns, $name) = @$case;
-	like(look_alike($signature, $returns, 'RETURN -1'),
-		qr/42723: function "$name" already exists with same argument types/,
-		"a look-alike $signature cannot be created in idgen's schema");
-}
-
-# The README's calls run idgen's functions.
-for my $case (
-	[ 'SELECT idgen_snowflake(idgen_gene(42, 0)) > 0', 'idgen_snowflake(idgen_gene(42, 0))' ],
-	[ 'SELECT idgen_snowflake(0) > 0', 'idgen_snowflake(0)' ],
-	[ 'SELECT idgen_gene(42, 4) = 10', 'idgen_gene(42, 4)' ])
-{
-	my ($sql, $call) = @$case;
-	my $out = superuser_runs($sql);
-	like($out, qr/^t$/m, "$call runs idgen's function");
-	unlike($out, qr/captured/, "$call runs no look-alike");
-}
-
-# The other look-alikes can be created; which calls they capture.
+# The look-alikes can be created; which calls they capture.
+unlike(look_alike('idgen_snowflake(gene integer)', 'bigint', 'RETURN -1'), qr/ERROR/,
+	'mallory creates idgen_snowflake(integer)');
 unlike(look_alike('idgen_seq_next(key varchar)', 'bigint', 'RETURN -1'), qr/ERROR/,
 	'mallory creates idgen_seq_next(varchar)');
-# (idgen_gene has no int overload: a parameter of no type, as node-postgres
-# and pgx send, would then be ambiguous, in idgen_gene($1, 4) as in
-# idgen_snowflake(idgen_gene($1)).)
 unlike(look_alike('idgen_gene(value integer, bits integer)', 'integer', 'RETURN 0'), qr/ERROR/,
 	'mallory creates idgen_gene(integer, integer)');
 unlike(look_alike('idgen_snowflake_decode(id integer, OUT ts timestamptz, OUT datacenter_id int, '
@@ -293,11 +273,12 @@ for my $case (
 	[ "SELECT idgen_seq_next('conv:42') > 0", "idgen_seq_next('conv:42')", 0 ],
 	[ 'SELECT (idgen_snowflake_decode(idgen_snowflake())).ts IS NOT NULL',
 	  'idgen_snowflake_decode(idgen_snowflake())', 0 ],
-	# what the int overloads leave: an int ID (no real Snowflake ID fits
-	# one), a key of another type than text, a time as a string literal
+	# an int, a key of another type than text, a time as a string literal
 	[ 'SELECT (idgen_snowflake_decode(0)).ts IS NULL', 'idgen_snowflake_decode(0)', 1 ],
 	[ 'SELECT idgen_gene(42, 4) = 0', 'idgen_gene(42, 4)', 1 ],
-	[ 'SELECT idgen_snowflake(idgen_gene(42, 0)) > 0', 'idgen_snowflake(idgen_gene(42, 0))', 1 ],
+	[ 'SELECT idgen_snowflake(0) = -1', 'idgen_snowflake(0)', 1 ],
+	[ 'SELECT idgen_snowflake((idgen_snowflake_row(0)).gene) = -1',
+	  'idgen_snowflake((idgen_snowflake_row(0)).gene)', 1 ],
 	[ "SELECT idgen_seq_next('conv:42'::varchar) = -1", "idgen_seq_next('conv:42'::varchar)", 1 ],
 	[ "SELECT idgen_uuid7('2020-05-01 12:00+00') IS NULL", "idgen_uuid7('2020-05-01 12:00+00')", 1 ],
 	[ "SELECT idgen_seq_set_if_absent('invoice:2026', 41000) IS NULL",
@@ -329,7 +310,7 @@ is($node->safe_psql('upgraded', q{
 	                  WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')}),
 	'idgen_gene(integer,integer) mallory, '
 	. 'idgen_seq_configure(text,text) mallory, idgen_seq_next(character varying) mallory, '
-	. 'idgen_seq_set_if_absent(text,integer) mallory, '
+	. 'idgen_seq_set_if_absent(text,integer) mallory, idgen_snowflake(integer) mallory, '
 	. 'idgen_snowflake_decode(integer) mallory, idgen_uuid7(text) mallory',
 	'the look-alikes, as the README\'s query lists them');
 
@@ -337,6 +318,49 @@ is($node->safe_psql('upgraded', q{
 $node->safe_psql('upgraded', 'REVOKE CREATE ON SCHEMA public FROM PUBLIC');
 like(look_alike('idgen_snowflake_time(id integer)', 'timestamptz', 'RETURN NULL'),
 	qr/42501: permission denied for schema public/, 'after REVOKE CREATE, mallory creates nothing');
+
+# The README's installation: idgen in a schema of its own, which only its
+# owner may create in, in a database where PUBLIC still may create in
+# public and mallory has made idgen_snowflake(integer) there.  A call with
+# idgen's schema runs idgen's function; an unqualified one through public
+# is captured, until PUBLIC loses CREATE on public and the README's query
+# finds the look-alike to drop.
+$node->safe_psql('postgres', 'CREATE DATABASE upgraded_own');
+$node->safe_psql('upgraded_own', q{
+	GRANT CREATE ON SCHEMA public TO PUBLIC;
+	CREATE SCHEMA idgen;
+	CREATE EXTENSION idgen SCHEMA idgen;
+	GRANT USAGE ON SCHEMA idgen TO PUBLIC;
+	ALTER DATABASE upgraded_own SET search_path = "$user", public, idgen;
+});
+unlike(as_role('upgraded_own', 'mallory', q{
+		CREATE FUNCTION public.idgen_snowflake(gene integer) RETURNS bigint LANGUAGE plpgsql AS $$
+		BEGIN
+			RAISE NOTICE 'captured by idgen_snowflake(integer), running as %', current_user;
+			RETURN -1;
+		END $$;}),
+	qr/ERROR/, 'own schema: mallory creates public.idgen_snowflake(integer)');
+like(as_role('upgraded_own', 'mallory', 'CREATE FUNCTION idgen.idgen_snowflake(gene integer) RETURNS bigint LANGUAGE sql AS $$ SELECT -1::bigint $$'),
+	qr/42501: permission denied for schema idgen/,
+	'own schema: nobody but its owner creates in idgen\'s schema');
+{
+	my ($ret, $out, $err) = $node->psql('upgraded_own',
+		'SELECT idgen.idgen_snowflake(idgen.idgen_gene(42, 0)) > 0');
+	is("$out$err", 't', 'own schema: the call written with its schema runs idgen\'s function');
+	($ret, $out, $err) = $node->psql('upgraded_own', 'SELECT idgen_snowflake(idgen_gene(42, 0))');
+	like("$out\n$err", qr/captured by idgen_snowflake\(integer\), running as \Q$superuser\E/,
+		'own schema: the unqualified call through public is captured');
+	$node->safe_psql('upgraded_own', 'REVOKE CREATE ON SCHEMA public FROM PUBLIC');
+	is($node->safe_psql('upgraded_own', q{
+		SELECT string_agg(p.oid::regprocedure::text, ', ') FROM pg_proc p
+		WHERE p.proname LIKE 'idgen%'
+		  AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass
+		                  AND d.objid = p.oid AND d.deptype = 'e')}),
+		'idgen_snowflake(integer)', 'own schema: the README\'s query finds the look-alike');
+	$node->safe_psql('upgraded_own', 'DROP FUNCTION public.idgen_snowflake(integer)');
+	($ret, $out, $err) = $node->psql('upgraded_own', 'SELECT idgen_snowflake(idgen_gene(42, 0)) > 0');
+	is("$out$err", 't', 'own schema: once it is dropped, the unqualified call runs idgen\'s function');
+}
 
 $node->stop('fast');
 no_crash_logged($node, 'clean shutdown');

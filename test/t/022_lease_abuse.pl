@@ -29,9 +29,9 @@ use IdgenTest;
 my $registry = idgen_node('registry', 'idgen.worker_quarantine' => "'1s'", 'max_connections' => 30);
 $registry->safe_psql('postgres', q{
 	CREATE ROLE app LOGIN;
-	GRANT EXECUTE ON FUNCTION idgen_worker_acquire(text, interval, int, boolean),
-	    idgen_worker_renew(int, bigint, interval, timestamptz),
-	    idgen_worker_release(int, bigint, timestamptz) TO app;
+	GRANT EXECUTE ON FUNCTION idgen_worker_acquire(text, interval, bigint, boolean),
+	    idgen_worker_renew(bigint, bigint, interval, timestamptz),
+	    idgen_worker_release(bigint, bigint, timestamptz) TO app;
 });
 
 # Run $sql as $role in $db on $node; (exit code, stdout, stderr).
@@ -162,9 +162,9 @@ $node->safe_psql('other', 'CREATE EXTENSION idgen');
 {
 	$node->safe_psql('postgres', q{
 		CREATE ROLE app LOGIN;
-		GRANT EXECUTE ON FUNCTION idgen_worker_acquire(text, interval, int, boolean),
-		    idgen_worker_renew(int, bigint, interval, timestamptz),
-		    idgen_worker_release(int, bigint, timestamptz) TO app;
+		GRANT EXECUTE ON FUNCTION idgen_worker_acquire(text, interval, bigint, boolean),
+		    idgen_worker_renew(bigint, bigint, interval, timestamptz),
+		    idgen_worker_release(bigint, bigint, timestamptz) TO app;
 		ALTER ROLE app SET idgen.worker_max_per_role = 2;
 		ALTER ROLE app SET idgen.worker_max_ttl = '1h';
 	});

@@ -8,6 +8,9 @@
 #    transaction: the values of a transactional key are exactly 1..800,
 #    those of a cached key (cache => 10) distinct; the clients ran on at
 #    most 2 server processes.
+#  - idgen_snowflake_last() asked in the INSERT's transaction, as the README
+#    says to behind transaction pooling: 8 pgbench clients, each INSERT's
+#    ID equals the _last() of its transaction.
 #  - An expiring lease (a ttl) is acquired, renewed and released by three
 #    clients, each on another server connection than the one before.
 #  - A session-bound lease does not work there, as the README says: its
@@ -16,6 +19,11 @@
 #    another session" and a hint naming transaction pooling; the lease
 #    outlives the client (the purge leaves it alone); another client, handed
 #    that server connection, releases it.
+#  - In session pooling mode (a second pool, one server connection, the
+#    default server_reset_query DISCARD ALL), a client handed the server
+#    connection another client generated IDs on reads no ID of that client:
+#    idgen_snowflake_last() and idgen_uuid7_last() are not yet defined, as
+#    currval() is not.
 #
 # Skipped when pgbouncer is not installed (Debian package pgbouncer, which
 # test/run.sh and test/chroot.sh install).
@@ -34,6 +42,7 @@ plan skip_all => 'pgbouncer is not installed (Debian package pgbouncer)' unless 
 my $node = idgen_node('pooled', 'idgen.purge_interval' => '1s', 'idgen.worker_quarantine' => 0);
 $node->safe_psql('postgres', q{
 	CREATE TABLE got (k text, v bigint, pid int);
+	CREATE TABLE last_rows (id bigint PRIMARY KEY DEFAULT idgen_snowflake(), last bigint);
 	SELECT idgen_seq_configure('cached', cache => 10);
 });
 
@@ -46,9 +55,10 @@ my $user = getpwuid($>);
 PostgreSQL::Test::Utils::append_to_file("$tmp/userlist.txt", qq{"$user" ""\n});
 # No listen_addr: a Unix socket only.
 PostgreSQL::Test::Utils::append_to_file("$tmp/pgbouncer.ini",
-	sprintf(<<'EOF', $node->host, $node->port, $bouncer->port, $bouncer->host, ($tmp) x 3));
+	sprintf(<<'EOF', ($node->host, $node->port) x 2, $bouncer->port, $bouncer->host, ($tmp) x 3));
 [databases]
 postgres = host=%s port=%d dbname=postgres
+session = host=%s port=%d dbname=postgres pool_mode=session pool_size=1
 
 [pgbouncer]
 listen_port = %d
@@ -125,6 +135,20 @@ is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT v) FROM got WH
 cmp_ok($node->safe_psql('postgres', q{SELECT count(DISTINCT pid) FROM got}), '<=', 2,
 	'the 8 clients ran on at most 2 server processes');
 
+# --- _last() in the INSERT's transaction ------------------------------------
+PostgreSQL::Test::Utils::append_to_file("$tmp/last.sql", q{
+BEGIN;
+INSERT INTO last_rows (last) VALUES (NULL) RETURNING id \gset
+UPDATE last_rows SET last = idgen_snowflake_last() WHERE id = :id;
+END;
+});
+$ok = IPC::Run::run([ $pgbench, '-n', '-c', 8, '-j', 2, '-t', 50, '-f', "$tmp/last.sql",
+		$bouncer->connstr('postgres') ], '>', \$out, '2>', \$err);
+ok($ok, '8 pgbench clients insert and ask _last() in one transaction') or diag($err);
+is($node->safe_psql('postgres', q{
+	SELECT count(*), count(*) FILTER (WHERE last = id) FROM last_rows}),
+	'400|400', "_last() in the INSERT's transaction is that INSERT's ID, every time");
+
 # --- An expiring lease ------------------------------------------------------
 {
 	my ($wid, $token, $pid) = split /\|/, $bouncer->safe_psql('postgres', q{
@@ -169,6 +193,26 @@ cmp_ok($node->safe_psql('postgres', q{SELECT count(DISTINCT pid) FROM got}), '<=
 	$other->quit;
 	isnt($node->safe_psql('postgres', "SELECT state FROM idgen_worker_leases WHERE token = $token"),
 		'held', 'the lease has ended');
+}
+
+# --- Session pooling: the next client's session is reset ------------------
+{
+	$node->safe_psql('postgres', 'CREATE SEQUENCE pooled_seq');
+	my ($id, $uuid, $pid) = split /\|/, $bouncer->safe_psql('session', q{
+		SELECT idgen_snowflake(), idgen_uuid7(), pg_backend_pid() FROM nextval('pooled_seq')});
+	# The first client has disconnected; pgbouncer ran DISCARD ALL on its
+	# server connection and hands it to the next client.
+	my $next = $bouncer->background_psql('session', on_error_stop => 0);
+	is($next->query_safe('SELECT pg_backend_pid()'), $pid,
+		'session pooling: the next client is handed the same server connection');
+	for my $f ('idgen_snowflake_last()', 'idgen_uuid7_last()', "currval('pooled_seq')")
+	{
+		my ($got, $failed) = $next->query("SELECT $f");
+		ok($failed && $next->{stderr} =~ /is not yet defined in this session/,
+			"session pooling: $f is not yet defined for the next client")
+		  or diag("the next client read $got (the previous client's: $id, $uuid)");
+	}
+	$next->quit;
 }
 
 $pooler->signal('TERM');
