@@ -57,6 +57,7 @@
  */
 #include "postgres.h"
 
+#include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
@@ -67,6 +68,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 
 #include "idgen.h"
 #include "idgen_sql.h"
@@ -224,6 +226,59 @@ keys_invalidate(Datum arg, Oid relid)
 		keys.valid = false;
 }
 
+/*
+ * Refuse to use keys whose table's triggers do not fire in every session.
+ * idgen_public_key_guard is what keeps a version to one key when rows
+ * arrive by a restore or logical replication; a data-only restore made
+ * with pg_dump --disable-triggers leaves it an ordinary trigger (ENABLE
+ * TRIGGER ALL), which replication's workers do not fire, and an
+ * administrator may disable it.  Checked whenever the keys are read: any
+ * ALTER TABLE of the table invalidates its relcache entry, and so them.
+ */
+static void
+check_key_triggers(Oid relid, Oid nspid)
+{
+	static const struct
+	{
+		const char *trigger;
+		const char *function;
+	}			expected[] = {
+		{"idgen_public_key_guard", "idgen_public_key_guard"},
+		{"idgen_public_key_no_truncate", "idgen_public_key_guard"},
+		{"idgen_public_key_changed", "idgen_public_key_changed"},
+	};
+	Relation	rel = table_open(relid, AccessShareLock);
+	TriggerDesc *td = rel->trigdesc;
+	size_t		ok = 0;
+
+	for (size_t e = 0; e < lengthof(expected); e++)
+	{
+		for (int i = 0; td != NULL && i < td->numtriggers; i++)
+		{
+			const Trigger *t = &td->triggers[i];
+			char	   *fname;
+
+			if (strcmp(t->tgname, expected[e].trigger) != 0 ||
+				t->tgenabled != TRIGGER_FIRES_ALWAYS ||
+				get_func_namespace(t->tgfoid) != nspid)
+				continue;
+			fname = get_func_name(t->tgfoid);
+			if (fname != NULL && strcmp(fname, expected[e].function) == 0)
+			{
+				ok++;
+				break;
+			}
+		}
+	}
+	table_close(rel, AccessShareLock);
+	if (ok != lengthof(expected))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the triggers of idgen_public_key are not enabled ALWAYS"),
+				 errdetail("Without them firing in every session, a restore or a subscription could give a key version another key, and public IDs would decode to other IDs."),
+				 errhint("ALTER TABLE idgen_public_key ENABLE ALWAYS TRIGGER idgen_public_key_guard, ENABLE ALWAYS TRIGGER idgen_public_key_no_truncate, ENABLE ALWAYS TRIGGER idgen_public_key_changed;")));
+}
+
 /* The keys of the extension called through 'fcinfo', read if not cached. */
 static const PublicKeys *
 public_keys(FunctionCallInfo fcinfo)
@@ -252,6 +307,8 @@ public_keys(FunctionCallInfo fcinfo)
 	memset(&keys, 0, sizeof(keys));
 	keys.nspid = fn.nspid;
 	keys.relid = get_relname_relid("idgen_public_key", fn.nspid);
+	if (OidIsValid(keys.relid))
+		check_key_triggers(keys.relid, fn.nspid);
 	idgen_sql_begin(&fn, &statements, &cx);
 	n = idgen_sql_run(&cx, Q_KEYS, NULL, NULL);
 	for (uint64 i = 0; i < n; i++)

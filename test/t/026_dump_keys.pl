@@ -101,6 +101,27 @@ is($node->safe_psql('restored', q{SELECT count(*) FROM orders WHERE n > 0}), '44
 		'1 555', 'and that database keeps its key: its forms decode as before');
 }
 
+# A data-only dump of the keys made with --disable-triggers ends with ENABLE
+# TRIGGER ALL, which leaves idgen_public_key's triggers ordinary ones:
+# logical replication's workers would not fire the guard.  The forms are
+# refused until they are enabled ALWAYS again.
+{
+	my $keys_only = dump_of('--data-only', '--disable-triggers', '-t', 'idgen_public_key');
+	$node->safe_psql('postgres', 'CREATE DATABASE no_guard');
+	$node->safe_psql('no_guard', 'CREATE EXTENSION idgen');
+	$node->safe_psql('no_guard', $keys_only, on_error_stop => 1);
+	is($node->safe_psql('no_guard', q{SELECT string_agg(tgname || ':' || tgenabled::text, ',' ORDER BY tgname)
+		FROM pg_trigger WHERE tgrelid = 'idgen_public_key'::regclass}),
+		'idgen_public_key_changed:O,idgen_public_key_guard:O,idgen_public_key_no_truncate:O',
+		'a data-only restore with --disable-triggers leaves the key triggers ordinary ones');
+	like(sql_error($node, qq{\\c no_guard\nSELECT idgen_private('$form_v1')}),
+		qr/the triggers of idgen_public_key are not enabled ALWAYS/, 'and the forms are refused');
+	$node->safe_psql('no_guard', q{ALTER TABLE idgen_public_key ENABLE ALWAYS TRIGGER idgen_public_key_guard,
+		ENABLE ALWAYS TRIGGER idgen_public_key_no_truncate, ENABLE ALWAYS TRIGGER idgen_public_key_changed});
+	is($node->safe_psql('no_guard', qq{SELECT idgen_private('$form_v1')}), '777',
+		'enabled ALWAYS again (the hint), they decode');
+}
+
 # Sharing keys between databases (or servers) that read each other's
 # forms: the export of one, imported into the other before it makes keys
 # of its own.
