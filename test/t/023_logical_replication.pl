@@ -13,6 +13,13 @@
 #    goes down (a lower value, a dropped key), as ordinary use on the
 #    subscriber itself still may (the merging triggers fire only in
 #    replication).
+#  - Public ID keys (idgen_public_key, published too): each of the three
+#    servers made its own version 1 and 50 forms with it.  On the
+#    subscriber, after the sync, no form decodes to another ID: the
+#    version met a second key and is retired there, with a warning, so all
+#    150 are refused; each publisher still decodes its own.  A TRUNCATE of
+#    the keys is refused on a publisher, and a version made there later
+#    decodes its forms on the subscriber.
 #  - One publisher taken over by its subscriber (a blue/green switch):
 #    after the subscriptions are dropped, the subscriber's per-key
 #    sequences, cached ones too, continue above the publisher's last
