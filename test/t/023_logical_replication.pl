@@ -239,6 +239,13 @@ my $form2 = $pub_a->safe_psql('postgres', 'SELECT idgen_public(4343)');
 $pub_a->wait_for_catchup('sa');
 is($sub->safe_psql('postgres', "SELECT idgen_private('$form') || ' ' || idgen_private('$form2')"), '4242 4343',
 	"the subscriber still decodes the publisher's forms, and those of its newer key");
+# A retirement on the publisher arrives as an update of the same key: the
+# subscriber retires the version too.
+$pub_a->safe_psql('postgres', "SELECT idgen_public_retire(2)");
+$pub_a->wait_for_catchup('sa');
+is($sub->safe_psql('postgres', 'SELECT retired_at IS NOT NULL FROM idgen_public_key WHERE version = 2')
+	. ', ' . decode_counts($sub, "4242:$form"), 't, 0 right, 1 refused, 0 wrong',
+	'a version the publisher retired is retired on the subscriber: its forms are refused');
 $sub->safe_psql('postgres', 'DROP SUBSCRIPTION sa');
 
 my $next = $sub->safe_psql('postgres', q{SELECT idgen_seq_next('conv:1')});
