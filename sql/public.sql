@@ -179,6 +179,18 @@ SELECT :'LAST_ERROR_MESSAGE' AS message;
 UPDATE idgen_public_key SET retired_at = NULL WHERE version = 1;
 SELECT version, retired_at IS NULL AS live FROM idgen_public_key ORDER BY version;
 
+-- As logical replication's workers apply rows (session_replication_role
+-- 'replica'): another key for a version here retires that version, with a
+-- warning, instead of failing; a delete is skipped.
+SET session_replication_role = replica;
+UPDATE idgen_public_key SET key = '\x00000000000000000000000000000000', retired_at = NULL WHERE version = 2;
+INSERT INTO idgen_public_key VALUES (3, '\x00000000000000000000000000000000', now(), NULL);
+DELETE FROM idgen_public_key WHERE version = 3;
+RESET session_replication_role;
+SELECT version, key <> '\x00000000000000000000000000000000' AS own_key, retired_at IS NULL AS live
+FROM idgen_public_key ORDER BY version;
+SELECT idgen_public_rotate() AS version_after;
+
 -- Sharing keys: idgen_public_key_export() gives every version with its
 -- key; idgen_public_key_import() adds the versions not here, merges those
 -- here with the same key, and refuses the whole import if one is here
