@@ -43,15 +43,18 @@
  *	  another ID: rows are never deleted, so a rotation makes the version
  *	  above every one ever made, and a restored, replicated or imported row
  *	  never gives a version another key (the trigger idgen_public_key_guard
- *	  in the extension script states the rules).  CREATE EXTENSION makes no
- *	  key, for the same reason.  Each backend keeps the keys, expanded, until the table's
- *	  relcache entry is invalidated: a row trigger enabled ALWAYS sends that
- *	  invalidation for every write to the table (by the functions, a
- *	  restore, logical replication or an administrator), which other
- *	  backends process at their next transaction (the functions are STABLE
- *	  for it), and an aborted transaction processes its own.  Key material never appears in a
- *	  message, and is made and written inside C (pg_strong_random, SPI
- *	  parameters), never in a statement's text.
+ *	  in the extension script states the rules), and the keys are used only
+ *	  while it fires in every session (check_key_triggers).  CREATE
+ *	  EXTENSION makes no key, for the same reason.  Each backend keeps the
+ *	  keys, expanded, until the table's relcache entry is invalidated: a
+ *	  row trigger enabled ALWAYS sends that invalidation for every write to
+ *	  the table (by the functions, a restore, logical replication or an
+ *	  administrator), which other backends process at their next
+ *	  transaction (the functions are STABLE for it), and an aborted
+ *	  transaction processes its own.  Key material never appears in a
+ *	  message, and rotation makes and writes it inside C (pg_strong_random,
+ *	  SPI parameters), never in a statement's text; idgen_public_key_export
+ *	  and _import, in the script, hand keys to and from their caller only.
  *
  *-------------------------------------------------------------------------
  */
