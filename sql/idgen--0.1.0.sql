@@ -1129,42 +1129,124 @@ COMMENT ON FUNCTION @extschema@.idgen_worker_lease_replica_trigger() IS
 -- Public IDs (public.c): a keyed permutation of IDs, for showing them
 -- outside.  The keys, one row per version, belong to the extension's owner
 -- and are granted to nobody; the functions read them as that owner.  Made
--- by idgen_public_rotate() (here: version 1), retired by
--- idgen_public_retire(); dumped with the data, for the administrator.
+-- by idgen_public_rotate(), or brought by idgen_public_key_import(), a
+-- restore or a subscription; retired by idgen_public_retire(); dumped with
+-- the data, for the administrator.  CREATE EXTENSION makes none: a key made
+-- here at install would meet the one a restore or a subscription brings
+-- under the same version, and no server can tell whether forms of its own
+-- were handed out (docs/identifiers.md, "Keys across servers").
 CREATE TABLE @extschema@.idgen_public_key (
-    version int PRIMARY KEY,
-    key bytea NOT NULL,
+    version int PRIMARY KEY CHECK (version BETWEEN 1 AND 31),
+    key bytea NOT NULL CHECK (pg_catalog.octet_length(key) OPERATOR(pg_catalog.=) 16),
     created_at timestamptz NOT NULL,
     retired_at timestamptz
 );
 REVOKE ALL ON @extschema@.idgen_public_key FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.idgen_public_key', '');
+-- ANALYZE would copy the keys into pg_statistic (the most common values of
+-- a ten-row column are all of them), and keep them there after a
+-- retirement.
+ALTER TABLE @extschema@.idgen_public_key ALTER COLUMN key SET STATISTICS 0;
 
--- A restore inserts the dumped keys into a table where CREATE EXTENSION
--- made version 1 already, and so does a logical replication subscription
--- (FOR ALL TABLES): an arriving version replaces the one made here, so that
--- the forms made before the dump, or on the publisher, decode here.  The
--- functions never insert a version that exists.  Enabled ALWAYS, to fire in
--- replication's workers too; with two publishers the one whose row arrives
--- last holds a version (docs/logical-replication.md).
-CREATE FUNCTION @extschema@.idgen_public_key_restore()
+-- One version, one key, forever: a form names only its version, so a
+-- version made twice, or given another key, would decode the forms made
+-- before to other IDs.  The rows are therefore never deleted (a version
+-- is retired, its row kept), so the greatest version ever made stays in
+-- the table and idgen_public_rotate() makes the next one above it.  Every
+-- write passes this trigger, enabled ALWAYS so that it fires in logical
+-- replication's apply and table sync workers too:
+--
+--   - INSERT of a version not here (a restore, a subscription, an import,
+--     an administrator): inserted.  A version not here was never here.
+--   - INSERT or UPDATE bringing the key a version has here: merged; a
+--     retirement on either side stays (retired_at is never cleared), and
+--     nothing else changes.
+--   - INSERT or UPDATE bringing another key for a version here: refused
+--     (23505) in ordinary sessions, which changes nothing (a restore or an
+--     import into a server with keys of its own).  In replication
+--     (session_replication_role 'replica'), where an error would stop the
+--     subscription and start it again forever, the row here is kept and
+--     retired, with a WARNING: forms of that version, this server's and
+--     the other's, no longer decode here, rather than one of them to other
+--     IDs.
+--   - UPDATE of the version number, DELETE, TRUNCATE: refused (55000); a
+--     DELETE arriving by replication is skipped.  A TRUNCATE cannot be
+--     skipped: the publisher's own trigger refuses it there first.
+CREATE FUNCTION @extschema@.idgen_public_key_guard()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $fn$
+DECLARE
+    replica boolean := pg_catalog.current_setting('session_replication_role') OPERATOR(pg_catalog.=) 'replica';
+    here @extschema@.idgen_public_key;
+    retired timestamptz;
 BEGIN
-    UPDATE @extschema@.idgen_public_key
-    SET key = NEW.key, created_at = NEW.created_at, retired_at = NEW.retired_at
-    WHERE version = NEW.version;
-    IF FOUND THEN
-        RETURN NULL;
+    IF TG_OP OPERATOR(pg_catalog.=) 'TRUNCATE' THEN
+        RAISE EXCEPTION 'cannot truncate idgen_public_key'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'A public ID key version is never made twice, so its row is kept for good.',
+                  HINT = 'Retire a version with idgen_public_retire(version).';
     END IF;
-    RETURN NEW;
+    IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+        IF replica THEN
+            RETURN NULL;
+        END IF;
+        RAISE EXCEPTION 'cannot delete public ID key version %', OLD.version
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'A public ID key version is never made twice, so its row is kept for good.',
+                  HINT = 'Retire it with idgen_public_retire(version): its forms are then refused.';
+    END IF;
+    IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN
+        IF NEW.version OPERATOR(pg_catalog.<>) OLD.version THEN
+            RAISE EXCEPTION 'cannot renumber public ID key version %', OLD.version
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = 'Public IDs name their key version: renumbered, it would decode them to other IDs.';
+        END IF;
+        here := OLD;
+    ELSE
+        SELECT * INTO here FROM @extschema@.idgen_public_key k
+        WHERE k.version OPERATOR(pg_catalog.=) NEW.version FOR UPDATE;
+        IF NOT FOUND THEN
+            RETURN NEW;
+        END IF;
+    END IF;
+
+    IF NEW.key OPERATOR(pg_catalog.=) here.key THEN
+        -- The same key: a retirement on either side stays.
+        retired := CASE WHEN here.retired_at IS NULL THEN NEW.retired_at
+                        WHEN NEW.retired_at IS NULL THEN here.retired_at
+                        ELSE LEAST(here.retired_at, NEW.retired_at) END;
+    ELSIF replica THEN
+        RAISE WARNING 'public ID key version % arrived with another key than this server''s', NEW.version
+            USING DETAIL = 'The version is retired here: its forms, made here or there, are refused rather than decoded to other IDs.',
+                  HINT = 'Servers that read each other''s public IDs share their keys (idgen_public_key_export() and idgen_public_key_import()) and rotate on one of them only.';
+        retired := COALESCE(here.retired_at, pg_catalog.now());
+    ELSE
+        RAISE EXCEPTION 'public ID key version % exists here with another key', NEW.version
+            USING ERRCODE = 'unique_violation',
+                  DETAIL = 'Forms of this version made here would decode to other IDs with the key given.',
+                  HINT = 'Share keys before either server makes one: import into a server that has none, or whose versions are the same.';
+    END IF;
+
+    IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN
+        NEW := OLD;
+        NEW.retired_at := retired;
+        RETURN NEW;
+    END IF;
+    IF retired IS DISTINCT FROM here.retired_at THEN
+        UPDATE @extschema@.idgen_public_key k SET retired_at = retired
+        WHERE k.version OPERATOR(pg_catalog.=) NEW.version;
+    END IF;
+    RETURN NULL;
 END
 $fn$;
-CREATE TRIGGER idgen_public_key_restore BEFORE INSERT ON @extschema@.idgen_public_key
-    FOR EACH ROW EXECUTE FUNCTION @extschema@.idgen_public_key_restore();
-ALTER TABLE @extschema@.idgen_public_key ENABLE ALWAYS TRIGGER idgen_public_key_restore;
+CREATE TRIGGER idgen_public_key_guard BEFORE INSERT OR UPDATE OR DELETE ON @extschema@.idgen_public_key
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.idgen_public_key_guard();
+ALTER TABLE @extschema@.idgen_public_key ENABLE ALWAYS TRIGGER idgen_public_key_guard;
+CREATE TRIGGER idgen_public_key_no_truncate BEFORE TRUNCATE ON @extschema@.idgen_public_key
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.idgen_public_key_guard();
+ALTER TABLE @extschema@.idgen_public_key ENABLE ALWAYS TRIGGER idgen_public_key_no_truncate;
 
 -- Every write to the keys drops every backend's cached keys (public.c).
 CREATE FUNCTION @extschema@.idgen_public_key_changed()
@@ -1214,6 +1296,70 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'idgen_public_retire'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
+-- Sharing keys among servers that read each other's forms: the export on
+-- one, the import on the others, before those make keys of their own.  Both
+-- run with the caller's rights (not SECURITY DEFINER) and read or write
+-- idgen_public_key as the caller: only a role that may already read the
+-- keys (the owner, superusers) exports them, and only one that may write
+-- them imports.  Neither is granted to PUBLIC.  No message quotes a key.
+CREATE FUNCTION @extschema@.idgen_public_key_export()
+RETURNS jsonb
+LANGUAGE sql STABLE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'version', k.version,
+               'key', encode(k.key, 'hex'),
+               'created_at', k.created_at,
+               'retired_at', k.retired_at) ORDER BY k.version), '[]'::jsonb)
+    FROM @extschema@.idgen_public_key k
+$fn$;
+
+CREATE FUNCTION @extschema@.idgen_public_key_import(keys jsonb)
+RETURNS int
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    e jsonb;
+    before bigint;
+    after bigint;
+BEGIN
+    IF jsonb_typeof(keys) OPERATOR(pg_catalog.<>) 'array' THEN
+        RAISE EXCEPTION 'invalid public ID keys'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'The keys are a JSON array, as idgen_public_key_export() returns them.';
+    END IF;
+    FOR e IN SELECT * FROM jsonb_array_elements(keys) LOOP
+        IF jsonb_typeof(e) OPERATOR(pg_catalog.<>) 'object'
+           OR (e OPERATOR(pg_catalog.->>) 'version') OPERATOR(pg_catalog.!~) '^([1-9]|[12][0-9]|3[01])$'
+           OR jsonb_typeof(e OPERATOR(pg_catalog.->) 'key') IS DISTINCT FROM 'string'
+           OR (e OPERATOR(pg_catalog.->>) 'key') OPERATOR(pg_catalog.!~) '^[0-9a-fA-F]{32}$'
+           OR jsonb_typeof(e OPERATOR(pg_catalog.->) 'created_at') IS DISTINCT FROM 'string'
+           OR jsonb_typeof(e OPERATOR(pg_catalog.->) 'retired_at') NOT IN ('string', 'null') THEN
+            -- (the element is not quoted: it may hold a key)
+            RAISE EXCEPTION 'invalid public ID keys'
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = 'Each element has a version (1 to 31), a key (32 hexadecimal digits), a created_at and a retired_at (a timestamp or null), as idgen_public_key_export() returns them.';
+        END IF;
+    END LOOP;
+    -- Under the lock rotations take, so that none makes a version between
+    -- the count and the insert.
+    LOCK TABLE @extschema@.idgen_public_key IN SHARE ROW EXCLUSIVE MODE;
+    SELECT count(*) INTO before FROM @extschema@.idgen_public_key;
+    -- idgen_public_key_guard merges each version that is here with the same
+    -- key, and refuses the whole if one is here with another.
+    INSERT INTO @extschema@.idgen_public_key (version, key, created_at, retired_at)
+    SELECT (x OPERATOR(pg_catalog.->>) 'version')::int, decode(x OPERATOR(pg_catalog.->>) 'key', 'hex'),
+           (x OPERATOR(pg_catalog.->>) 'created_at')::timestamptz,
+           (x OPERATOR(pg_catalog.->>) 'retired_at')::timestamptz
+    FROM jsonb_array_elements(keys) x
+    ORDER BY 1;
+    SELECT count(*) INTO after FROM @extschema@.idgen_public_key;
+    RETURN after OPERATOR(pg_catalog.-) before;
+END
+$fn$;
+
 CREATE FUNCTION @extschema@.idgen_speck64(key bytea, block bigint)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'idgen_speck64'
@@ -1233,15 +1379,16 @@ COMMENT ON FUNCTION @extschema@.idgen_public_rotate() IS
     'makes a new current public ID key and returns its version';
 COMMENT ON FUNCTION @extschema@.idgen_public_retire(bigint) IS
     'retires a public ID key version: its forms no longer decode';
-COMMENT ON FUNCTION @extschema@.idgen_public_key_restore() IS
-    'trigger on idgen_public_key: a dumped or replicated key version replaces the one of the same number';
+COMMENT ON FUNCTION @extschema@.idgen_public_key_guard() IS
+    'trigger on idgen_public_key: one key per version forever; merges a restored, replicated or imported version, refuses another key for it, and deletes';
+COMMENT ON FUNCTION @extschema@.idgen_public_key_export() IS
+    'every public ID key version, with its key, as jsonb for idgen_public_key_import on another server (reads idgen_public_key with the caller''s rights)';
+COMMENT ON FUNCTION @extschema@.idgen_public_key_import(jsonb) IS
+    'adds the key versions of an idgen_public_key_export; refuses the whole if a version exists here with another key';
 COMMENT ON FUNCTION @extschema@.idgen_public_key_changed() IS
     'trigger on idgen_public_key: every write drops the keys every backend cached';
 COMMENT ON FUNCTION @extschema@.idgen_speck64(bytea, bigint) IS
     'the Speck64/128 block cipher on one block (to check it against published test vectors)';
-
--- Version 1, so that idgen_public works at once.
-SELECT @extschema@.idgen_public_rotate();
 
 -- Privileges.  Every object above was created with the installing role's
 -- default privileges (ALTER DEFAULT PRIVILEGES, for every schema or for

@@ -11,7 +11,12 @@
 SELECT idgen_speck64('\x0001020308090a0b1011121318191a1b', x'3b7265747475432d'::bigint)
        = x'8c6fa548454e028b'::bigint AS speck64_128_test_vector;
 
--- CREATE EXTENSION made key version 1: the forms work at once.
+-- CREATE EXTENSION makes no key (a key made at install would meet the one
+-- a restore or a subscription brings): the forms wait for the first one.
+SELECT count(*) AS keys, idgen_public_key_export() AS export FROM idgen_public_key;
+SELECT idgen_public(1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_public_rotate() AS first_version;
 SELECT version, length(key) AS key_bytes, retired_at IS NULL AS live FROM idgen_public_key;
 SELECT length(idgen_public(1)) AS length, left(idgen_public(1), 1) AS version,
        idgen_public(1) ~ '^[0-9A-HJKMNP-TV-Z]{15}$' AS crockford_base32;
@@ -127,6 +132,89 @@ SELECT :'LAST_ERROR_MESSAGE' = 'invalid input syntax for a public ID: "' || :'fo
 SELECT idgen_public_retire(2);
 \echo :LAST_ERROR_SQLSTATE
 
+
+-- Spellings: the canonical form is what idgen_public returns (upper case,
+-- no I, L, O or U); idgen_private also reads either case, O or o as 0, and
+-- I, i, L or l as 1 (Crockford's decoding).  Nothing else: no U, no hyphen,
+-- no space.
+SELECT idgen_public(123456789) AS canon \gset
+SELECT idgen_private(lower(:'canon')) = 123456789 AS lower_case,
+       idgen_private(translate(:'canon', '01', 'oi')) = 123456789 AS o_and_i,
+       idgen_private(translate(:'canon', '01', 'Ol')) = 123456789 AS o_and_l,
+       idgen_public(idgen_private(lower(translate(:'canon', '01', 'OI')))) = :'canon' AS canonical_again;
+\set VERBOSITY sqlstate
+SELECT idgen_private(left(:'canon', 7) || '-' || substr(:'canon', 8, 7));
+SELECT idgen_private(' ' || left(:'canon', 14));
+SELECT idgen_private(overlay(:'canon' PLACING 'U' FROM 3 FOR 1));
+\set VERBOSITY default
+
+-- An error quotes at most the first 32 characters of its input, and says
+-- how long it was.
+SELECT idgen_private(repeat('x', 20000000));
+SELECT length(:'LAST_ERROR_MESSAGE') < 100 AS short_message;
+SELECT idgen_private(repeat('Z', 40));
+
+-- The keys are kept out of pg_statistic: ANALYZE gathers no statistics on
+-- the key column.
+ANALYZE idgen_public_key;
+SELECT a.attname, count(s.starelid) AS statistics_rows
+FROM pg_attribute a
+LEFT JOIN pg_statistic s ON s.starelid = a.attrelid AND s.staattnum = a.attnum
+WHERE a.attrelid = 'idgen_public_key'::regclass AND a.attname IN ('version', 'key')
+GROUP BY a.attname ORDER BY a.attname;
+
+-- Versions are never made twice: TRUNCATE and DELETE are refused (a
+-- retired version stays, key and all), and the next rotation makes a
+-- version above every one ever made.
+SELECT max(version) AS made_before FROM idgen_public_key \gset
+TRUNCATE idgen_public_key;
+DELETE FROM idgen_public_key WHERE version = 1;
+SELECT idgen_public_rotate() > :made_before AS above_every_version_made;
+-- A version keeps its number and its key; a retired one stays retired.
+\set VERBOSITY sqlstate
+UPDATE idgen_public_key SET version = 9 WHERE version = 1;
+UPDATE idgen_public_key SET key = '\x00000000000000000000000000000000' WHERE version = 2;
+\set VERBOSITY default
+SELECT :'LAST_ERROR_MESSAGE' AS message;
+UPDATE idgen_public_key SET retired_at = NULL WHERE version = 1;
+SELECT version, retired_at IS NULL AS live FROM idgen_public_key ORDER BY version;
+
+-- As logical replication's workers apply rows (session_replication_role
+-- 'replica'): another key for a version here retires that version, with a
+-- warning, instead of failing; a delete is skipped.
+SET session_replication_role = replica;
+UPDATE idgen_public_key SET key = '\x00000000000000000000000000000000', retired_at = NULL WHERE version = 2;
+INSERT INTO idgen_public_key VALUES (3, '\x00000000000000000000000000000000', now(), NULL);
+DELETE FROM idgen_public_key WHERE version = 3;
+RESET session_replication_role;
+SELECT version, key <> '\x00000000000000000000000000000000' AS own_key, retired_at IS NULL AS live
+FROM idgen_public_key ORDER BY version;
+SELECT idgen_public_rotate() AS version_after;
+
+-- Sharing keys: idgen_public_key_export() gives every version with its
+-- key; idgen_public_key_import() adds the versions not here, merges those
+-- here with the same key, and refuses the whole import if one is here
+-- with another key (nothing of the key in the message).
+SELECT jsonb_array_length(idgen_public_key_export()) AS versions,
+       (SELECT bool_and(e ->> 'key' ~ '^[0-9a-f]{32}$') FROM jsonb_array_elements(idgen_public_key_export()) e) AS hex_keys;
+SELECT idgen_public_key_import(idgen_public_key_export()) AS added_from_own_export;
+SELECT idgen_public_key_import(jsonb_build_array(
+    jsonb_build_object('version', 30, 'key', '000102030405060708090a0b0c0d0e0f',
+                       'created_at', now(), 'retired_at', NULL),
+    jsonb_build_object('version', 1, 'key', 'ffffffffffffffffffffffffffffffff',
+                       'created_at', now(), 'retired_at', NULL)));
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FILTER (WHERE version = 30) AS version_30_added FROM idgen_public_key;
+SELECT idgen_public_key_import(jsonb_build_array(
+    jsonb_build_object('version', 30, 'key', '000102030405060708090a0b0c0d0e0f',
+                       'created_at', now(), 'retired_at', NULL))) AS added;
+SELECT idgen_private(idgen_public(5)) AS decodes_with_30, left(idgen_public(5), 1) AS current_version;
+SELECT idgen_public_key_import('{"version": 31}');
+SELECT idgen_public_key_import('[{"version": 32, "key": "000102030405060708090a0b0c0d0e0f", "created_at": "2026-01-01", "retired_at": null}]');
+SELECT idgen_public_key_import('[{"version": 31, "key": "000102030405060708090a0b0c0d0e", "created_at": "2026-01-01", "retired_at": null}]');
+-- The last version, then none left.
+SELECT idgen_public_rotate() AS last_version;
+SELECT idgen_public_rotate();
 -- Privileges: any role encodes and decodes; only the owner reads keys,
 -- and only those granted the functions rotate and retire.
 CREATE ROLE public_stranger;
@@ -138,6 +226,20 @@ SELECT idgen_public_rotate();
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_public_retire(2);
 \echo :LAST_ERROR_SQLSTATE
+SELECT idgen_public_key_export();
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_public_key_import('[]');
+\echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
+-- Granted the functions, a role still reads and writes the keys with its
+-- own rights only.
+GRANT EXECUTE ON FUNCTION idgen_public_key_export(), idgen_public_key_import(jsonb) TO public_stranger;
+SET ROLE public_stranger;
+SELECT idgen_public_key_export();
+\echo :LAST_ERROR_SQLSTATE
+SELECT idgen_public_key_import('[]');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION idgen_public_key_export(), idgen_public_key_import(jsonb) FROM public_stranger;
 DROP ROLE public_stranger;
 DROP TABLE ids;

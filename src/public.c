@@ -39,28 +39,39 @@
  *	  extension's owner and is granted to nobody; the functions read it as
  *	  that owner (owner_sql.c).  Versions are 1 to 31 (one character); the
  *	  current key is the newest one not retired; a retired key decodes
- *	  nothing.  Each backend keeps the keys, expanded, until the table's
- *	  relcache entry is invalidated: a row trigger enabled ALWAYS sends that
- *	  invalidation for every write to the table (by the functions, a
- *	  restore, logical replication or an administrator), which other
- *	  backends process at their next transaction (the functions are STABLE
- *	  for it), and an aborted transaction processes its own.  Key material never appears in a
- *	  message, and is made and written inside C (pg_strong_random, SPI
- *	  parameters), never in a statement's text.
+ *	  nothing.  A version has one key forever, or a form would decode to
+ *	  another ID: rows are never deleted, so a rotation makes the version
+ *	  above every one ever made, and a restored, replicated or imported row
+ *	  never gives a version another key (the trigger idgen_public_key_guard
+ *	  in the extension script states the rules), and the keys are used only
+ *	  while it fires in every session (check_key_triggers).  CREATE
+ *	  EXTENSION makes no key, for the same reason.  Each backend keeps the
+ *	  keys, expanded, until the table's relcache entry is invalidated: a
+ *	  row trigger enabled ALWAYS sends that invalidation for every write to
+ *	  the table (by the functions, a restore, logical replication or an
+ *	  administrator), which other backends process at their next
+ *	  transaction (the functions are STABLE for it), and an aborted
+ *	  transaction processes its own.  Key material never appears in a
+ *	  message, and rotation makes and writes it inside C (pg_strong_random,
+ *	  SPI parameters), never in a statement's text; idgen_public_key_export
+ *	  and _import, in the script, hand keys to and from their caller only.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 
 #include "idgen.h"
 #include "idgen_sql.h"
@@ -181,10 +192,18 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"LOCK TABLE %1$s.idgen_public_key IN SHARE ROW EXCLUSIVE MODE",
 		0, {InvalidOid}
 	},
+	/*
+	 * Above every version ever made: rows are never deleted
+	 * (idgen_public_key_guard), retired ones included.  No row past the
+	 * last version: the table's CHECK would refuse it quoting the row, key
+	 * and all.
+	 */
 	[Q_ADD] = {
 		"INSERT INTO %1$s.idgen_public_key (version, key, created_at) "
 		"SELECT COALESCE(max(version), 0) OPERATOR(pg_catalog.+) 1, $1, pg_catalog.now() "
-		"FROM %1$s.idgen_public_key RETURNING version",
+		"FROM %1$s.idgen_public_key "
+		"HAVING COALESCE(max(version), 0) OPERATOR(pg_catalog.<) " CppAsString2(PUBLIC_MAX_VERSION) " "
+		"RETURNING version",
 		1, {BYTEAOID}
 	},
 	[Q_OTHERS_LIVE] = {
@@ -208,6 +227,59 @@ keys_invalidate(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == keys.relid)
 		keys.valid = false;
+}
+
+/*
+ * Refuse to use keys whose table's triggers do not fire in every session.
+ * idgen_public_key_guard is what keeps a version to one key when rows
+ * arrive by a restore or logical replication; a data-only restore made
+ * with pg_dump --disable-triggers leaves it an ordinary trigger (ENABLE
+ * TRIGGER ALL), which replication's workers do not fire, and an
+ * administrator may disable it.  Checked whenever the keys are read: any
+ * ALTER TABLE of the table invalidates its relcache entry, and so them.
+ */
+static void
+check_key_triggers(Oid relid, Oid nspid)
+{
+	static const struct
+	{
+		const char *trigger;
+		const char *function;
+	}			expected[] = {
+		{"idgen_public_key_guard", "idgen_public_key_guard"},
+		{"idgen_public_key_no_truncate", "idgen_public_key_guard"},
+		{"idgen_public_key_changed", "idgen_public_key_changed"},
+	};
+	Relation	rel = table_open(relid, AccessShareLock);
+	TriggerDesc *td = rel->trigdesc;
+	size_t		ok = 0;
+
+	for (size_t e = 0; e < lengthof(expected); e++)
+	{
+		for (int i = 0; td != NULL && i < td->numtriggers; i++)
+		{
+			const Trigger *t = &td->triggers[i];
+			char	   *fname;
+
+			if (strcmp(t->tgname, expected[e].trigger) != 0 ||
+				t->tgenabled != TRIGGER_FIRES_ALWAYS ||
+				get_func_namespace(t->tgfoid) != nspid)
+				continue;
+			fname = get_func_name(t->tgfoid);
+			if (fname != NULL && strcmp(fname, expected[e].function) == 0)
+			{
+				ok++;
+				break;
+			}
+		}
+	}
+	table_close(rel, AccessShareLock);
+	if (ok != lengthof(expected))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the triggers of idgen_public_key are not enabled ALWAYS"),
+				 errdetail("Without them firing in every session, a restore or a subscription could give a key version another key, and public IDs would decode to other IDs."),
+				 errhint("ALTER TABLE idgen_public_key ENABLE ALWAYS TRIGGER idgen_public_key_guard, ENABLE ALWAYS TRIGGER idgen_public_key_no_truncate, ENABLE ALWAYS TRIGGER idgen_public_key_changed;")));
 }
 
 /* The keys of the extension called through 'fcinfo', read if not cached. */
@@ -238,6 +310,8 @@ public_keys(FunctionCallInfo fcinfo)
 	memset(&keys, 0, sizeof(keys));
 	keys.nspid = fn.nspid;
 	keys.relid = get_relname_relid("idgen_public_key", fn.nspid);
+	if (OidIsValid(keys.relid))
+		check_key_triggers(keys.relid, fn.nspid);
 	idgen_sql_begin(&fn, &statements, &cx);
 	n = idgen_sql_run(&cx, Q_KEYS, NULL, NULL);
 	for (uint64 i = 0; i < n; i++)
@@ -269,8 +343,8 @@ current_version(const PublicKeys *k)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("there is no public ID key"),
-				 errdetail("Every key version of idgen_public_key is retired."),
-				 errhint("An administrator makes one with idgen_public_rotate().")));
+				 errdetail("idgen_public_key has no live key version: none was made or imported, or every one is retired."),
+				 errhint("An administrator makes one with idgen_public_rotate(), or imports the keys of the servers whose public IDs this one must read with idgen_public_key_import().")));
 	return k->current;
 }
 
@@ -346,34 +420,50 @@ public_text(int version, uint64 block)
 	return cstring_to_text_with_len(out, PUBLIC_LEN);
 }
 
+/*
+ * Refuse 'input' (len bytes, not terminated).  The message quotes at most
+ * its first PUBLIC_QUOTE_MAX characters: the input is the caller's, of any
+ * length, and an error is copied into the server log and to the client.
+ */
+#define PUBLIC_QUOTE_MAX	32
+
 static void
-report_invalid(const char *input, const char *detail)
+report_invalid(const char *input, int len, const char *detail)
 {
+	int			quoted = pg_mbcharcliplen(input, len, PUBLIC_QUOTE_MAX);
+
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-			 errmsg("invalid input syntax for a public ID: \"%s\"", input),
+			 errmsg("invalid input syntax for a public ID: \"%.*s%s\"",
+					quoted, input, quoted < len ? "..." : ""),
 			 errdetail_internal("%s", detail)));
 }
 
-/* Read 15 characters into a version and a block, or refuse with the reason. */
+/*
+ * Read 15 characters into a version and a block, or refuse with the
+ * reason.  Read as Crockford's decoder reads: either case, O as 0, I and L
+ * as 1, so one ID has several accepted spellings; the canonical one is
+ * what idgen_public returns (README, Public IDs).
+ */
 static void
 parse_public(const char *input, int len, int *version, uint64 *block)
 {
 	int			sym[PUBLIC_LEN];
 
 	if (len != PUBLIC_LEN)
-		report_invalid(input, psprintf(_("A public ID is %d characters long; this one has %d."),
-									   PUBLIC_LEN, len));
+		report_invalid(input, len,
+					   psprintf(_("A public ID is %d characters long; this one has %d."),
+								PUBLIC_LEN, pg_mbstrlen_with_len(input, len)));
 	for (int i = 0; i < PUBLIC_LEN; i++)
 	{
 		sym[i] = base32_value(input[i]);
 		if (sym[i] < 0)
-			report_invalid(input, _("A public ID is written in Crockford's base32: the digits and the letters but I, L, O and U."));
+			report_invalid(input, len, _("A public ID is written in Crockford's base32: the digits and the letters but U (I and L are read as 1, O as 0)."));
 	}
 	if (sym[1] > 0xF)
-		report_invalid(input, _("Its second character is out of range: a public ID's second character is 0 to F."));
+		report_invalid(input, len, _("Its second character is out of range: a public ID's second character is 0 to F."));
 	if (crc5(sym, PUBLIC_LEN - 1) != sym[PUBLIC_LEN - 1])
-		report_invalid(input, _("Its check character does not match: a character is mistyped."));
+		report_invalid(input, len, _("Its check character does not match: a character is mistyped."));
 	*version = sym[0];
 	*block = 0;
 	for (int i = 1; i <= 13; i++)
@@ -401,15 +491,16 @@ Datum
 idgen_private(PG_FUNCTION_ARGS)
 {
 	text	   *t = PG_GETARG_TEXT_PP(0);
-	char	   *input = text_to_cstring(t);
+	const char *input = VARDATA_ANY(t);
+	int			len = (int) VARSIZE_ANY_EXHDR(t);
 	const PublicKeys *k;
 	int			version;
 	uint64		block;
 
-	parse_public(input, (int) VARSIZE_ANY_EXHDR(t), &version, &block);
+	parse_public(input, len, &version, &block);
 	k = public_keys(fcinfo);
 	if (version < 1 || !k->live[version])
-		report_invalid(input, psprintf(_("It was made with key version %d, which is retired or was never made."),
+		report_invalid(input, len, psprintf(_("It was made with key version %d, which is retired or was never made."),
 									   version));
 	PG_RETURN_INT64((int64) speck_decrypt(&k->key[version], block));
 }
@@ -495,7 +586,7 @@ idgen_public_rotate(PG_FUNCTION_ARGS)
 	IdgenSqlContext cx;
 	bytea	   *key = palloc(VARHDRSZ + PUBLIC_KEY_BYTES);
 	Datum		arg;
-	int32		version;
+	int32		version = 0;
 	bool		isnull;
 
 	SET_VARSIZE(key, VARHDRSZ + PUBLIC_KEY_BYTES);
@@ -507,11 +598,11 @@ idgen_public_rotate(PG_FUNCTION_ARGS)
 	idgen_sql_begin(&fn, &statements, &cx);
 	(void) idgen_sql_run(&cx, Q_LOCK, NULL, NULL);
 	arg = PointerGetDatum(key);
-	(void) idgen_sql_run(&cx, Q_ADD, &arg, NULL);
-	version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (idgen_sql_run(&cx, Q_ADD, &arg, NULL) > 0)
+		version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	idgen_sql_end(&cx);
 	memset(VARDATA(key), 0, PUBLIC_KEY_BYTES);
-	if (version > PUBLIC_MAX_VERSION)
+	if (version == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("all %d public ID key versions are used", PUBLIC_MAX_VERSION),

@@ -51,6 +51,7 @@ init_cluster ""
 start_cluster
 
 sql "CREATE EXTENSION idgen" >/dev/null
+sql "SELECT idgen_public_rotate()" >/dev/null   # CREATE EXTENSION makes no key
 create_bench_ms
 
 declare -A query=(

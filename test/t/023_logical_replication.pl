@@ -13,6 +13,13 @@
 #    goes down (a lower value, a dropped key), as ordinary use on the
 #    subscriber itself still may (the merging triggers fire only in
 #    replication).
+#  - Public ID keys (idgen_public_key, published too): each of the three
+#    servers made its own version 1 and 50 forms with it.  On the
+#    subscriber, after the sync, no form decodes to another ID: the
+#    version met a second key and is retired there, with a warning, so all
+#    150 are refused; each publisher still decodes its own.  A TRUNCATE of
+#    the keys is refused on a publisher, and a version made there later
+#    decodes its forms on the subscriber.
 #  - One publisher taken over by its subscriber (a blue/green switch):
 #    after the subscriptions are dropped, the subscriber's per-key
 #    sequences, cached ones too, continue above the publisher's last
@@ -71,6 +78,37 @@ $pub_b->safe_psql('postgres', q{
 	SELECT worker_id FROM idgen_worker_acquire('holder-b', '10 minutes', max_workers => 1);
 	CREATE PUBLICATION pb FOR ALL TABLES;
 });
+# Public IDs: each server makes a key of its own (version 1 on each) and
+# hands out 50 forms with it, before any subscription.
+my $ensure_key = q{SELECT idgen_public_rotate()
+	WHERE NOT EXISTS (SELECT FROM idgen_public_key WHERE retired_at IS NULL)};
+my %forms;
+for my $s ([ 'a', $pub_a, 1000 ], [ 'b', $pub_b, 2000 ], [ 'sub', $sub, 3000 ])
+{
+	my ($name, $node, $base) = @$s;
+	$node->safe_psql('postgres', $ensure_key);
+	$forms{$name} = $node->safe_psql('postgres', qq{
+		SELECT string_agg(id || ':' || idgen_public(id), ',' ORDER BY id)
+		FROM generate_series($base + 1, $base + 50) id});
+}
+# On a server, a list of 'id:form' pairs as counts: decoded to their ID,
+# refused with an error, decoded to another ID.
+sub decode_counts
+{
+	my ($node, $list) = @_;
+	return $node->safe_psql('postgres', qq{
+		CREATE FUNCTION pg_temp.try_private(form text) RETURNS bigint LANGUAGE plpgsql AS \$\$
+		BEGIN
+			RETURN idgen_private(form);
+		EXCEPTION WHEN OTHERS THEN
+			RETURN NULL;
+		END \$\$;
+		SELECT count(*) FILTER (WHERE d = id) || ' right, ' || count(*) FILTER (WHERE d IS NULL)
+		       || ' refused, ' || count(*) FILTER (WHERE d <> id) || ' wrong'
+		FROM (SELECT split_part(p, ':', 1)::bigint AS id, pg_temp.try_private(split_part(p, ':', 2)) AS d
+		      FROM unnest(string_to_array('$list', ',')) p) s});
+}
+
 my $token_a = $pub_a->safe_psql('postgres', 'SELECT token FROM idgen_worker_lease WHERE id = 0');
 my $token_b = $pub_b->safe_psql('postgres', 'SELECT token FROM idgen_worker_lease WHERE id = 0');
 isnt($token_a, $token_b, 'the two publishers leased worker id 0 with different tokens');
@@ -106,6 +144,19 @@ if (!$synced)
 
 is($sub->safe_psql('postgres', q{SELECT string_agg(src || n, ',' ORDER BY src) FROM orders}),
 	'a100,b40', "both publishers' orders arrived");
+
+# Three keys of version 1 met on the subscriber: no form decodes to another
+# ID there, neither its own nor a publisher's (the version is retired there,
+# with a warning), and each publisher still decodes its own.
+for my $name ('sub', 'a', 'b')
+{
+	is(decode_counts($sub, $forms{$name}), '0 right, 50 refused, 0 wrong',
+		"on the subscriber, no form of $name decodes to another ID: all are refused");
+}
+ok($sub->log_contains(qr/WARNING:  public ID key version 1 arrived with another key than this server's/,
+		$log_offset), 'the subscriber warned of the key that arrived for its version 1');
+is(decode_counts($pub_a, $forms{a}), '50 right, 0 refused, 0 wrong', 'a decodes its own forms');
+is(decode_counts($pub_b, $forms{b}), '50 right, 0 refused, 0 wrong', 'b decodes its own forms');
 is($sub->safe_psql('postgres', q{SELECT string_agg(key, ',' ORDER BY key) FROM idgen_seq}),
 	'a:only,app:1,b:only,cached:1,conv:1,down:1,fresh:1', "every publisher's keys arrived");
 is($sub->safe_psql('postgres', q{
@@ -178,6 +229,23 @@ my $form = $pub_a->safe_psql('postgres', 'SELECT idgen_public(4242)');
 $pub_a->wait_for_catchup('sa');
 is($sub->safe_psql('postgres', "SELECT idgen_private('$form')"), '4242',
 	"a public ID key made on the publisher decodes the publisher's forms on the subscriber");
+# A TRUNCATE of the keys on the publisher is refused (it would replicate
+# and empty the subscriber's), and no version is made twice there.
+like(sql_error($pub_a, 'TRUNCATE idgen_public_key'), qr/cannot truncate idgen_public_key/,
+	'TRUNCATE idgen_public_key is refused on the publisher');
+is($pub_a->safe_psql('postgres', 'SELECT idgen_public_rotate() > max(version) FROM idgen_public_key'),
+	't', 'the next rotation makes a version above every one made');
+my $form2 = $pub_a->safe_psql('postgres', 'SELECT idgen_public(4343)');
+$pub_a->wait_for_catchup('sa');
+is($sub->safe_psql('postgres', "SELECT idgen_private('$form') || ' ' || idgen_private('$form2')"), '4242 4343',
+	"the subscriber still decodes the publisher's forms, and those of its newer key");
+# A retirement on the publisher arrives as an update of the same key: the
+# subscriber retires the version too.
+$pub_a->safe_psql('postgres', "SELECT idgen_public_retire(2)");
+$pub_a->wait_for_catchup('sa');
+is($sub->safe_psql('postgres', 'SELECT retired_at IS NOT NULL FROM idgen_public_key WHERE version = 2')
+	. ', ' . decode_counts($sub, "4242:$form"), 't, 0 right, 1 refused, 0 wrong',
+	'a version the publisher retired is retired on the subscriber: its forms are refused');
 $sub->safe_psql('postgres', 'DROP SUBSCRIPTION sa');
 
 my $next = $sub->safe_psql('postgres', q{SELECT idgen_seq_next('conv:1')});

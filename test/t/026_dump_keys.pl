@@ -4,6 +4,12 @@
 # one of that table and idgen_seq (-t orders -t idgen_seq) carries every
 # key: restored into a database with the extension created, each key goes
 # on above its dumped value, like a serial column after its setval.
+# Public ID keys: a whole dump restores them (CREATE EXTENSION makes none
+# to meet them); a data-only restore of them into a database with another
+# version 1 is refused; idgen_public_key_export / _import share keys
+# between databases that read each other's forms, and refuse an import
+# once both have made a version of their own.  An invalid public ID of
+# 20 MB is quoted in its error, and in the server log, by 32 characters.
 use strict;
 use warnings;
 
@@ -23,7 +29,8 @@ $node->safe_psql('postgres', q{
 	SELECT idgen_seq_next('fast') FROM generate_series(1, 5);
 });
 my $fast_before = $node->safe_psql('postgres', q{SELECT idgen_seq_current('fast')});
-# Public ID keys: version 1 (made by CREATE EXTENSION) and a version 2.
+# Public ID keys: versions 1 and 2 (CREATE EXTENSION makes none).
+$node->safe_psql('postgres', q{SELECT idgen_public_rotate()});
 my $form_v1 = $node->safe_psql('postgres', q{SELECT idgen_public(777)});
 $node->safe_psql('postgres', q{SELECT idgen_public_rotate()});
 my $form_v2 = $node->safe_psql('postgres', q{SELECT idgen_public(778)});
@@ -71,11 +78,91 @@ is($node->safe_psql('restored', q{SELECT count(*) FROM orders WHERE n > 0}), '44
 	  or die "pg_restore: $err";
 	is($node->safe_psql('whole', q{SELECT idgen_seq_next('conv:42') || ' ' || idgen_seq_next('batch')}),
 		'42 20', 'a whole-database dump carries every key');
-	# CREATE EXTENSION made a version 1 of its own there; the dumped one
-	# replaced it.
+	# (CREATE EXTENSION made no key there: the dumped ones are the only ones.)
 	is($node->safe_psql('whole', qq{SELECT idgen_private('$form_v1') || ' ' || idgen_private('$form_v2')}),
 		'777 778', 'and the public ID keys: forms made before the dump decode after the restore');
 	is($node->safe_psql('whole', q{SELECT left(idgen_public(1), 1)}), '2', 'with the same current version');
+}
+
+# A data-only dump of the keys restored into a database that made a key of
+# its own: its version 1 is another key, so the restore of the keys fails
+# whole (23505) rather than decode that database's forms to other IDs, and
+# its keys stay as they were.
+{
+	my $keys_only = dump_of('--data-only', '-t', 'idgen_public_key');
+	$node->safe_psql('postgres', 'CREATE DATABASE own_key');
+	$node->safe_psql('own_key', 'CREATE EXTENSION idgen');
+	$node->safe_psql('own_key', 'SELECT idgen_public_rotate()');
+	my $own_form = $node->safe_psql('own_key', 'SELECT idgen_public(555)');
+	my ($ret, $out, $err) = $node->psql('own_key', $keys_only);
+	like($err, qr/public ID key version 1 exists here with another key/,
+		'a data-only restore of the keys into a database with another version 1 is refused');
+	is($node->safe_psql('own_key', qq{SELECT count(*) || ' ' || idgen_private('$own_form') FROM idgen_public_key}),
+		'1 555', 'and that database keeps its key: its forms decode as before');
+}
+
+# A data-only dump of the keys made with --disable-triggers ends with ENABLE
+# TRIGGER ALL, which leaves idgen_public_key's triggers ordinary ones:
+# logical replication's workers would not fire the guard.  The forms are
+# refused until they are enabled ALWAYS again.
+{
+	my $keys_only = dump_of('--data-only', '--disable-triggers', '-t', 'idgen_public_key');
+	$node->safe_psql('postgres', 'CREATE DATABASE no_guard');
+	$node->safe_psql('no_guard', 'CREATE EXTENSION idgen');
+	$node->safe_psql('no_guard', $keys_only, on_error_stop => 1);
+	is($node->safe_psql('no_guard', q{SELECT string_agg(tgname || ':' || tgenabled::text, ',' ORDER BY tgname)
+		FROM pg_trigger WHERE tgrelid = 'idgen_public_key'::regclass}),
+		'idgen_public_key_changed:O,idgen_public_key_guard:O,idgen_public_key_no_truncate:O',
+		'a data-only restore with --disable-triggers leaves the key triggers ordinary ones');
+	like(sql_error($node, qq{\\c no_guard\nSELECT idgen_private('$form_v1')}),
+		qr/the triggers of idgen_public_key are not enabled ALWAYS/, 'and the forms are refused');
+	$node->safe_psql('no_guard', q{ALTER TABLE idgen_public_key ENABLE ALWAYS TRIGGER idgen_public_key_guard,
+		ENABLE ALWAYS TRIGGER idgen_public_key_no_truncate, ENABLE ALWAYS TRIGGER idgen_public_key_changed});
+	is($node->safe_psql('no_guard', qq{SELECT idgen_private('$form_v1')}), '777',
+		'enabled ALWAYS again (the hint), they decode');
+}
+
+# Sharing keys between databases (or servers) that read each other's
+# forms: the export of one, imported into the other before it makes keys
+# of its own.
+{
+	$node->safe_psql('postgres', 'CREATE DATABASE other');
+	$node->safe_psql('other', 'CREATE EXTENSION idgen');
+	my $export = $node->safe_psql('postgres', 'SELECT idgen_public_key_export()');
+	unlike($export, qr/\\x/, 'the export writes keys as plain hexadecimal digits');
+	is($node->safe_psql('other', "SELECT idgen_public_key_import('$export')"), '2',
+		'the other database imports both versions');
+	my $form_other = $node->safe_psql('other', 'SELECT idgen_public(779)');
+	is($node->safe_psql('other', qq{SELECT idgen_private('$form_v1') || ' ' || idgen_private('$form_v2')}),
+		'777 778', "it decodes the first one's forms");
+	is($node->safe_psql('postgres', qq{SELECT idgen_private('$form_other')}), '779',
+		'and the first one decodes its forms');
+	# A rotation on one, exported again: the import adds the new version.
+	$node->safe_psql('postgres', 'SELECT idgen_public_rotate()');
+	$export = $node->safe_psql('postgres', 'SELECT idgen_public_key_export()');
+	is($node->safe_psql('other', "SELECT idgen_public_key_import('$export')"), '1',
+		'a rotation exported again adds one version');
+	# Both rotate on their own: their version 4 differs, and the import is
+	# refused whole, changing nothing.
+	$node->safe_psql($_, 'SELECT idgen_public_rotate()') for ('postgres', 'other');
+	$export = $node->safe_psql('postgres', 'SELECT idgen_public_key_export()');
+	my ($ret, $out, $err) = $node->psql('other', "SELECT idgen_public_key_import('$export')");
+	like($err, qr/public ID key version 4 exists here with another key/,
+		'after rotations on both, the import is refused');
+	unlike($err, qr/[0-9a-f]{32}/, 'and its message quotes no key');
+	is($node->safe_psql('other', 'SELECT max(version) FROM idgen_public_key'), '4', 'nothing was imported');
+}
+
+# A form of 20 MB: the error, in the server log too, quotes its first 32
+# characters and says how long it was.
+{
+	my $offset = -s $node->logfile;
+	my ($ret, $out, $err) = $node->psql('postgres', q{SELECT idgen_private(repeat('x', 20000000))});
+	like($err, qr/"x{32}\.\.\."\nDETAIL:  A public ID is 15 characters long; this one has 20000000\./,
+		'a 20 MB input: the error quotes 32 characters and the length');
+	my $log = PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset);
+	like($log, qr/ERROR:  invalid input syntax for a public ID: "x{32}\.\.\."/, 'so does the server log');
+	cmp_ok(length($log), '<', 2000, 'which grew by less than 2 000 bytes');
 }
 
 $node->stop;
