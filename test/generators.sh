@@ -108,7 +108,7 @@ export PYTHONDONTWRITEBYTECODE=1
 echo "pg $(sed -n 's/^  "version": "\(.*\)",$/\1/p' "$W/examples/node/node_modules/pg/package.json")," \
 	"psycopg2 $("$PYTHON" -c 'import psycopg2; print(psycopg2.__version__.split()[0])')"
 
-out=$(timeout 300 "$PYTHON" "$W/check.py" 2>&1)
+out=$(timeout 480 "$PYTHON" "$W/check.py" 2>&1)
 status=$?
 printf '%s\n' "$out"
 passed=$(grep -c '^ok: ' <<<"$out")
