@@ -165,7 +165,8 @@ class Snowflake {
   // false if it was released already. An application's lease reports no
   // horizon (only a server's lease does): its IDs carry its clock's
   // reading, never a millisecond ahead, and the id's next holder starts at
-  // least the quarantine later.
+  // least the quarantine after the lease's expiry (the release does not
+  // bring it forward), when this generator has stopped anyway.
   async close() {
     this._stop('closed');
     if (this._onSignal) {

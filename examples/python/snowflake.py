@@ -163,7 +163,8 @@ class Snowflake:
         False if it was released already. An application's lease reports
         no horizon (only a server's lease does): its IDs carry its clock's
         reading, never a millisecond ahead, and the id's next holder starts
-        at least the quarantine later."""
+        at least the quarantine after the lease's expiry (the release does
+        not bring it forward), when this generator has stopped anyway."""
         self._stop("closed")
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)

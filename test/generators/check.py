@@ -378,7 +378,9 @@ def handover(ttl, end_leases, wait):
     end_leases(olds)
     ended = sql("SELECT id, expires_at FROM idgen_worker_lease WHERE token = ANY(%s)",
                 ([g.token for g in olds],))
-    news, started = start_pair(f"new-{ttl}", ttl, wait)
+    # The next holders' own ttl is short: once closed, their ids rest only
+    # briefly for the next case.
+    news, started = start_pair(f"new-{ttl}", TTL, wait)
     new_producers = [Producer(g) for g in news if g.started]
     time.sleep(2)
     for p in old_producers + new_producers:
