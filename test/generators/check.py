@@ -319,8 +319,8 @@ while sql("SELECT current_setting('idgen.worker_quarantine')")[0][0] != f"{QUARA
 def start_pair(name, ttl, timeout):
     """A Node.js and a Python generator leasing among ids 0 and 1, each
     started again every 0.5 s while both ids are taken, for up to timeout
-    seconds: the generators, and when each started (None: never)."""
-    pair, started = [], []
+    seconds (g.started is false for one that never started)."""
+    pair = []
     give_up = time.monotonic() + timeout
     for lang in ("node", "python"):
         while True:
@@ -330,13 +330,12 @@ def start_pair(name, ttl, timeout):
             g.exited()
             time.sleep(0.5)
         pair.append(g)
-        started.append(time.monotonic() if g.started else None)
-    return pair, started
+    return pair
 
 
 class Producer:
-    """Makes IDs with a generator without pause, batch after batch, until it
-    fails or stop() is called: the IDs, and the error that ended it."""
+    """Makes IDs with a generator, a batch of 1 000 every 20 ms or so, until
+    it fails or stop() is called: the IDs, and the error that ended it."""
 
     def __init__(self, g):
         self.g, self.ids, self.error = g, [], None
@@ -370,7 +369,7 @@ def handover(ttl, end_leases, wait):
     while they generate; two others try to start for up to 'wait' seconds.
     The old and the new holders' producers (the new ones stopped 2 s after
     they start), and the old leases' rows right after they ended."""
-    olds, _ = start_pair(f"old-{ttl}", ttl, 3 * TTL + QUARANTINE + 5)
+    olds = start_pair(f"old-{ttl}", ttl, 3 * TTL + QUARANTINE + 5)
     if not all(ok(g.started, f"ttl {ttl} s: {g.name} starts ({g.first})") for g in olds):
         return None
     old_producers = [Producer(g) for g in olds]
@@ -380,7 +379,7 @@ def handover(ttl, end_leases, wait):
                 ([g.token for g in olds],))
     # The next holders' own ttl is short: once closed, their ids rest only
     # briefly for the next case.
-    news, started = start_pair(f"new-{ttl}", TTL, wait)
+    news = start_pair(f"new-{ttl}", TTL, wait)
     new_producers = [Producer(g) for g in news if g.started]
     time.sleep(2)
     for p in old_producers + new_producers:
