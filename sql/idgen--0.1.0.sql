@@ -706,8 +706,9 @@ REVOKE ALL ON FUNCTION @extschema@.idgen_worker_acquire(text, interval, bigint, 
     @extschema@.idgen_worker_purge(),
     @extschema@.idgen_worker_reset_horizon(bigint, bigint, timestamptz) FROM PUBLIC;
 
--- Every lease with its state: held, quarantine (ended, the id resting for
--- idgen.worker_quarantine) or free.  A session-bound lease is held while its
+-- Every lease with its state: held, quarantine (ended, the id resting until
+-- the lease's expiry, even if it was released before, plus
+-- idgen.worker_quarantine; see lease.c) or free.  A session-bound lease is held while its
 -- session holds the id's advisory lock (classid 1768187749 = 0x69646765,
 -- objsubid 26980 = 0x6964, see lease.c).
 CREATE VIEW @extschema@.idgen_worker_leases AS
@@ -716,7 +717,8 @@ CREATE VIEW @extschema@.idgen_worker_leases AS
            l.acquired_at, l.renewed_at, l.expires_at, l.released_at,
            CASE WHEN l.ended_at IS NULL THEN
                      CASE WHEN l.session_held THEN 'held' ELSE 'quarantine' END
-                WHEN l.ended_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN 'held'
+                WHEN l.released_at IS NULL
+                     AND l.ended_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN 'held'
                 WHEN (l.ended_at OPERATOR(pg_catalog.+) l.quarantine) OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
                      THEN 'quarantine'
                 ELSE 'free' END AS state,
@@ -725,7 +727,7 @@ CREATE VIEW @extschema@.idgen_worker_leases AS
                  (l.id::bigint OPERATOR(pg_catalog.&)
                   ((1::bigint OPERATOR(pg_catalog.<<) w.bits) OPERATOR(pg_catalog.-) 1))::int AS worker_id,
                  l.*,
-                 COALESCE(l.released_at, l.expires_at) AS ended_at,
+                 GREATEST(l.released_at, l.expires_at) AS ended_at,
                  w.quarantine,
                  k.pid AS holder_pid,
                  k.pid IS NOT NULL AS session_held
@@ -978,7 +980,8 @@ COMMENT ON TABLE @extschema@.idgen_worker_lease IS
 --
 --   idgen_worker_lease: one row per worker id.  Of a lease that arrives
 --   and the one there, with different tokens, the one that ends later is
---   kept (a held one, NULL end, last of all); the same lease (same token)
+--   kept (its expiry, or its release if later, as lease.c counts a lease's
+--   end; a held session-bound one, NULL end, last of all); the same lease (same token)
 --   is updated as it arrives (renewed, released).  horizon and
 --   handover_horizon are the greater of both: where the id's next holder
 --   starts, never lowered.  Deletes are skipped.  So a worker id some
@@ -1097,8 +1100,8 @@ BEGIN
         merged_horizon := GREATEST(NEW.horizon, OLD.horizon);
         merged_handover := GREATEST(NEW.handover_horizon, OLD.handover_horizon);
         IF NEW.token <> OLD.token
-           AND (COALESCE(NEW.released_at, NEW.expires_at, 'infinity')
-                < COALESCE(OLD.released_at, OLD.expires_at, 'infinity')
+           AND (COALESCE(GREATEST(NEW.released_at, NEW.expires_at), 'infinity')
+                < COALESCE(GREATEST(OLD.released_at, OLD.expires_at), 'infinity')
                 OR EXISTS (SELECT FROM @extschema@.idgen_worker_lease l
                            WHERE l.token = NEW.token AND l.id <> OLD.id)) THEN
             NEW := OLD;

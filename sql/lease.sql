@@ -17,6 +17,10 @@ SELECT * FROM idgen_worker_acquire('app-2', max_workers => 1);
 SELECT idgen_worker_renew(0, :t1) BETWEEN clock_timestamp() + '29 s' AND clock_timestamp() + '31 s' AS renewed;
 SELECT idgen_worker_renew(0, :t1, '1 min') BETWEEN clock_timestamp() + '59 s' AND clock_timestamp() + '61 s' AS renewed_for_a_minute;
 SELECT ttl FROM idgen_worker_lease WHERE token = :t1;
+-- A renewal never moves the expiry earlier: the holder may generate until
+-- the expiry it was given, whoever renews with a shorter ttl.
+SELECT idgen_worker_renew(0, :t1, '1 s') BETWEEN clock_timestamp() + '58 s' AND clock_timestamp() + '61 s' AS expiry_kept;
+SELECT ttl FROM idgen_worker_lease WHERE token = :t1;
 -- Another token, or another worker id: nobody renews a lease not theirs.
 SELECT idgen_worker_renew(0, :t1 + 1000);
 \echo :LAST_ERROR_SQLSTATE
@@ -31,19 +35,33 @@ SELECT idgen_worker_release(0, :t1) AS released_again;
 SELECT idgen_worker_renew(0, :t1);
 \echo :LAST_ERROR_SQLSTATE
 
+-- A release does not shorten the id's rest: the holder hears of it only at
+-- its next renewal, and may generate until the lease's expiry if the
+-- database is out of its reach.  So the id rests until the expiry plus the
+-- quarantine, also once the quarantine after the release has passed, and
+-- the purge keeps the lease.
+SELECT pg_sleep(1.1);
+SELECT * FROM idgen_worker_acquire('app-2', max_workers => 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT state, expires_at > clock_timestamp() + '55 s' AS expiry_kept FROM idgen_worker_leases;
+SELECT idgen_worker_purge() AS purged;
+-- The minute passes (the expiry is moved back here rather than waited for).
+UPDATE idgen_worker_lease SET expires_at = clock_timestamp() WHERE token = :t1;
+
 -- Quarantine: the id rests before it is leased again, with a greater token.
 SELECT * FROM idgen_worker_acquire('app-2', max_workers => 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT state FROM idgen_worker_leases;
 SELECT pg_sleep(1.1);
 SELECT state FROM idgen_worker_leases;
-SELECT worker_id, token AS t2 FROM idgen_worker_acquire('app-2', max_workers => 1) \gset
+SELECT worker_id, token AS t2 FROM idgen_worker_acquire('app-2', ttl => '1 s', max_workers => 1) \gset
 SELECT :worker_id AS worker_id, :t2 > :t1 AS token_grew;
 SELECT idgen_worker_release(0, :t2) AS released;
 
 -- Expiry: an expired lease rests too; renewed late it is still its
 -- holder's until someone acquires the id; then the old token is lost.
-SELECT pg_sleep(1.1);
+-- (t2's expiry, 1 s after it was taken, plus the quarantine, first.)
+SELECT pg_sleep(2.1);
 SELECT token AS t3 FROM idgen_worker_acquire('short', ttl => '200 ms', max_workers => 1) \gset
 SELECT pg_sleep(0.3);
 SELECT state FROM idgen_worker_leases;
@@ -63,7 +81,7 @@ SELECT idgen_worker_release(0, :t3);
 -- is handed out once.
 SELECT count(*) AS acquired, count(DISTINCT (a.datacenter_id, a.worker_id)) AS distinct_ids,
        count(*) FILTER (WHERE a.datacenter_id = 3 AND a.worker_id = 7) AS own_id_leased
-FROM generate_series(1, 102) i, LATERAL idgen_worker_acquire('many-' || i, max_workers => 104) a;
+FROM generate_series(1, 102) i, LATERAL idgen_worker_acquire('many-' || i, '5 s', max_workers => 104) a;
 SELECT * FROM idgen_worker_acquire('one-too-many', max_workers => 104);
 \echo :LAST_ERROR_SQLSTATE
 SELECT state, count(*) FROM idgen_worker_leases GROUP BY state ORDER BY state;
@@ -116,9 +134,14 @@ ROLLBACK;
 SELECT count(*) AS session_locks_left FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 26980;
 SELECT count(*) AS rows_for_rolled_back FROM idgen_worker_lease WHERE token > :ts;
 
--- Purge: leases whose id has rested are deleted (their ids are free anyway).
+-- Purge: leases whose id has rested are deleted (their ids are free anyway);
+-- a released lease has rested only once its expiry has passed (5 s after
+-- the 'many' leases were taken).
 SELECT count(*) AS released FROM idgen_worker_lease l
 WHERE holder LIKE 'many-%' AND idgen_worker_release(l.id & 31, l.token);
+SELECT idgen_worker_purge() > 0 AS purged_the_session_lease;
+SELECT count(*) AS released_but_kept FROM idgen_worker_lease WHERE holder LIKE 'many-%';
+SELECT pg_sleep(5);
 SELECT idgen_worker_purge() AS purged;
 SELECT holder, state FROM idgen_worker_leases ORDER BY holder;
 RESET idgen.worker_quarantine;

@@ -57,10 +57,22 @@ SELECT claim_error(101, 'server A2 started at 3');
 -- renews it (a server restarted by a crash keeps the token in a file).
 SELECT claim_error(101, 'server A started at 1');
 SELECT idgen_worker_renew(5, :t1) > now() AS renewed;
--- Released (a clean shutdown): another server may claim it (no quarantine here).
-SELECT idgen_worker_release(5, :t1);
+-- Released at a clean shutdown, by the server's registry process once it
+-- has stopped generating, with the bound of what it issued: another server
+-- may claim it (no quarantine here), and starts above that bound.
+SELECT idgen_worker_release(5, :t1, now());
 SELECT datacenter_id, worker_id FROM idgen_server_lease(202, 'server B started at 2', '30 s', 2, 5);
 SELECT holder, system_identifier, state FROM idgen_worker_leases WHERE datacenter_id = 2 AND worker_id = 5;
+-- Released by an administrator (the token from the lease table, no
+-- horizon): the server hears of it only at its next renewal and may
+-- generate until the lease's expiry, so the id rests until then plus the
+-- quarantine, and its horizon cannot be reset before.
+SELECT token AS tx FROM idgen_server_lease(111, 'server X started at 5', '30 s', 2, 6) \gset
+SELECT idgen_worker_release(6, :tx);
+SELECT claim_error(222, 'server Y started at 6', 2, 6);
+\set VERBOSITY terse
+SELECT idgen_worker_reset_horizon(2, 6, now());
+\set VERBOSITY default
 
 -- Handover: a holder reports the bound of its IDs with its claim and every
 -- renewal (the greatest is kept), and with its release what it did issue;
@@ -99,7 +111,7 @@ SELECT idgen_worker_release(2, :g1, now());
 -- as its lease's end plus the same reach: the next holder starts there, not
 -- 99 years ahead.
 UPDATE idgen_worker_lease SET horizon = now() + interval '99 years',
-    released_at = :'t0'::timestamptz - interval '1 min'
+    released_at = :'t0'::timestamptz - interval '1 min', expires_at = :'t0'::timestamptz - interval '1 min'
 WHERE id = (1 << 5) | 2;
 SELECT token AS g2, handover_horizon - :'t0' AS handover_horizon
 FROM idgen_server_lease(808, 'server H', '30 s', 1, 2) \gset
@@ -112,7 +124,7 @@ SELECT horizon - :'t0' AS horizon FROM idgen_worker_leases WHERE datacenter_id =
 \set VERBOSITY terse
 SELECT idgen_worker_reset_horizon(1, 2, now());
 \set VERBOSITY default
-SELECT idgen_worker_release(2, :g2);
+SELECT idgen_worker_release(2, :g2, :'t0');
 SELECT idgen_worker_reset_horizon(1, 2, :'t0'::timestamptz + interval '3 s') - :'t0' AS was;
 SELECT horizon - :'t0' AS horizon FROM idgen_worker_leases WHERE datacenter_id = 1 AND worker_id = 2;
 SELECT idgen_worker_reset_horizon(1, 2) - :'t0' AS was;
@@ -134,11 +146,13 @@ SELECT idgen_worker_release(2, :i1);
 
 -- The purge keeps a row with a horizon (the id's only record of it), even
 -- long after its release, and deletes a row without one that has rested.
-UPDATE idgen_worker_lease SET released_at = now() - interval '1 day' WHERE token = :h2;
+UPDATE idgen_worker_lease SET released_at = now() - interval '1 day', expires_at = now() - interval '1 day'
+WHERE token = :h2;
 SELECT token AS horizonless_token
 FROM idgen_server_lease(606, 'server F', '30 s', 2, 9) \gset
 SELECT idgen_worker_release(9, :horizonless_token);
-UPDATE idgen_worker_lease SET released_at = now() - interval '1 day' WHERE token = :horizonless_token;
+UPDATE idgen_worker_lease SET released_at = now() - interval '1 day', expires_at = now() - interval '1 day'
+WHERE token = :horizonless_token;
 SELECT idgen_worker_purge() AS purged;
 SELECT datacenter_id, worker_id, horizon - :'t0' AS horizon FROM idgen_worker_leases
 WHERE (datacenter_id, worker_id) IN ((1, 1), (2, 9));

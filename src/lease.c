@@ -14,11 +14,23 @@
  *	  released_at
  *
  * A lease ends when it expires or is released (or, bound to a session, when
- * that session ends); its id then rests for idgen.worker_quarantine before
- * anyone may acquire it again, so that a holder whose renewal or clock was
- * late, or whose host's clock is behind the next holder's, cannot generate
- * the same IDs as the next holder.  The id of this server itself
- * (idgen.datacenter_id, idgen.worker_id) is never leased.
+ * that session ends).  Its id rests from its end until idgen.worker_quarantine
+ * has passed before anyone may acquire it again, so that a holder that
+ * stops late, or whose host's clock is ahead of the next holder's by less
+ * than that, cannot generate the same IDs as the next holder.  The end, for the id, is the
+ * lease's expiry even when it was released before (LEASE_END): a holder
+ * generates until its own deadline, no later than the expiry it was given,
+ * and hears of a release only at its next renewal, which may be a third of
+ * the ttl away, or never come if the database is out of its reach.  So
+ * nobody, neither the holder's own release (the server cannot tell it from
+ * an administrator's, who has the token too), nor a horizon reset, nor a
+ * purge, nor a renewal with a shorter ttl (a renewal never moves the expiry
+ * earlier), hands the id to a new holder while an earlier one may still
+ * generate with it.  The one exception is a release that reports a horizon:
+ * only a server's lease does (registry.c), once that server has stopped
+ * generating under the id, and its next holder starts above the horizon.
+ * The id of this server itself (idgen.datacenter_id, idgen.worker_id) is
+ * never leased.
  *
  * Tokens are ticks of the server's UUIDv7 clock (uuid7.c): every
  * acquisition gets a new one, greater than every token before it on this
@@ -138,8 +150,16 @@ enum
 	NUM_QUERIES
 };
 
+/*
+ * When a lease ended, for its id (see the file header): its expiry, or its
+ * release if that came later; NULL while a session-bound lease is held.
+ * GREATEST ignores a NULL: a session-bound lease has no expiry, and a
+ * lease not released no release time.
+ */
+#define LEASE_END(l) "GREATEST(" l "released_at, " l "expires_at)"
+
 #define LEASE_ENDED_BEFORE(ts) \
-	"COALESCE((COALESCE(released_at, expires_at) OPERATOR(pg_catalog.<=) " ts "), false)"
+	"COALESCE((" LEASE_END("") " OPERATOR(pg_catalog.<=) " ts "), false)"
 
 /*
  * The horizon an ended lease's holders can have reached (see "Horizons"
@@ -148,7 +168,7 @@ enum
  */
 #define REACHED_HORIZON \
 	"CASE WHEN l.horizon IS NULL THEN NULL ELSE LEAST(l.horizon, " \
-	"COALESCE(l.released_at, l.expires_at) OPERATOR(pg_catalog.+) $13) END"
+	LEASE_END("l.") " OPERATOR(pg_catalog.+) $13) END"
 
 static const IdgenStatement statement_list[NUM_QUERIES] = {
 	[Q_BUSY] = {
@@ -170,14 +190,14 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"system_identifier = excluded.system_identifier, "
 		"horizon = GREATEST(" REACHED_HORIZON ", excluded.horizon), "
 		"handover_horizon = " REACHED_HORIZON " "
-		"WHERE COALESCE((COALESCE(l.released_at, l.expires_at) OPERATOR(pg_catalog.<=) $9), false) "
+		"WHERE COALESCE((" LEASE_END("l.") " OPERATOR(pg_catalog.<=) $9), false) "
 		"RETURNING token, handover_horizon",
 		13, {INT4OID, TEXTOID, INT8OID, INTERVALOID, BOOLOID, OIDOID,
 		TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, BOOLOID,
 		INTERVALOID}
 	},
 	[Q_HOLDER] = {
-		"SELECT holder, system_identifier, COALESCE(released_at, expires_at) "
+		"SELECT holder, system_identifier, " LEASE_END("") ", released_at "
 		"FROM %1$s.idgen_worker_lease WHERE id OPERATOR(pg_catalog.=) $1",
 		1, {INT4OID}
 	},
@@ -193,19 +213,30 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"FROM %1$s.idgen_worker_lease WHERE token OPERATOR(pg_catalog.=) $1",
 		1, {INT8OID}
 	},
+	/*
+	 * A renewal never moves the expiry earlier: the holder may generate
+	 * until the expiry it was given, whoever renews with a shorter ttl.
+	 */
 	[Q_RENEW] = {
 		"UPDATE %1$s.idgen_worker_lease SET renewed_at = $2, ttl = $3, "
-		"expires_at = CASE WHEN session_bound THEN NULL ELSE ($2 OPERATOR(pg_catalog.+) $3) END, "
+		"expires_at = CASE WHEN session_bound THEN NULL "
+		"ELSE GREATEST(expires_at, $2 OPERATOR(pg_catalog.+) $3) END, "
 		"horizon = GREATEST(horizon, $4) "
 		"WHERE token OPERATOR(pg_catalog.=) $1 RETURNING expires_at",
 		4, {INT8OID, TIMESTAMPTZOID, INTERVALOID, TIMESTAMPTZOID}
 	},
 	/*
 	 * A release may lower the horizon to what the holder did issue (it
-	 * generates no more), never below where its lease began.
+	 * generates no more), never below where its lease began.  Only such a
+	 * release, by a server that has stopped generating under the id, ends
+	 * the lease before its expiry (the next holder starts above the
+	 * horizon); any other leaves the expiry, until which the holder may
+	 * still generate, not having heard of the release.
 	 */
 	[Q_RELEASE] = {
 		"UPDATE %1$s.idgen_worker_lease SET released_at = $2, "
+		"expires_at = CASE WHEN $3 IS NULL THEN expires_at "
+		"ELSE LEAST(expires_at, $2) END, "
 		"horizon = CASE WHEN $3 IS NULL THEN horizon "
 		"ELSE GREATEST(handover_horizon, $3) END "
 		"WHERE token OPERATOR(pg_catalog.=) $1",
@@ -247,7 +278,7 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		1, {OIDOID}
 	},
 	[Q_HORIZON] = {
-		"SELECT horizon, COALESCE(released_at, expires_at), holder "
+		"SELECT horizon, " LEASE_END("") ", holder, released_at "
 		"FROM %1$s.idgen_worker_lease WHERE id OPERATOR(pg_catalog.=) $1",
 		1, {INT4OID}
 	},
@@ -259,6 +290,16 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 
 static SPIPlanPtr plans[NUM_QUERIES];
 static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid, ""};
+
+/*
+ * A time as text, in memory of its own: timestamptz_to_str() returns a
+ * static buffer, which a second call in the same message would overwrite.
+ */
+static char *
+time_text(TimestampTz t)
+{
+	return pstrdup(timestamptz_to_str(t));
+}
 
 static uint64 run_id_tokens(IdgenSqlContext *cx, int q, Datum *args, int32 **ids, int64 **tokens);
 
@@ -658,8 +699,8 @@ check_horizon_reach(NullableDatum horizon, TimestampTz end)
 				 errmsg("horizon \"%s\" is beyond what the lease's holder can issue",
 						timestamptz_to_str(h)),
 				 errdetail("The lease ends at %s. A holder's IDs are ahead of its clock by at most \"idgen.takeover_max_lead\" (%d ms) plus \"idgen.max_drift\" (%d ms), and its clock is ahead of this server's by at most \"idgen.worker_quarantine\" (%d ms): no later than %s.",
-						   timestamptz_to_str(end), idgen_takeover_max_lead_ms, idgen_max_drift_ms,
-						   idgen_worker_quarantine_ms, timestamptz_to_str(end + horizon_reach())),
+						   time_text(end), idgen_takeover_max_lead_ms, idgen_max_drift_ms,
+						   idgen_worker_quarantine_ms, time_text(end + horizon_reach())),
 				 errhint("Check the holder's clock against this server's.")));
 }
 
@@ -974,6 +1015,7 @@ taken_detail(LeaseScan *scan, int32 id, const LeaseRequest *req, TimestampTz fre
 	bool		n;
 	bool		sysid_null;
 	bool		end_null;
+	bool		not_released;
 	int64		holder_sysid;
 	TimestampTz end;
 
@@ -989,13 +1031,18 @@ taken_detail(LeaseScan *scan, int32 id, const LeaseRequest *req, TimestampTz fre
 	holder = TextDatumGetCString(SPI_getbinval(tup, desc, 1, &n));
 	holder_sysid = DatumGetInt64(SPI_getbinval(tup, desc, 2, &sysid_null));
 	end = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &end_null));
+	(void) SPI_getbinval(tup, desc, 4, &not_released);
 
 	if (end_null)
 		return psprintf(_("It is leased to \"%s\" for as long as its session lasts."), holder);
+	if (!not_released && end > scan->now)
+		return psprintf(_("Its lease, held by \"%s\", was released, but its holder may generate until the lease's expiry at %s; it rests until %s (\"idgen.worker_quarantine\" after the expiry)."),
+						holder, time_text(end),
+						time_text(end + (TimestampTz) idgen_worker_quarantine_ms * 1000));
 	if (end <= scan->now)
 		return psprintf(_("Its lease, held by \"%s\", ended at %s; it rests until %s (\"idgen.worker_quarantine\")."),
-						holder, timestamptz_to_str(end),
-						timestamptz_to_str(end + (TimestampTz) idgen_worker_quarantine_ms * 1000));
+						holder, time_text(end),
+						time_text(end + (TimestampTz) idgen_worker_quarantine_ms * 1000));
 	if (sysid_null)
 		return psprintf(_("It is leased to \"%s\" until %s."), holder, timestamptz_to_str(end));
 	*same_server = !req->sysid.isnull && holder_sysid == DatumGetInt64(req->sysid.value);
@@ -1034,7 +1081,7 @@ report_all_taken(const LeaseScan *scan, int32 tries)
 
 	initStringInfo(&detail);
 	appendStringInfo(&detail,
-					 _("Each is leased, or rests in quarantine for \"idgen.worker_quarantine\" (%d ms) after its lease ended."),
+					 _("Each is leased, or rests after its lease ended: until the lease's expiry, even if it was released before, plus \"idgen.worker_quarantine\" (%d ms)."),
 					 idgen_worker_quarantine_ms);
 	if (scan->nlocked > 0)
 		appendStringInfo(&detail, " %s",
@@ -1702,9 +1749,12 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 /*
  * idgen_worker_release(worker_id int, token bigint,
  *						horizon timestamptz DEFAULT NULL) returns boolean
- *		End the lease now; false if it had been released already.  With
- *		'horizon', the holder issued no ID at or beyond it: the id's horizon
- *		comes down to it, or to where the lease began.
+ *		End the lease now for its holder (a renewal fails from then on);
+ *		false if it had been released already.  Its id still rests until the
+ *		lease's expiry plus the quarantine (see the file header).  With
+ *		'horizon' (a server's lease only), the holder has stopped and issued
+ *		no ID at or beyond it: the id's horizon comes down to it, or to
+ *		where the lease began, and the lease ends now for its id too.
  */
 Datum
 idgen_worker_release(PG_FUNCTION_ARGS)
@@ -1771,6 +1821,7 @@ idgen_worker_reset_horizon(PG_FUNCTION_ARGS)
 	TupleDesc	desc;
 	bool		old_null;
 	bool		end_null;
+	bool		not_released;
 	bool		n;
 	Datum		old;
 	TimestampTz end;
@@ -1796,6 +1847,16 @@ idgen_worker_reset_horizon(PG_FUNCTION_ARGS)
 	desc = SPI_tuptable->tupdesc;
 	old = SPI_getbinval(tup, desc, 1, &old_null);
 	end = DatumGetTimestampTz(SPI_getbinval(tup, desc, 2, &end_null));
+	(void) SPI_getbinval(tup, desc, 4, &not_released);
+	if (!not_released && !end_null && end > now)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("worker id (datacenter %d, worker %d) may still be in use",
+						datacenter_of((int32) id), worker_of((int32) id)),
+				 errdetail("Its lease, held by \"%s\", was released, but its holder may generate until the lease's expiry at %s; until then its horizon is its holder's.",
+						   TextDatumGetCString(SPI_getbinval(tup, desc, 3, &n)),
+						   timestamptz_to_str(end)),
+				 errhint("Reset the horizon once the lease has expired.")));
 	if (end_null || end > now)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),

@@ -24,7 +24,8 @@ const monoMs = () => Number(process.hrtime.bigint() / 1000000n);     // never st
 class Snowflake {
   // options: connection (a pg connection string or config), name (the
   // holder's prefix), ttlMs (30 s), maxBackwardMs (how long next() waits
-  // for a clock stepped back, 1 s), handleSignals (true).
+  // for a clock stepped back, 1 s), maxWorkers (lease among the first
+  // maxWorkers ids only; the whole space by default), handleSignals (true).
   static async start(options = {}) {
     const client = new Client(options.connection);
     await client.connect();
@@ -42,6 +43,7 @@ class Snowflake {
     this._client = client;
     this._ttlMs = options.ttlMs ?? 30000;
     this._maxBackwardMs = options.maxBackwardMs ?? 1000;
+    this._maxWorkers = options.maxWorkers ?? null;
     this.holder = `${options.name ?? 'snowflake'}@${os.hostname()}:${process.pid}`;
     this._handleSignals = options.handleSignals ?? true;
     this._stopped = null;       // why it stopped generating, once it has
@@ -77,8 +79,8 @@ class Snowflake {
     const sent = monoMs();
     const { rows: [a] } = await this._client.query(
       `SELECT worker_id, datacenter_id, token::text AS token, expires_at
-         FROM idgen_worker_acquire($1, make_interval(secs => $2))`,
-      [this.holder, this._ttlMs / 1000]);
+         FROM idgen_worker_acquire($1, make_interval(secs => $2), $3)`,
+      [this.holder, this._ttlMs / 1000, this._maxWorkers]);
     this.workerId = a.worker_id;
     this.datacenterId = a.datacenter_id;
     this.token = a.token;                                  // a string: tokens pass 2^53
@@ -163,7 +165,8 @@ class Snowflake {
   // false if it was released already. An application's lease reports no
   // horizon (only a server's lease does): its IDs carry its clock's
   // reading, never a millisecond ahead, and the id's next holder starts at
-  // least the quarantine later.
+  // least the quarantine after the lease's expiry (the release does not
+  // bring it forward), when this generator has stopped anyway.
   async close() {
     this._stop('closed');
     if (this._onSignal) {

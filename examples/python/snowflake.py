@@ -36,10 +36,11 @@ class SnowflakeStopped(Exception):
 
 class Snowflake:
     def __init__(self, dsn="", name="snowflake", ttl=30.0, max_backward=1.0,
-                 handle_signals=True):
+                 handle_signals=True, max_workers=None):
         """dsn: a libpq connection string; ttl and max_backward (how long
-        next() waits for a clock stepped back) in seconds."""
-        self.ttl, self.max_backward = ttl, max_backward
+        next() waits for a clock stepped back) in seconds; max_workers:
+        lease among the first max_workers ids only (None: the whole space)."""
+        self.ttl, self.max_backward, self.max_workers = ttl, max_backward, max_workers
         self.holder = f"{name}@{socket.gethostname()}:{os.getpid()}"
         self._lock = threading.Lock()      # next()'s state
         self._stopped = None               # why it stopped generating, once it has
@@ -85,8 +86,8 @@ class Snowflake:
 
             sent = mono()
             cur.execute("SELECT worker_id, datacenter_id, token"
-                        "  FROM idgen_worker_acquire(%s, make_interval(secs => %s))",
-                        (self.holder, self.ttl))
+                        "  FROM idgen_worker_acquire(%s, make_interval(secs => %s), %s)",
+                        (self.holder, self.ttl, self.max_workers))
             self.worker_id, self.datacenter_id, self.token = cur.fetchone()
             self._deadline = sent + self.ttl
             # The datacenter and worker fields, shifted into place once.
@@ -162,7 +163,8 @@ class Snowflake:
         False if it was released already. An application's lease reports
         no horizon (only a server's lease does): its IDs carry its clock's
         reading, never a millisecond ahead, and the id's next holder starts
-        at least the quarantine later."""
+        at least the quarantine after the lease's expiry (the release does
+        not bring it forward), when this generator has stopped anyway."""
         self._stop("closed")
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)

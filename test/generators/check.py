@@ -55,11 +55,12 @@ def stop_children():
 class Generator:
     """One generator process and its lease, as it reported it."""
 
-    def __init__(self, lang, name, **env):
+    def __init__(self, lang, name, **settings):
         self.lang, self.name = lang, name
         cmd = (["node", os.path.join(HERE, "node", "driver.js")] if lang == "node"
                else [sys.executable, os.path.join(HERE, "python", "driver.py")])
-        env = dict(os.environ, GEN_NAME=name, GEN_TTL=str(TTL), **env)
+        env = dict(os.environ, GEN_NAME=name, GEN_TTL=str(TTL))
+        env.update(settings)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, bufsize=1, env=env)
         children.append(self.proc)
@@ -298,5 +299,161 @@ for sig in (signal.SIGTERM, signal.SIGINT):
            f"{g.name}: {sig.name} ends it (status {status}) and releases its lease ({row})")
         if sig == signal.SIGTERM:
             ok(status == -signal.SIGTERM, f"{g.name}: it dies of SIGTERM, as if not caught")
+
+# --- An ended lease's id rests until the lease's expiry plus the quarantine -
+# The administrator releases the leases of two generators (with the tokens
+# from the lease table) while they generate.  A holder learns of it only at
+# its next renewal (every ttl/3), or, if the database is out of its reach,
+# at its deadline (its last renewal plus the ttl): until then it generates,
+# so the next holder of its id must not start before the lease's expiry
+# plus the quarantine, however the lease ended (release, horizon reset,
+# purge).  The generators lease among ids 0 and 1 only (max_workers 2), so
+# the next ones can only take the old ones' ids.
+QUARANTINE = 2
+sql(f"ALTER SYSTEM SET idgen.worker_quarantine = '{QUARANTINE}s'")
+sql("SELECT pg_reload_conf()")
+while sql("SELECT current_setting('idgen.worker_quarantine')")[0][0] != f"{QUARANTINE}s":
+    time.sleep(0.1)
+
+
+def start_pair(name, ttl, timeout):
+    """A Node.js and a Python generator leasing among ids 0 and 1, each
+    started again every 0.5 s while both ids are taken, for up to timeout
+    seconds (g.started is false for one that never started)."""
+    pair = []
+    give_up = time.monotonic() + timeout
+    for lang in ("node", "python"):
+        while True:
+            g = Generator(lang, f"{lang}-{name}", GEN_TTL=str(ttl), GEN_MAX_WORKERS="2")
+            if g.started or time.monotonic() > give_up:
+                break
+            g.exited()
+            time.sleep(0.5)
+        pair.append(g)
+    return pair
+
+
+class Producer:
+    """Makes IDs with a generator, a batch of 1 000 every 20 ms or so, until
+    it fails or stop() is called: the IDs, and the error that ended it."""
+
+    def __init__(self, g):
+        self.g, self.ids, self.error = g, [], None
+        self.halt = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self):
+        path = f"{WORK}/{self.g.name}.batch"
+        while not self.halt.wait(0.02):          # a batch every 20 ms or so
+            r = self.g.send(f"gen 1000 {path}", 60)
+            with open(path) as f:
+                self.ids.extend(int(line) for line in f)
+            if r != "done":
+                self.error = r
+                return
+
+    def stop(self):
+        self.halt.set()
+        self.thread.join()
+        return self
+
+
+def common(olds, news):
+    old_ids = {i for p in olds for i in p.ids}
+    return sum(i in old_ids for p in news for i in p.ids)
+
+
+def handover(ttl, end_leases, wait):
+    """Two generators with 'ttl' lose their leases through end_leases(olds)
+    while they generate; two others try to start for up to 'wait' seconds.
+    The old and the new holders' producers (the new ones stopped 2 s after
+    they start), and the old leases' rows right after they ended."""
+    olds = start_pair(f"old-{ttl}", ttl, 3 * TTL + QUARANTINE + 5)
+    if not all(ok(g.started, f"ttl {ttl} s: {g.name} starts ({g.first})") for g in olds):
+        return None
+    old_producers = [Producer(g) for g in olds]
+    time.sleep(0.5)
+    end_leases(olds)
+    ended = sql("SELECT id, expires_at FROM idgen_worker_lease WHERE token = ANY(%s)",
+                ([g.token for g in olds],))
+    # The next holders' own ttl is short: once closed, their ids rest only
+    # briefly for the next case.
+    news = start_pair(f"new-{ttl}", TTL, wait)
+    new_producers = [Producer(g) for g in news if g.started]
+    time.sleep(2)
+    for p in old_producers + new_producers:
+        p.stop()
+    for g in olds + news:
+        if g.started:
+            g.send("close")
+            g.exited()
+    return old_producers, new_producers, news, ended
+
+
+def admin_release(olds):
+    released = sql("SELECT idgen_worker_release(worker_id, token) FROM idgen_worker_leases"
+                   " WHERE token = ANY(%s)", ([g.token for g in olds],))
+    ok(released == [(True,), (True,)], f"the administrator released both leases ({released})")
+
+
+# ttl 60 s: renewed every 20 s; the administrator's release.
+result = handover(60, admin_release, 60 + QUARANTINE + 20)
+if result:
+    olds, news, new_gens, ended = result
+    n_common = common(olds, news)
+    for p in olds:
+        ok("worker lease lost" in (p.error or ""),
+           f"ttl 60 s: {p.g.name} stops at its next renewal ({p.error})")
+    ok(all(g.started for g in new_gens) and all(p.ids for p in olds + news) and n_common == 0,
+       f"ttl 60 s, the administrator's release: the next holders made IDs"
+       f" ({[len(p.ids) for p in news]}), none of them one of the old holders'"
+       f" ({[len(p.ids) for p in olds]}): {n_common} in common")
+    # The new leases took the old ones' rows (one row per id).
+    late = sql("SELECT count(*) FROM idgen_worker_lease n, unnest(%s::int[], %s::timestamptz[])"
+               " o(id, expires_at) WHERE n.id = o.id AND n.token = ANY(%s)"
+               " AND n.acquired_at < o.expires_at + %s * interval '1 s'",
+               ([i for i, _ in ended], [e for _, e in ended],
+                [g.token for g in new_gens if g.started], QUARANTINE))
+    ok(late == [(0,)], f"ttl 60 s: the next leases began after the old leases' expiry plus the"
+       f" quarantine ({late[0][0]} before)")
+
+
+# ttl 300 s: renewed every 100 s; the administrator's release, a reset of
+# the ids' horizons and a purge once the quarantine has passed.
+said = {}
+
+
+def release_reset_purge(olds):
+    admin_release(olds)
+    try:
+        said["reset"] = sql("SELECT idgen_worker_reset_horizon(datacenter_id, worker_id, NULL)"
+                            " FROM idgen_worker_leases WHERE token = ANY(%s)",
+                            ([g.token for g in olds],))
+    except psycopg2.Error as e:
+        said["reset"] = e.pgerror.strip()
+    time.sleep(QUARANTINE + 0.5)
+    sql("SELECT idgen_worker_purge()")
+    said["kept"] = sql("SELECT count(*) FROM idgen_worker_lease WHERE token = ANY(%s)",
+                       ([g.token for g in olds],))[0][0]
+
+
+result = handover(300, release_reset_purge, 3 * QUARANTINE)
+if result:
+    olds, news, new_gens, ended = result
+    n_common = common(olds, news)
+    ok(all(p.ids for p in olds) and n_common == 0,
+       f"ttl 300 s, the administrator's release, a horizon reset and a purge: the next holders made"
+       f" {[len(p.ids) for p in news]} IDs, {n_common} of them also the old holders'")
+    ok(said["kept"] == 2 and not any(g.started for g in new_gens)
+       and all("all 2 worker ids are taken" in g.first for g in new_gens),
+       f"ttl 300 s: the ids rest until the old leases' expiry (the purge left {said['kept']} of"
+       f" their 2 rows; the next holders: {[g.first for g in new_gens]}; the reset:"
+       f" {said['reset']})")
+    ok(all(p.error is None for p in olds),
+       f"ttl 300 s: the old holders generated until they were stopped, their next renewal 100 s"
+       f" away ({[p.error for p in olds]})")
+sql("ALTER SYSTEM RESET idgen.worker_quarantine")
+sql("SELECT pg_reload_conf()")
 
 sys.exit(1 if failures else 0)

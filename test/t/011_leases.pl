@@ -45,7 +45,7 @@ $node->safe_psql('postgres',
 SELECT pg_advisory_lock_shared(42);
 SELECT pg_advisory_unlock_shared(42);
 INSERT INTO got SELECT :client_id, worker_id, datacenter_id, token
-  FROM idgen_worker_acquire('client-' || :client_id, max_workers => 64);
+  FROM idgen_worker_acquire('client-' || :client_id, ttl => '15 s', max_workers => 64);
 });
 	my ($out, $err) = ('', '');
 	my $h = IPC::Run::start([ $pgbench, '-n', '-c', 200, '-j', 8, '-t', 1, '-f', "$tmp/acquire.sql",
@@ -69,7 +69,10 @@ INSERT INTO got SELECT :client_id, worker_id, datacenter_id, token
 }
 
 # --- churn: acquire, hold, renew, release ----------------------------------
-# 32 pgbench clients run churn.sql (below) for $seconds: none may fail.
+# 32 pgbench clients run churn.sql (below) for $seconds: none may fail.  A
+# released lease's id rests until the lease's expiry (quarantine 0 here), so
+# the churn's leases are short, and it starts once the 64 leases above,
+# released, have expired.
 sub run_churn
 {
 	my ($name, $seconds) = @_;
@@ -86,7 +89,7 @@ sub run_churn
 		CREATE TABLE churn (client int, ok boolean);
 		CREATE FUNCTION try_acquire(holder text, OUT w int, OUT t bigint) LANGUAGE plpgsql AS $$
 		BEGIN
-			SELECT worker_id, token INTO w, t FROM idgen_worker_acquire(holder, ttl => '10 s', max_workers => 16);
+			SELECT worker_id, token INTO w, t FROM idgen_worker_acquire(holder, ttl => '100 ms', max_workers => 16);
 			INSERT INTO churn VALUES (0, true);
 		EXCEPTION WHEN program_limit_exceeded THEN
 			w := -1; t := -1;
@@ -94,6 +97,8 @@ sub run_churn
 		END $$;
 		SELECT count(*) FROM (SELECT idgen_worker_release(worker_id, token) FROM got) s;
 	});
+	$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM idgen_worker_leases WHERE state <> 'free'")
+	  or die 'the released leases did not expire';
 	PostgreSQL::Test::Utils::append_to_file("$tmp/churn.sql", q{
 SELECT w, t FROM try_acquire('churn-' || :client_id) \gset
 \if :t > 0
@@ -155,7 +160,7 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 		'quarantine', 'the view shows the quarantine');
 	select(undef, undef, undef, 2.2);
 	is($node->safe_psql('postgres',
-			"SELECT worker_id FROM idgen_worker_acquire('other', max_workers => 1)"),
+			"SELECT worker_id FROM idgen_worker_acquire('other', ttl => '1 s', max_workers => 1)"),
 		'0', 'after the quarantine, the id is leased again');
 	$node->safe_psql('postgres',
 		'ALTER SYSTEM RESET idgen.worker_quarantine; SELECT pg_reload_conf()');
@@ -172,7 +177,7 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 	$node->stop('immediate');
 	$node->start;
 	my $token = $node->safe_psql('postgres',
-		"SELECT token FROM idgen_worker_acquire('after-crash', max_workers => 1)");
+		"SELECT token FROM idgen_worker_acquire('after-crash', ttl => '1 s', max_workers => 1)");
 	cmp_ok($token, '>', $max_token, 'a token after a crash is greater than every token before');
 }
 

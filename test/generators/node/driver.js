@@ -2,7 +2,8 @@
 // control: one command a line on stdin, one reply a line on stdout.
 //
 //   (at start)     lease DATACENTER WORKER TOKEN HOLDER
-//   gen N FILE     done                    N IDs written to FILE, one a line
+//   gen N FILE     done | error MESSAGE    N IDs written to FILE, one a line
+//                                          (on an error, those made before it)
 //   try GENE       ok ID | error MESSAGE   one ID
 //   clock MS       clock MS                the wall clock MS ms behind from now on
 //   close          closed true|false       then the process ends by itself
@@ -23,6 +24,7 @@ const say = (line) => process.stdout.write(line + '\n');
   try {
     gen = await Snowflake.start({ connection: process.env.APP_URL, name: process.env.GEN_NAME,
       ttlMs: Number(process.env.GEN_TTL) * 1000,
+      maxWorkers: process.env.GEN_MAX_WORKERS && Number(process.env.GEN_MAX_WORKERS),
       maxBackwardMs: process.env.GEN_MAX_BACKWARD && Number(process.env.GEN_MAX_BACKWARD) * 1000 });
   } catch (e) {
     say(`error ${e.message}`);
@@ -35,10 +37,16 @@ const say = (line) => process.stdout.write(line + '\n');
     const [cmd, a, b] = line.split(' ');
     try {
       if (cmd === 'gen') {
+        // The IDs made before an error are written too.
         const ids = [];
-        for (let i = 0; i < Number(a); i++) ids.push(gen.next());
-        fs.writeFileSync(b, ids.join('\n') + '\n');
-        say('done');
+        let error = null;
+        try {
+          for (let i = 0; i < Number(a); i++) ids.push(gen.next());
+        } catch (e) {
+          error = e;
+        }
+        fs.writeFileSync(b, ids.map((id) => `${id}\n`).join(''));
+        say(error ? `error ${error.message}` : 'done');
       } else if (cmd === 'try') {
         say(`ok ${gen.next(Number(a))}`);
       } else if (cmd === 'clock') {

@@ -18,7 +18,9 @@ def say(line):
 try:
     gen = snowflake.Snowflake(os.environ["APP_URL"], name=os.environ["GEN_NAME"],
                               ttl=float(os.environ["GEN_TTL"]),
-                              max_backward=float(os.environ.get("GEN_MAX_BACKWARD", 1)))
+                              max_backward=float(os.environ.get("GEN_MAX_BACKWARD", 1)),
+                              max_workers=(int(os.environ["GEN_MAX_WORKERS"])
+                                           if "GEN_MAX_WORKERS" in os.environ else None))
 except Exception as e:
     say(f"error {e}")
     sys.exit(1)
@@ -34,10 +36,16 @@ for line in commands():
     cmd, *args = line.split()
     try:
         if cmd == "gen":
-            ids = [gen.next() for _ in range(int(args[0]))]
+            # The IDs made before an error are written too.
+            ids, error = [], None
+            try:
+                for _ in range(int(args[0])):
+                    ids.append(gen.next())
+            except Exception as e:
+                error = e
             with open(args[1], "w") as f:
                 f.write("".join(f"{i}\n" for i in ids))
-            say("done")
+            say(f"error {error}" if error else "done")
         elif cmd == "try":
             say(f"ok {gen.next(int(args[0]))}")
         elif cmd == "clock":
