@@ -460,17 +460,34 @@ typedef enum Applied
  * counted again.  Drops, purges, expiries and rollbacks only make the
  * estimate too high, which a count corrects: a call is refused only on an
  * exact count.  The keys an administrative function creates are added to
- * it too (created_by_admin).  It can be too low by the keys created while
- * a count runs (another transaction's new keys are not yet visible to it),
- * so sessions of a role creating keys at once may pass the limit by a few.
- * Without the library preloaded, every key created by use is counted.
+ * it too (created_by_admin).  Without the library preloaded, every key
+ * created by use is counted.
  *
- * The count reads the latest committed rows and this transaction's own.
- * An exact count of uncommitted keys would have to serialise every
- * creation of a role's keys until commit: one transaction left open would
- * block the role.  A key whose ttl has passed does not count, purged or
- * not.
+ * Every creation of a key by use takes a lock on the role (this database,
+ * the role, IDGEN_SEQ_ROLE_LOCK_CLASS), held to the end of the transaction,
+ * before it consults the estimate or counts, as a lease does (lease.c,
+ * check_role_limit).  So the role's keys created by use are made by one
+ * transaction at a time: a count, which reads the latest committed rows
+ * and this transaction's own, misses no key another transaction created
+ * and may still commit (a session left in its transaction, or a prepared
+ * transaction), and two sessions cannot both take the last key.  A later
+ * transaction of the role that creates a key waits for the one holding
+ * the lock to end (bounded by its lock_timeout), and then counts what that
+ * one committed; using keys that exist takes no lock.  A key whose ttl has
+ * passed does not count, purged or not.
  */
+/* "sr" in ASCII: not "sq" (key_locktag), whose hash fields could match. */
+#define IDGEN_SEQ_ROLE_LOCK_CLASS	0x7372
+
+static void
+lock_role(Oid role)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, (uint32) role, IDGEN_SEQ_ROLE_LOCK_CLASS);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
 static void
 check_keys_per_role(const IdgenFunction *fn, text *key, TimestampTz now)
 {
@@ -482,7 +499,10 @@ check_keys_per_role(const IdgenFunction *fn, text *key, TimestampTz now)
 	uint64		fetched;
 	int64		keys = 0;
 
-	if (limit <= 0 || idgen_seq_role_keys_take(role, limit, now))
+	if (limit <= 0)
+		return;
+	lock_role(role);
+	if (idgen_seq_role_keys_take(role, limit, now))
 		return;
 	arg = ObjectIdGetDatum(role);
 	idgen_sql_begin(fn, &statements, &cx);
