@@ -79,8 +79,9 @@ sub purged
 	my ($tag, $name) = @_;
 	local $PostgreSQL::Test::Utils::timeout_default = 60;
 	ok( $node->poll_query_until('shadow', qq{
-			SELECT NOT EXISTS (SELECT FROM idgen_seq WHERE key = 'expiring_$tag')
-			   AND NOT EXISTS (SELECT FROM idgen_worker_lease WHERE holder = 'purged_$tag')}),
+			SELECT NOT EXISTS (SELECT FROM idgen_seq WHERE key OPERATOR(pg_catalog.=) 'expiring_$tag')
+			   AND NOT EXISTS (SELECT FROM idgen_worker_lease
+							   WHERE holder OPERATOR(pg_catalog.=) 'purged_$tag')}),
 		$name);
 }
 
@@ -116,7 +117,8 @@ ok(!$node->log_contains(qr/could not run|is not unique/, $offset),
 	'the purge process logged no failure');
 
 # The whole set.  Each look-alike raises an error naming the role it runs
-# as, so that a call that reached one fails and says so.
+# as, so that a call that reached one fails and says so.  The database's
+# search_path, which the purge process takes too, puts public first.
 works('dbo', q{
 	CREATE FUNCTION public.caught() RETURNS void LANGUAGE plpgsql AS $$
 	BEGIN RAISE EXCEPTION 'look-alike ran as %', current_user; END $$;
@@ -138,6 +140,8 @@ works('dbo', q{
 	CREATE FUNCTION public.idgen_expiry(since timestamptz, ttl interval, extra text DEFAULT '')
 	RETURNS timestamptz LANGUAGE plpgsql AS $$ BEGIN PERFORM public.caught(); RETURN NULL; END $$;
 	CREATE OPERATOR public.+ (leftarg = timestamptz, rightarg = interval, function = public.caught_plus);
+	-- Every new session of the database, the purge process's too.
+	ALTER DATABASE shadow SET search_path = public, pg_catalog;
 	DO $$
 	DECLARE
 		op text;
@@ -165,6 +169,8 @@ sub hostile
 		CREATE TEMP TABLE idgen_seq (key text);
 		CREATE TEMP TABLE idgen_worker_lease (id int);
 		CREATE TEMP TABLE idgen_public_key (version int);
+		CREATE FUNCTION pg_temp.idgen_expiry(since timestamptz, ttl interval, extra int DEFAULT 0)
+		RETURNS timestamptz LANGUAGE plpgsql AS \$\$ BEGIN PERFORM public.caught(); RETURN NULL; END \$\$;
 		SET search_path = pg_temp, public, pg_catalog;
 		$sql};
 }
