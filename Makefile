@@ -63,7 +63,7 @@ REGRESS_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_regress \
 
 # Isolation tests (specs/*.spec): races between sessions, on their own
 # temporary preloaded instance.
-ISOLATION = seq_race lease_race seq_cache_race seq_limit_race public_race
+ISOLATION = seq_race lease_race seq_cache_race seq_limit_race seq_role_limit_race public_race
 ISOLATION_OPTS = --temp-config=test/idgen_isolation.conf --temp-instance=./tmp_isolation \
 	--load-extension=$(EXTENSION)
 

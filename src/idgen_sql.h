@@ -32,7 +32,8 @@ typedef struct IdgenStatements
 {
 	const IdgenStatement *statements;
 	int			count;
-	SPIPlanPtr *plans;			/* count entries, kept for the backend's life */
+	SPIPlanPtr *plans;			/* count entries, each prepared on first use
+								 * and kept for the backend's life */
 	Oid			nspid;			/* the schema they were prepared for */
 	char		nspname[NAMEDATALEN];	/* and its name then */
 } IdgenStatements;
@@ -50,6 +51,9 @@ extern void idgen_sql_begin(const IdgenFunction *fn, IdgenStatements *st, IdgenS
 extern void idgen_sql_end(IdgenSqlContext *cx);
 extern uint64 idgen_sql_run(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
 extern uint64 idgen_sql_run_latest(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
+extern Portal idgen_sql_open(IdgenSqlContext *cx, int q, Datum *values, const char *nulls,
+							 bool latest);
+extern Oid	idgen_extension_function(Oid nspid, const char *name);
 extern ErrorData *idgen_sql_try(void (*step) (void *arg), void *arg);
 
 /*

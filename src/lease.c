@@ -263,11 +263,11 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		3, {INT4OID, INT8OID, TIMESTAMPTZOID}
 	},
 	[Q_MAX_TOKEN] = {
-		"SELECT max(token) FROM %1$s.idgen_worker_lease",
+		"SELECT pg_catalog.max(token) FROM %1$s.idgen_worker_lease",
 		0, {InvalidOid}
 	},
 	[Q_ROLE_HELD] = {
-		"SELECT count(*) FROM %1$s.idgen_worker_lease "
+		"SELECT pg_catalog.count(*) FROM %1$s.idgen_worker_lease "
 		"WHERE (acquired_by OPERATOR(pg_catalog.=) $1) AND NOT " LEASE_ENDED_BEFORE("$2"),
 		2, {OIDOID, TIMESTAMPTZOID}
 	},

@@ -15,10 +15,34 @@
  * script.
  *
  * A statement set (IdgenStatements) is a table of SQL texts in which %1$s
- * stands for the quoted schema name; it is prepared on first use and again
- * if the extension was re-created in another schema, or its schema renamed,
- * since.  It is the one cache of prepared statements in idgen: the SQL
- * functions and the idgen purge process (seq_worker.c) use it alike.
+ * stands for the quoted schema name.  Each statement is prepared on its
+ * first run, and again if the extension was re-created in another schema,
+ * or its schema renamed, since; one that cannot be prepared fails the calls
+ * that run it and no other.  It is the one cache of prepared statements in
+ * idgen: the SQL functions and the idgen purge process (seq_worker.c) use
+ * it alike.
+ *
+ * What a statement may name.  The statements run as the extension's owner
+ * with the caller's search_path, in a schema whose owner (and, in a
+ * database from before PostgreSQL 15, every role) may create objects next
+ * to idgen's.  So they name only what nobody else can make mean something
+ * else:
+ *
+ *	  - the extension's tables, schema-qualified: a relation's name is
+ *		unique in its schema, and a qualified name never reaches pg_temp;
+ *	  - operators as OPERATOR(pg_catalog.op), and functions and aggregates
+ *		as pg_catalog.name, on operands of pg_catalog's types only: the
+ *		exact match in pg_catalog wins, and only pg_catalog is searched;
+ *	  - none of the extension's own functions.  A function of the
+ *		extension's schema, even called qualified with its exact argument
+ *		types, is ambiguous (42725) once its schema's owner creates one of
+ *		the same name with one more, defaulted, argument.  What a function
+ *		of idgen would compute is computed in C (idgen_expiry's test, in
+ *		seq.c), and the purge process calls idgen's purge functions by oid
+ *		(idgen_extension_function).
+ *
+ * Test test/t/030_shadowing.pl creates such look-alikes for every name the
+ * statements use.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,8 +52,10 @@
 #include "access/genam.h"
 #include "access/stratnum.h"
 #include "access/table.h"
+#include "catalog/dependency.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_proc.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -88,33 +114,71 @@ idgen_lookup_extension(IdgenFunction *fn)
 	return found;
 }
 
+/*
+ * The oid of function 'name'() of the extension, with no argument, in
+ * schema 'nspid': looked up by its exact signature, which nothing else in
+ * the schema can share, and refused unless it is a member of the extension
+ * (for the idgen purge process, which runs as a superuser).
+ */
+Oid
+idgen_extension_function(Oid nspid, const char *name)
+{
+	Oid			fn = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid, CStringGetDatum(name),
+									 PointerGetDatum(buildoidvector(NULL, 0)),
+									 ObjectIdGetDatum(nspid));
+
+	if (!OidIsValid(fn) ||
+		getExtensionOfObject(ProcedureRelationId, fn) != get_extension_oid("idgen", false))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("extension \"idgen\" has no function %s.%s()",
+						quote_identifier(get_namespace_name(nspid)), name),
+				 errhint("Drop and create the extension again.")));
+	return fn;
+}
+
+/*
+ * Forget the plans of 'st' if they were prepared for another schema, or
+ * under another name of this one (ALTER SCHEMA ... RENAME).
+ */
 static void
-prepare_statements(IdgenStatements *st, Oid nspid)
+check_schema(IdgenStatements *st, Oid nspid)
 {
 	char	   *name = get_namespace_name(nspid);
-	char	   *schema;
 
-	/* Prepared for this schema, under this name (ALTER SCHEMA ... RENAME). */
 	if (likely(nspid == st->nspid && name != NULL && strcmp(name, st->nspname) == 0))
 		return;
 	if (name == NULL)
 		elog(ERROR, "cache lookup failed for schema %u", nspid);
-	schema = pstrdup(quote_identifier(name));
 	for (int q = 0; q < st->count; q++)
 	{
-		const IdgenStatement *s = &st->statements[q];
-		SPIPlanPtr	plan = SPI_prepare_cursor(psprintf(s->sql, schema), s->nargs,
-											  (Oid *) s->argtypes, s->cursor_options);
-
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 		if (st->plans[q] != NULL)
 			SPI_freeplan(st->plans[q]);
-		st->plans[q] = plan;
-		SPI_keepplan(plan);
+		st->plans[q] = NULL;
 	}
 	st->nspid = nspid;
 	strlcpy(st->nspname, name, sizeof(st->nspname));
+}
+
+/* Statement 'q', prepared on its first run (see the file header). */
+static SPIPlanPtr
+statement_plan(IdgenSqlContext *cx, int q)
+{
+	IdgenStatements *st = cx->statements;
+
+	if (unlikely(st->plans[q] == NULL))
+	{
+		const IdgenStatement *s = &st->statements[q];
+		SPIPlanPtr	plan = SPI_prepare_cursor(psprintf(s->sql, quote_identifier(st->nspname)),
+											  s->nargs, (Oid *) s->argtypes,
+											  s->cursor_options);
+
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		st->plans[q] = plan;
+	}
+	return st->plans[q];
 }
 
 /*
@@ -130,7 +194,7 @@ idgen_sql_begin(const IdgenFunction *fn, IdgenStatements *st, IdgenSqlContext *c
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	cx->statements = st;
-	prepare_statements(st, fn->nspid);
+	check_schema(st, fn->nspid);
 }
 
 void
@@ -147,7 +211,7 @@ idgen_sql_end(IdgenSqlContext *cx)
 uint64
 idgen_sql_run(IdgenSqlContext *cx, int q, Datum *values, const char *nulls)
 {
-	int			rc = SPI_execute_plan(cx->statements->plans[q], values, nulls, false, 0);
+	int			rc = SPI_execute_plan(statement_plan(cx, q), values, nulls, false, 0);
 
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
@@ -167,11 +231,32 @@ idgen_sql_run_latest(IdgenSqlContext *cx, int q, Datum *values, const char *null
 	int			rc;
 
 	CommandCounterIncrement();
-	rc = SPI_execute_snapshot(cx->statements->plans[q], values, nulls,
+	rc = SPI_execute_snapshot(statement_plan(cx, q), values, nulls,
 							  GetLatestSnapshot(), InvalidSnapshot, false, true, 0);
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_snapshot failed: %s", SPI_result_code_string(rc));
 	return SPI_processed;
+}
+
+/*
+ * Open statement 'q', a SELECT, as a cursor: with a snapshot taken now if
+ * 'latest' (as idgen_sql_run_latest), else the transaction's.  For reads
+ * that may stop early, or must hold their snapshot while the rows they
+ * return are written (SPI_cursor_fetch, SPI_cursor_close).
+ */
+Portal
+idgen_sql_open(IdgenSqlContext *cx, int q, Datum *values, const char *nulls, bool latest)
+{
+	SPIPlanPtr	plan = statement_plan(cx, q);
+	Portal		portal;
+
+	CommandCounterIncrement();
+	PushActiveSnapshot(latest ? GetLatestSnapshot() : GetTransactionSnapshot());
+	portal = SPI_cursor_open(NULL, plan, values, nulls, true);
+	PopActiveSnapshot();
+	if (portal == NULL)
+		elog(ERROR, "SPI_cursor_open failed: %s", SPI_result_code_string(SPI_result));
+	return portal;
 }
 
 /*

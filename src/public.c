@@ -200,15 +200,15 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 	 */
 	[Q_ADD] = {
 		"INSERT INTO %1$s.idgen_public_key (version, key, created_at) "
-		"SELECT COALESCE(max(version), 0) OPERATOR(pg_catalog.+) 1, $1, pg_catalog.now() "
+		"SELECT COALESCE(pg_catalog.max(version), 0) OPERATOR(pg_catalog.+) 1, $1, pg_catalog.now() "
 		"FROM %1$s.idgen_public_key "
-		"HAVING COALESCE(max(version), 0) OPERATOR(pg_catalog.<) " CppAsString2(PUBLIC_MAX_VERSION) " "
+		"HAVING COALESCE(pg_catalog.max(version), 0) OPERATOR(pg_catalog.<) " CppAsString2(PUBLIC_MAX_VERSION) " "
 		"RETURNING version",
 		1, {BYTEAOID}
 	},
 	[Q_OTHERS_LIVE] = {
-		"SELECT count(*) FILTER (WHERE version OPERATOR(pg_catalog.<>) $1), "
-		"count(*) FILTER (WHERE version OPERATOR(pg_catalog.=) $1) "
+		"SELECT pg_catalog.count(*) FILTER (WHERE version OPERATOR(pg_catalog.<>) $1), "
+		"pg_catalog.count(*) FILTER (WHERE version OPERATOR(pg_catalog.=) $1) "
 		"FROM %1$s.idgen_public_key WHERE retired_at IS NULL",
 		1, {INT4OID}
 	},

@@ -69,9 +69,11 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/itemptr.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
@@ -111,8 +113,9 @@ enum
 {
 	Q_READ,						/* the row of $1, not locked */
 	Q_INSERT,					/* a new row, unless one exists */
-	Q_PURGE,					/* a batch of expired rows */
-	Q_COUNT_KEYS,				/* a role's live keys, up to a limit */
+	Q_PURGE_SCAN,				/* the rows with a ttl */
+	Q_PURGE,					/* delete rows $1 that nobody holds */
+	Q_ROLE_KEYS,				/* a role's rows */
 	NUM_QUERIES
 };
 
@@ -132,37 +135,64 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 	},
 
 	/*
-	 * A batch of expired rows that nobody holds: rows locked by others are
-	 * skipped (so a purge never makes a caller wait, nor deadlocks with
-	 * one), and a row revived meanwhile fails the re-checked condition.
+	 * Whether a row has expired is decided in C (idgen_seq_ttl_passed), as
+	 * for every other use of a key: calling idgen_expiry here would let its
+	 * schema's owner make every statement of this set fail (owner_sql.c).
+	 * The purge reads the rows with a ttl through a cursor, and deletes
+	 * those it found expired by the row versions it read: a row updated
+	 * since (used, revived) is another version, which no longer has that
+	 * ctid, and a row another transaction holds is skipped (so a purge
+	 * never makes a caller wait, nor deadlocks with one).  While the cursor
+	 * is open its snapshot keeps every version it read from being pruned,
+	 * so no ctid read can be another row's by then.
 	 */
+	[Q_PURGE_SCAN] = {
+		"SELECT ctid, last_used, ttl, cache FROM %1$s.idgen_seq WHERE ttl IS NOT NULL",
+		0, {InvalidOid}, CURSOR_OPT_NO_SCROLL
+	},
 	[Q_PURGE] = {
 		"DELETE FROM %1$s.idgen_seq WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-		"SELECT ctid FROM %1$s.idgen_seq WHERE ttl IS NOT NULL "
-		"AND (%1$s.idgen_expiry(last_used, ttl) OPERATOR(pg_catalog.<=) "
-		"CASE WHEN (cache OPERATOR(pg_catalog.>) 0) THEN $2 ELSE $1 END) "
-		"LIMIT 1000 FOR UPDATE SKIP LOCKED)) RETURNING key, cache",
-		2, {TIMESTAMPTZOID, TIMESTAMPTZOID}
+		"SELECT ctid FROM %1$s.idgen_seq WHERE ctid OPERATOR(pg_catalog.=) ANY ($1) "
+		"FOR UPDATE SKIP LOCKED)) RETURNING key, cache",
+		1, {TIDARRAYOID}
 	},
 
 	/*
-	 * The live keys of role $1, counted up to $4 (the limit): the expiry
-	 * test is the purge's, negated, so that an expiry beyond the timestamp
-	 * range (NULL) counts as live.  The index on created_by lets it read
-	 * only the role's rows when the role owns a small share of the keys.
+	 * The rows of role $1, for its live keys to be counted in C up to the
+	 * limit.  The index on created_by lets it read only the role's rows
+	 * when the role owns a small share of the keys.
 	 */
-	[Q_COUNT_KEYS] = {
-		"SELECT pg_catalog.count(*) FROM (SELECT FROM %1$s.idgen_seq "
-		"WHERE created_by OPERATOR(pg_catalog.=) $1 "
-		"AND (%1$s.idgen_expiry(last_used, ttl) OPERATOR(pg_catalog.<=) "
-		"CASE WHEN (cache OPERATOR(pg_catalog.>) 0) THEN $3 ELSE $2 END) IS NOT TRUE "
-		"LIMIT $4) k",
-		4, {OIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}
+	[Q_ROLE_KEYS] = {
+		"SELECT last_used, ttl, cache FROM %1$s.idgen_seq "
+		"WHERE created_by OPERATOR(pg_catalog.=) $1",
+		1, {OIDOID}, CURSOR_OPT_NO_SCROLL
 	},
 };
 
 static SPIPlanPtr plans[NUM_QUERIES];
 static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid, ""};
+
+/* Rows a purge, or a count of a role's keys, reads at a time. */
+#define SEQ_SCAN_BATCH		1000
+
+/*
+ * Whether the ttl of a row read as (last_used, ttl, cache), from column
+ * 'col' of 'tup' on, has passed at 'now' (idgen_seq_ttl_passed).
+ */
+static bool
+read_ttl_passed(HeapTuple tup, TupleDesc desc, int col, TimestampTz now)
+{
+	IdgenSeqRow row = {0};
+	bool		isnull;
+	Datum		ttl = SPI_getbinval(tup, desc, col + 1, &isnull);
+
+	row.has_ttl = !isnull;
+	if (row.has_ttl)
+		row.ttl = *DatumGetIntervalP(ttl);
+	row.last_used = DatumGetTimestampTz(SPI_getbinval(tup, desc, col, &isnull));
+	row.cache = DatumGetInt32(SPI_getbinval(tup, desc, col + 2, &isnull));
+	return idgen_seq_ttl_passed(&row, now);
+}
 
 /* ----------
  * Arguments
@@ -430,38 +460,64 @@ typedef enum Applied
  * counted again.  Drops, purges, expiries and rollbacks only make the
  * estimate too high, which a count corrects: a call is refused only on an
  * exact count.  The keys an administrative function creates are added to
- * it too (created_by_admin).  It can be too low by the keys created while
- * a count runs (another transaction's new keys are not yet visible to it),
- * so sessions of a role creating keys at once may pass the limit by a few.
- * Without the library preloaded, every key created by use is counted.
+ * it too (created_by_admin).  Without the library preloaded, every key
+ * created by use is counted.
  *
- * The count reads the latest committed rows and this transaction's own.
- * An exact count of uncommitted keys would have to serialise every
- * creation of a role's keys until commit: one transaction left open would
- * block the role.  A key whose ttl has passed does not count, purged or
- * not.
+ * Every creation of a key by use takes a lock on the role (this database,
+ * the role, IDGEN_SEQ_ROLE_LOCK_CLASS), held to the end of the transaction,
+ * before it consults the estimate or counts, as a lease does (lease.c,
+ * check_role_limit).  So the role's keys created by use are made by one
+ * transaction at a time: a count, which reads the latest committed rows
+ * and this transaction's own, misses no key another transaction created
+ * and may still commit (a session left in its transaction, or a prepared
+ * transaction), and two sessions cannot both take the last key.  A later
+ * transaction of the role that creates a key waits for the one holding
+ * the lock to end (bounded by its lock_timeout), and then counts what that
+ * one committed; using keys that exist takes no lock.  A key whose ttl has
+ * passed does not count, purged or not.
  */
+/* "sr" in ASCII: not "sq" (key_locktag), whose hash fields could match. */
+#define IDGEN_SEQ_ROLE_LOCK_CLASS	0x7372
+
+static void
+lock_role(Oid role)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, (uint32) role, IDGEN_SEQ_ROLE_LOCK_CLASS);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
 static void
 check_keys_per_role(const IdgenFunction *fn, text *key, TimestampTz now)
 {
 	Oid			role = GetUserId();	/* before the switch to the owner */
 	int64		limit = idgen_seq_max_keys_per_role;
-	Datum		args[4];
+	Datum		arg;
 	IdgenSqlContext cx;
-	bool		isnull;
-	int64		keys;
+	Portal		portal;
+	uint64		fetched;
+	int64		keys = 0;
 
-	if (limit <= 0 || idgen_seq_role_keys_take(role, limit, now))
+	if (limit <= 0)
 		return;
-	args[0] = ObjectIdGetDatum(role);
-	args[1] = TimestampTzGetDatum(now);
-	/* A cached key expires idgen.purge_interval later (idgen_seq_ttl_passed). */
-	args[2] = TimestampTzGetDatum(now - (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC);
-	args[3] = Int64GetDatum(limit);
+	lock_role(role);
+	if (idgen_seq_role_keys_take(role, limit, now))
+		return;
+	arg = ObjectIdGetDatum(role);
 	idgen_sql_begin(fn, &statements, &cx);
 	/* The latest committed keys, whatever the isolation level. */
-	(void) idgen_sql_run_latest(&cx, Q_COUNT_KEYS, args, NULL);
-	keys = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	portal = idgen_sql_open(&cx, Q_ROLE_KEYS, &arg, NULL, true);
+	do
+	{
+		SPI_cursor_fetch(portal, true, SEQ_SCAN_BATCH);
+		fetched = SPI_processed;
+		for (uint64 i = 0; i < fetched && keys < limit; i++)
+			if (!read_ttl_passed(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, now))
+				keys++;
+		SPI_freetuptable(SPI_tuptable);
+	} while (fetched == SEQ_SCAN_BATCH && keys < limit);
+	SPI_cursor_close(portal);
 	idgen_sql_end(&cx);
 	idgen_seq_role_keys_counted(role, limit, keys, now);
 	if (keys >= limit)
@@ -1409,26 +1465,51 @@ Datum
 idgen_seq_purge(PG_FUNCTION_ARGS)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	Datum		args[2];
 	IdgenFunction fn;
 	IdgenSqlContext cx;
+	Portal		portal;
 	uint64		n = 0;
-	uint64		batch;
+	uint64		fetched;
 	Oid			relid;
 
-	/* A cached key expires idgen.purge_interval later (see idgen_seq_ttl_passed). */
-	args[0] = TimestampTzGetDatum(now);
-	args[1] = TimestampTzGetDatum(now - (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC);
 	/* The keys this transaction holds are judged by their last use. */
 	idgen_seq_held_write_all();
 	relid = seq_relid(fcinfo);
 	idgen_lookup_function(fcinfo, &fn);
 	idgen_sql_begin(&fn, &statements, &cx);
+	portal = idgen_sql_open(&cx, Q_PURGE_SCAN, NULL, NULL, false);
 	do
 	{
+		Datum	   *tids;
+		int			expired = 0;
+		Datum		arg;
+		uint64		deleted;
+
 		CHECK_FOR_INTERRUPTS();
-		batch = idgen_sql_run(&cx, Q_PURGE, args, NULL);
-		for (uint64 i = 0; i < batch; i++)
+		SPI_cursor_fetch(portal, true, SEQ_SCAN_BATCH);
+		fetched = SPI_processed;
+		tids = palloc(sizeof(Datum) * Max(fetched, 1));
+		for (uint64 i = 0; i < fetched; i++)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[i];
+			bool		isnull;
+
+			if (read_ttl_passed(tup, SPI_tuptable->tupdesc, 2, now))
+			{
+				ItemPointer tid = palloc(sizeof(ItemPointerData));
+
+				ItemPointerCopy((ItemPointer) DatumGetPointer(SPI_getbinval(tup, SPI_tuptable->tupdesc,
+																			1, &isnull)), tid);
+				tids[expired++] = PointerGetDatum(tid);
+			}
+		}
+		SPI_freetuptable(SPI_tuptable);
+		if (expired == 0)
+			continue;
+		arg = PointerGetDatum(construct_array(tids, expired, TIDOID, sizeof(ItemPointerData),
+											  false, TYPALIGN_SHORT));
+		deleted = idgen_sql_run(&cx, Q_PURGE, &arg, NULL);
+		for (uint64 i = 0; i < deleted; i++)
 		{
 			bool		isnull;
 			char	   *k = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
@@ -1438,8 +1519,14 @@ idgen_seq_purge(PG_FUNCTION_ARGS)
 				idgen_seq_cache_invalidate(k, strlen(k));
 			pfree(k);
 		}
-		n += batch;
-	} while (batch == 1000);
+		SPI_freetuptable(SPI_tuptable);
+		n += deleted;
+		for (int i = 0; i < expired; i++)
+			pfree(DatumGetPointer(tids[i]));
+		pfree(tids);
+		pfree(DatumGetPointer(arg));
+	} while (fetched == SEQ_SCAN_BATCH);
+	SPI_cursor_close(portal);
 	idgen_sql_end(&cx);
 	PG_RETURN_INT64((int64) n);
 }

@@ -320,46 +320,45 @@ reserve_once(IdgenSeqRequest *req)
 	return progress;
 }
 
-/* purge_step's statement and result, for idgen_sql_try. */
+/* purge_step's function and result, for idgen_sql_try. */
 typedef struct PurgeCall
 {
-	const char *sql;
+	Oid			nspid;
+	const char *function;
 	uint64		deleted;
 } PurgeCall;
 
+/*
+ * Call the extension's function by its oid, not by a SQL statement: a
+ * name, even qualified, is ambiguous once the schema's owner creates a
+ * function of that name with a defaulted argument (owner_sql.c).
+ */
 static void
 purge_call(void *arg)
 {
 	PurgeCall  *a = (PurgeCall *) arg;
-	int			rc;
-	bool		isnull;
+	Oid			fn = idgen_extension_function(a->nspid, a->function);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	rc = SPI_execute(a->sql, false, 1);
-	if (rc != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "%s failed: %s", a->sql, SPI_result_code_string(rc));
-	a->deleted = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-													  SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_finish();
+	a->deleted = (uint64) DatumGetInt64(OidFunctionCall0(fn));
 }
 
 /*
- * Run "SELECT schema.function()", which returns a count, in a
+ * Run the extension's function (which returns a count) in a
  * subtransaction: a failure is logged and rolled back, and the other purge
  * and the worker go on.  The count, 0 on failure.
  */
 static uint64
-purge_step(const char *schema, const char *function)
+purge_step(Oid nspid, const char *function)
 {
-	PurgeCall	call = {psprintf("SELECT %s.%s()", schema, function), 0};
+	PurgeCall	call = {nspid, function, 0};
 	ErrorData  *edata = idgen_sql_try(purge_call, &call);
 
 	if (edata == NULL)
 		return call.deleted;
 	ereport(WARNING,
 			(errcode(edata->sqlerrcode),
-			 errmsg("the idgen purge could not run %s.%s()", schema, function),
+			 errmsg("the idgen purge could not run %s.%s()",
+					quote_identifier(get_namespace_name(nspid)), function),
 			 errdetail("%s", edata->message),
 			 errhint("The other purge goes on; this one is tried again after \"idgen.purge_interval\".")));
 	FreeErrorData(edata);
@@ -380,11 +379,9 @@ purge_once(IdgenSeqRequest *req)
 
 	if (begin_work("idgen purge", &ext))
 	{
-		const char *schema = quote_identifier(get_namespace_name(ext.nspid));
-
 		record_use(&ext, req, idgen_seq_cache_collect_used(req, idgen_seq_cache_keys));
-		deleted += purge_step(schema, "idgen_seq_purge");
-		deleted += purge_step(schema, "idgen_worker_purge");
+		deleted += purge_step(ext.nspid, "idgen_seq_purge");
+		deleted += purge_step(ext.nspid, "idgen_worker_purge");
 	}
 	end_work();
 	return deleted;
