@@ -155,9 +155,11 @@ export DATABASE_URL=postgresql://$PGUSER@$PGHOST:$PGPORT/$PGDATABASE
 export PYTHONDONTWRITEBYTECODE=1
 echo "server on port $port"
 # The tables the README's code uses without creating them: users as in
-# "Getting started", posts as drizzle-kit makes it from node/drizzle.js.
+# "Getting started", posts as drizzle-kit makes it from node/drizzle.js;
+# and the first public ID key, which CREATE EXTENSION does not make.
 if ! "$BIN/psql" -X -q -v ON_ERROR_STOP=1 <<'EOF'
 CREATE EXTENSION idgen;
+SELECT idgen_public_rotate();
 CREATE TABLE users (id bigint PRIMARY KEY DEFAULT idgen_snowflake(), name text);
 CREATE TABLE posts (id bigint PRIMARY KEY DEFAULT idgen_snowflake(), title text NOT NULL);
 EOF

@@ -78,19 +78,21 @@ run('node-postgres parameters', async () => {
       ['params:node3', 1, 1000, '1 day', 0, 1, 1, false, null], () => true);
     await ok('idgen_seq_drop($1)', 'SELECT idgen_seq_drop($1) AS b', ['params:node3'], (r) => r.b === true);
     const lease = await ok('idgen_worker_acquire($1, $2, $3, $4)',
-      'SELECT * FROM idgen_worker_acquire($1, $2, $3, $4)', ['params-node', '30 s', 100, false],
+      'SELECT * FROM idgen_worker_acquire($1, $2, $3, $4)', ['params-node', '1 s', 100, false],
       (r) => r.worker_id >= 0);
     if (lease) {
       await ok('idgen_worker_renew($1, $2)', 'SELECT idgen_worker_renew($1, $2) AS e',
         [lease.worker_id, lease.token], (r) => !!r.e);
       await ok('idgen_worker_release($1, $2, $3)', 'SELECT idgen_worker_release($1, $2, $3) AS b',
         [lease.worker_id, lease.token, null], (r) => r.b === true);
+      // A released lease's horizon stays its holder's until its expiry.
+      await new Promise((resolve) => setTimeout(resolve, 1500));
       await ok('idgen_worker_reset_horizon($1, $2, $3)', 'SELECT idgen_worker_reset_horizon($1, $2, $3) AS h',
         [lease.datacenter_id, lease.worker_id, null], () => true);
     }
     await ok('idgen_server_lease($1, $2, $3, $4, $5, $6)',
-      'SELECT * FROM idgen_server_lease($1, $2, $3, $4, $5, $6)', ['12345', 'params-node', '30 s', 2, 3, null],
-      (r) => r.datacenter_id === 2 && r.worker_id === 3);
+      'SELECT * FROM idgen_server_lease($1, $2, $3, $4, $5, $6)', ['12345', 'params-node', '30 s', 20, 3, null],
+      (r) => r.datacenter_id === 20 && r.worker_id === 3);
     const { p } = (await ok('idgen_public($1)', 'SELECT idgen_public($1) AS p', [id],
       (r) => r.p.length === 15)) || { p: null };
     await ok('idgen_private($1)', 'SELECT idgen_private($1) AS id', [p], (r) => r.id === id);

@@ -9,6 +9,7 @@ bigint 42883) and give its value."""
 
 import datetime
 import os
+import time
 
 import psycopg
 
@@ -86,18 +87,20 @@ def body():
     ok("idgen_seq_drop(%s)", "SELECT idgen_seq_drop(%s)", ("params:py3",), lambda r: r[0] is True)
     lease = ok("idgen_worker_acquire(%s, %s, %s, %s)",
                "SELECT worker_id, datacenter_id, token FROM idgen_worker_acquire(%s, %s, %s, %s)",
-               ("params-py", datetime.timedelta(seconds=30), 100, False), lambda r: r[0] >= 0)
+               ("params-py", datetime.timedelta(seconds=1), 100, False), lambda r: r[0] >= 0)
     if lease:
         wid, dc, token = lease
         ok("idgen_worker_renew(%s, %s)", "SELECT idgen_worker_renew(%s, %s)", (wid, token),
            lambda r: r[0] is not None)
         ok("idgen_worker_release(%s, %s, %s)", "SELECT idgen_worker_release(%s, %s, %s)",
            (wid, token, None), lambda r: r[0] is True)
+        # A released lease's horizon stays its holder's until its expiry.
+        time.sleep(1.5)
         ok("idgen_worker_reset_horizon(%s, %s, %s)", "SELECT idgen_worker_reset_horizon(%s, %s, %s)",
            (dc, wid, None), lambda r: True)
     ok("idgen_server_lease(%s, %s, %s, %s, %s, %s)",
        "SELECT datacenter_id, worker_id FROM idgen_server_lease(%s, %s, %s, %s, %s, %s)",
-       (54321, "params-py", datetime.timedelta(seconds=30), 2, 4, None), lambda r: r == (2, 4))
+       (54321, "params-py", datetime.timedelta(seconds=30), 21, 4, None), lambda r: r == (21, 4))
     (p,) = ok("idgen_public(%s)", "SELECT idgen_public(%s)", (id_,), lambda r: len(r[0]) == 15) or (None,)
     ok("idgen_private(%s)", "SELECT idgen_private(%s)", (p,), lambda r: r[0] == id_)
     (n,) = ok("idgen_public_bigint(%s)", "SELECT idgen_public_bigint(%s)", (id_,),
