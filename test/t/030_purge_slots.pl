@@ -121,21 +121,42 @@ sub purged
 		WHERE backend_type = 'idgen purge' AND datname IN ('a', 'b')}),
 		'a and b have their idgen purge processes: both slots');
 
-	# Stop both, so that neither can give its slot yet.
-	my @pids = split /\n/, $node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity
-		WHERE backend_type = 'idgen purge' AND datname IN ('a', 'b')});
-	is(scalar(@pids), 2, 'two processes, a\'s and b\'s');
-	kill 'STOP', @pids;
+	# Stop both while c's purge waits, so that neither can give its slot
+	# yet.  With a 2 s idgen.purge_interval the launcher asks for their
+	# slots every few seconds (postgres and c wait for their purges), so c
+	# is not always waiting, and a process may have given its slot already:
+	# then they are let go and stopped again, until c waits and both hold
+	# their slots stopped (their keys served from shared memory, which only
+	# a running slot of theirs does).
+	my $c_waits = q{SELECT coalesce('c' = ANY (databases_waiting), false)
+		AND databases_waiting_since IS NOT NULL FROM idgen_info()};
+	my @pids;
+	for my $try (1 .. 50)
+	{
+		$node->poll_query_until('postgres', qq{SELECT count(DISTINCT datname) = 2 FROM pg_stat_activity
+			WHERE backend_type = 'idgen purge' AND datname IN ('a', 'b') AND ($c_waits)})
+		  or die 'a and b have no processes, or c never waits';
+		@pids = split /\n/, $node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity
+			WHERE backend_type = 'idgen purge' AND datname IN ('a', 'b')});
+		kill 'STOP', @pids;
+		last if @pids == 2
+		  && join(',', map { $node->safe_psql($_, q{SELECT served FROM idgen_seq_keys WHERE key = 'busy'}) }
+			qw(a b)) eq 'cached,cached'
+		  && $node->safe_psql('postgres', $c_waits) eq 't';
+		kill 'CONT', @pids;
+		@pids = ();
+	}
+	is(scalar(@pids), 2, 'a\'s and b\'s processes stopped, holding both slots');
 	make_expired($node, 'c');
-	ok($node->poll_query_until('postgres', q{SELECT 'c' = ANY (databases_waiting)
-		AND databases_waiting_since IS NOT NULL FROM idgen_info()}),
-		'idgen_info() names c, whose purge waits for a slot');
+	my $log_offset = -s $node->logfile;
+	sleep 2;	# more than the 1 s ttl: c's key is expired, and c still waits
+	is($node->safe_psql('postgres', $c_waits), 't', 'idgen_info() names c, whose purge waits for a slot');
 	is($node->safe_psql('c', q{SELECT count(*) FROM idgen_seq WHERE key = 'old'}), '1',
 		'c is not purged while both slots are held');
 	kill 'CONT', @pids;
 
 	ok(purged($node, 'c'), 'c is purged once a process gives its slot');
-	ok($node->log_contains(qr/DEBUG:  idgen purge started in database "c"/),
+	ok($node->log_contains(qr/DEBUG:  idgen purge started in database "c"/, $log_offset),
 		"by c's own idgen purge process");
 	ok($node->poll_query_until('postgres', q{SELECT NOT ('c' = ANY (coalesce(databases_waiting, '{}')))
 		FROM idgen_info()}), 'c is no longer waiting');
