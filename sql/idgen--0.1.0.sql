@@ -808,7 +808,9 @@ CREATE FUNCTION @extschema@.idgen_info(
     OUT recovery_lead_ms bigint,
     OUT database_workers int,
     OUT max_database_workers int,
-    OUT database_workers_refused bigint)
+    OUT database_workers_refused bigint,
+    OUT databases_waiting name[],
+    OUT databases_waiting_since timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'idgen_info'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;

@@ -59,13 +59,18 @@
  *
  * A missing or corrupt file is not fatal: the server starts, logs a
  * WARNING that the durable horizon was lost, and generators start from the
- * wall clock.
+ * wall clock.  A data directory that never had a horizon (its first start
+ * with idgen) lost nothing: that is a LOG.  The two are told apart by
+ * $PGDATA/idgen.horizon.seen, an empty file made durable before the first
+ * horizon is written in a data directory and never removed: a missing
+ * horizon file beside it was lost.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "access/xlog.h"
@@ -92,6 +97,7 @@
 
 #define HORIZON_FILE		"idgen.horizon"
 #define HORIZON_TMP_FILE	"idgen.horizon.tmp"
+#define HORIZON_SEEN_FILE	"idgen.horizon.seen"
 #define HORIZON_MAGIC_1		"idgen horizon 1"
 #define HORIZON_MAGIC		"idgen horizon 2"
 
@@ -186,6 +192,58 @@ idgen_horizon_read(TimestampTz *horizon, TimestampTz *written_at, char *why, siz
 }
 
 /*
+ * Whether this data directory ever had a horizon: its file, or the mark
+ * made before the first one was written.  Never throws (the postmaster).
+ */
+bool
+idgen_horizon_ever_made(void)
+{
+	struct stat st;
+
+	return stat(HORIZON_FILE, &st) == 0 || stat(HORIZON_SEEN_FILE, &st) == 0;
+}
+
+/*
+ * Make the mark that this data directory has had a horizon durable, once
+ * per process, before a horizon is written: a horizon file that goes
+ * missing afterwards was lost, not never made.  False (after logging at
+ * 'elevel') if it could not be made; then no horizon is written either.
+ */
+static bool
+mark_horizon_seen(int elevel)
+{
+	static bool marked = false;
+	struct stat st;
+	int			fd;
+
+	if (marked)
+		return true;
+	if (stat(HORIZON_SEEN_FILE, &st) != 0)
+	{
+		fd = OpenTransientFile(HORIZON_SEEN_FILE, O_WRONLY | O_CREAT | PG_BINARY);
+		if (fd < 0)
+		{
+			ereport(elevel,
+					(errcode_for_file_access(),
+					 errmsg("could not create file \"%s\": %m", HORIZON_SEEN_FILE)));
+			return false;
+		}
+		if (CloseTransientFile(fd) != 0)
+		{
+			ereport(elevel,
+					(errcode_for_file_access(),
+					 errmsg("could not close file \"%s\": %m", HORIZON_SEEN_FILE)));
+			return false;
+		}
+		if (fsync_fname_ext(HORIZON_SEEN_FILE, false, false, elevel) != 0 ||
+			fsync_fname_ext(".", true, false, elevel) != 0)
+			return false;
+	}
+	marked = true;
+	return true;
+}
+
+/*
  * Make 'horizon' durable: write it to a temporary file and rename it over
  * the old file with durable_rename, which fsyncs the temporary file before
  * the rename and the file and its directory after it.  Returns false after
@@ -201,6 +259,8 @@ horizon_write(TimestampTz horizon, int elevel)
 	int			len;
 	int			fd;
 
+	if (!mark_horizon_seen(elevel))
+		return false;
 	bodylen = snprintf(body, sizeof(body), HORIZON_MAGIC " %lld %lld",
 					   (long long) horizon, (long long) GetCurrentTimestamp());
 	len = snprintf(line, sizeof(line), "%s %08x\n", body,

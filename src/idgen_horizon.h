@@ -18,6 +18,7 @@ extern int	idgen_horizon_interval_ms;
 /* horizon.c */
 extern bool idgen_horizon_read(TimestampTz *horizon, TimestampTz *written_at,
 							   char *why, size_t whylen);
+extern bool idgen_horizon_ever_made(void);
 extern bool idgen_horizon_persist(TimestampTz horizon, int elevel);
 extern uint64 idgen_horizon_start_tick(TimestampTz horizon, TimestampTz epoch, int tick_bits);
 extern void idgen_keeper_wake(void);

@@ -193,8 +193,12 @@ extern void idgen_seq_cache_want_worker(void);
 extern void idgen_seq_cache_workers_report(int *running, int *max, int64 *refused);
 extern void idgen_seq_cache_launcher_attach(Latch *latch);
 extern void idgen_seq_cache_launcher_detach(int code, Datum arg);
-extern int	idgen_seq_cache_take_wanted(Oid *dbid, uint32 *generation);
+extern int	idgen_seq_cache_take_wanted(Oid *dbid, uint32 *generation, const bool *stopping);
 extern int	idgen_seq_cache_take_for_purge(Oid dbid, uint32 *generation);
+extern bool idgen_seq_cache_ask_yield(Oid dbid, int64 min_age);
+extern void idgen_seq_cache_set_waiting(const Oid *dbids, int n, TimestampTz since);
+#define IDGEN_MAX_WAITING_SHOWN		64
+extern int	idgen_seq_cache_waiting(Oid *dbids, int max, TimestampTz *since);
 extern void idgen_seq_cache_start_ended(int slot, uint32 generation, bool start_failed);
 extern Oid	idgen_seq_cache_slot_dbid(int slot, uint32 *generation);
 extern bool idgen_seq_cache_worker_attach(int slot, uint32 generation, Latch *latch);

@@ -590,7 +590,7 @@ key_locked(text *key, TransactionId blocker, int waited_ms, bool own_bound)
 			 errdetail("Process %d holds the key's row in a transaction that has not ended; this call gave up after %s.",
 					   pid, bound) :
 			 errdetail("Another transaction holds the key's row; this call gave up after %s.", bound),
-			 errhint("A transaction left idle holds the keys it used until it ends: set idle_in_transaction_session_timeout for the roles that use the key, then call again.")));
+			 errhint("A transaction left idle holds the keys it used until it ends: set idle_in_transaction_session_timeout for the roles that use the key, then call again. A prepared transaction holds them across restarts, out of that setting's reach: find it in pg_prepared_xacts and end it with COMMIT PREPARED or ROLLBACK PREPARED.")));
 }
 
 /*

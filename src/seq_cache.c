@@ -72,6 +72,16 @@
  *	  its slot; the launcher also lends free slots, for one purge, to the
  *	  databases that have none (seq_worker.c).
  *
+ *	  When a database's purge finds no slot (or no background worker slot),
+ *	  the launcher asks the process that has served longest, if for at
+ *	  least idgen.purge_interval, to give its slot (yield_to): at its next
+ *	  check the process hands the slot over, under the mutex, as a slot
+ *	  wanted for that database's purge (for_purge), retires its own
+ *	  database's entries (so that callers waiting for a segment go to the
+ *	  table), and ends.  The launcher starts the purge once the process has
+ *	  stopped, so that its background worker slot is free.  The databases
+ *	  whose purge waits are published for idgen_info() (waiting[]).
+ *
  * Keys per role
  *	  The segment also holds, under roles_lock, the estimates of how many
  *	  live keys a role has, for idgen.seq_max_keys_per_role (seq.c, "Keys
@@ -203,6 +213,8 @@ typedef struct SeqDbWorker
 	SeqWorkerState state;
 	uint32		generation;		/* bumped each time the slot is taken */
 	bool		serve;			/* cached keys are in use: stay after a purge */
+	bool		for_purge;		/* taken (or handed over) for a purge: started first */
+	Oid			yield_to;		/* the launcher asks for the slot for this database's purge */
 	Latch	   *latch;			/* the process's, when running */
 	int			pid;
 	TimestampTz started;
@@ -230,6 +242,9 @@ typedef struct SeqCacheShared
 	uint64		refused;		/* requests for a process with every slot taken */
 	TimestampTz refused_at;
 	TimestampTz start_failed_at;	/* the launcher could not start a process */
+	int			nwaiting;		/* databases whose purge waits for a slot */
+	Oid			waiting[IDGEN_MAX_WAITING_SHOWN];	/* the first of them */
+	TimestampTz waiting_since;	/* since when the first has waited */
 	int			nworkers;
 	SeqDbWorker *workers;		/* idgen.max_database_workers slots */
 
@@ -357,6 +372,8 @@ idgen_seq_cache_shmem_startup(void)
 		cache->launcher_latch = NULL;
 		cache->refused = 0;
 		cache->refused_at = cache->start_failed_at = 0;
+		cache->nwaiting = 0;
+		cache->waiting_since = 0;
 		cache->nentries = idgen_seq_cache_keys;
 		cache->nworkers = idgen_max_database_workers;
 		cache->workers = (SeqDbWorker *) &cache->entries[cache->nentries];
@@ -640,6 +657,8 @@ idgen_seq_cache_want_worker(void)
 		free_slot->state = WORKER_WANTED;
 		free_slot->generation++;
 		free_slot->serve = true;
+		free_slot->for_purge = false;
+		free_slot->yield_to = InvalidOid;
 		launcher = cache->launcher_latch;
 	}
 	else if (!found)
@@ -1156,40 +1175,47 @@ idgen_seq_cache_launcher_detach(int code, Datum arg)
 
 /*
  * A slot whose database wants a process, now being started: its index,
- * database and generation; -1 if none.
+ * database and generation; -1 if none.  Slots wanted for a purge come
+ * first (one handed over by a process that gave it would otherwise lose
+ * the background worker slot it freed to a database that asked later);
+ * slots whose previous process has not stopped yet ('stopping[i]') wait.
  */
 int
-idgen_seq_cache_take_wanted(Oid *dbid, uint32 *generation)
+idgen_seq_cache_take_wanted(Oid *dbid, uint32 *generation, const bool *stopping)
 {
 	int			slot = -1;
 
 	SpinLockAcquire(&cache->mutex);
-	for (int i = 0; i < cache->nworkers && slot < 0; i++)
-	{
-		SeqDbWorker *w = &cache->workers[i];
-
-		if (w->state == WORKER_WANTED)
+	for (int pass = 0; pass < 2 && slot < 0; pass++)
+		for (int i = 0; i < cache->nworkers && slot < 0; i++)
 		{
-			w->state = WORKER_STARTING;
-			*dbid = w->dbid;
-			*generation = w->generation;
-			slot = i;
+			SeqDbWorker *w = &cache->workers[i];
+
+			if (w->state == WORKER_WANTED && !stopping[i] && (pass == 1 || w->for_purge))
+			{
+				w->state = WORKER_STARTING;
+				*dbid = w->dbid;
+				*generation = w->generation;
+				slot = i;
+			}
 		}
-	}
 	SpinLockRelease(&cache->mutex);
 	return slot;
 }
 
 /*
  * Lend a free slot to database 'dbid' for one purge: its index and
- * generation; -1 if the database has a slot already (its process purges
- * it), -2 if none is free.
+ * generation; -1 if the database has a process already (which purges
+ * it), -3 if its process is wanted but not started yet, -2 if no slot is
+ * free.  On -1 or a slot, a process asked to give its slot to this
+ * database no longer is.
  */
 int
 idgen_seq_cache_take_for_purge(Oid dbid, uint32 *generation)
 {
 	int			slot = -1;
 	bool		has = false;
+	bool		wanted = false;
 
 	SpinLockAcquire(&cache->mutex);
 	for (int i = 0; i < cache->nworkers; i++)
@@ -1197,12 +1223,15 @@ idgen_seq_cache_take_for_purge(Oid dbid, uint32 *generation)
 		SeqDbWorker *w = &cache->workers[i];
 
 		if (w->state != WORKER_FREE && w->dbid == dbid)
+		{
 			has = true;
+			wanted = (w->state == WORKER_WANTED);
+		}
 		else if (w->state == WORKER_FREE && slot < 0)
 			slot = i;
 	}
 	if (has)
-		slot = -1;
+		slot = wanted ? -3 : -1;
 	else if (slot < 0)
 		slot = -2;
 	else
@@ -1213,10 +1242,89 @@ idgen_seq_cache_take_for_purge(Oid dbid, uint32 *generation)
 		w->state = WORKER_STARTING;
 		w->generation++;
 		w->serve = false;
+		w->for_purge = true;
 		*generation = w->generation;
 	}
+	if (slot >= -1)
+		for (int i = 0; i < cache->nworkers; i++)
+			if (cache->workers[i].yield_to == dbid)
+				cache->workers[i].yield_to = InvalidOid;
 	SpinLockRelease(&cache->mutex);
 	return slot;
+}
+
+/*
+ * Database 'dbid' waits for a slot for its purge: ask the process that has
+ * served longest, if for at least 'min_age', to give it its slot (see "A
+ * process per database"), unless a process is asked already.  Returns
+ * whether one is asked now.
+ */
+bool
+idgen_seq_cache_ask_yield(Oid dbid, int64 min_age)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	SeqDbWorker *oldest = NULL;
+	Latch	   *latch = NULL;
+
+	SpinLockAcquire(&cache->mutex);
+	for (int i = 0; i < cache->nworkers; i++)
+	{
+		SeqDbWorker *w = &cache->workers[i];
+
+		if (OidIsValid(w->yield_to))
+		{
+			oldest = NULL;		/* one at a time */
+			break;
+		}
+		if (w->state == WORKER_RUNNING && w->serve && w->dbid != dbid &&
+			w->started <= now - min_age && (oldest == NULL || w->started < oldest->started))
+			oldest = w;
+	}
+	if (oldest != NULL)
+	{
+		oldest->yield_to = dbid;
+		latch = oldest->latch;
+	}
+	SpinLockRelease(&cache->mutex);
+	if (latch != NULL)
+		SetLatch(latch);
+	return oldest != NULL;
+}
+
+/*
+ * The databases whose purge waits for a slot, in the launcher's order, and
+ * since when the first has waited (n = 0: none), for idgen_info().
+ */
+void
+idgen_seq_cache_set_waiting(const Oid *dbids, int n, TimestampTz since)
+{
+	SpinLockAcquire(&cache->mutex);
+	cache->nwaiting = n;
+	for (int i = 0; i < Min(n, IDGEN_MAX_WAITING_SHOWN); i++)
+		cache->waiting[i] = dbids[i];
+	cache->waiting_since = n > 0 ? since : 0;
+	SpinLockRelease(&cache->mutex);
+}
+
+/*
+ * For idgen_info(): the databases whose purge waits (at most 'max' into
+ * 'dbids'), their number, and since when the first has waited.
+ */
+int
+idgen_seq_cache_waiting(Oid *dbids, int max, TimestampTz *since)
+{
+	int			n;
+
+	*since = 0;
+	if (cache == NULL)
+		return 0;
+	SpinLockAcquire(&cache->mutex);
+	n = cache->nwaiting;
+	for (int i = 0; i < Min(n, Min(max, IDGEN_MAX_WAITING_SHOWN)); i++)
+		dbids[i] = cache->waiting[i];
+	*since = cache->waiting_since;
+	SpinLockRelease(&cache->mutex);
+	return n;
 }
 
 /*
@@ -1235,7 +1343,8 @@ idgen_seq_cache_start_ended(int slot, uint32 generation, bool start_failed)
 	{
 		w->dbid = InvalidOid;
 		w->state = WORKER_FREE;
-		w->serve = false;
+		w->serve = w->for_purge = false;
+		w->yield_to = InvalidOid;
 	}
 	if (start_failed)
 		cache->start_failed_at = now;
@@ -1246,6 +1355,8 @@ idgen_seq_cache_start_ended(int slot, uint32 generation, bool start_failed)
  * A database's process (seq_worker.c)
  * ----------
  */
+static void retire_database_entries(void);
+
 /* The database of slot 'slot', which this process was started for. */
 Oid
 idgen_seq_cache_slot_dbid(int slot, uint32 *generation)
@@ -1282,21 +1393,7 @@ idgen_seq_cache_worker_attach(int slot, uint32 generation, Latch *latch)
 	 * were served from the table, past the segments their entries hold.
 	 * Their callers install them again, past the table's values.
 	 */
-	LWLockAcquire(cache->map_lock, LW_EXCLUSIVE);
-	for (int i = 0; i < cache->nentries; i++)
-	{
-		SeqCacheEntry *e = &cache->entries[i];
-
-		LWLockAcquire(e->lock, LW_EXCLUSIVE);
-		if (e->tag.dbid == MyDatabaseId)
-		{
-			if (e->in_use)
-				retire_entry(e);
-			e->requested = e->reserving = false;
-		}
-		LWLockRelease(e->lock);
-	}
-	LWLockRelease(cache->map_lock);
+	retire_database_entries();
 
 	now = GetCurrentTimestamp();
 	SpinLockAcquire(&cache->mutex);
@@ -1313,19 +1410,52 @@ idgen_seq_cache_worker_attach(int slot, uint32 generation, Latch *latch)
 	return true;
 }
 
-/* Free this process's slot (cache->mutex held) and tell the launcher. */
+/*
+ * Free this process's slot (cache->mutex held) and tell the launcher; or,
+ * if 'to' is valid, hand it over as wanted for database 'to''s purge.
+ */
 static Latch *
-free_my_slot(void)
+free_my_slot(Oid to)
 {
 	SeqDbWorker *w = &cache->workers[my_worker];
 
-	w->dbid = InvalidOid;
-	w->state = WORKER_FREE;
+	w->dbid = to;
+	w->state = OidIsValid(to) ? WORKER_WANTED : WORKER_FREE;
+	if (OidIsValid(to))
+		w->generation++;
 	w->serve = false;
+	w->for_purge = OidIsValid(to);
+	w->yield_to = InvalidOid;
 	w->latch = NULL;
 	w->pid = 0;
 	my_worker = -1;
 	return cache->launcher_latch;
+}
+
+/*
+ * Retire every entry of this database, and drop the requests of those
+ * retired before: callers waiting for a segment look their keys up again
+ * and find none (served from the table until a process attaches).
+ */
+static void
+retire_database_entries(void)
+{
+	LWLockAcquire(cache->map_lock, LW_EXCLUSIVE);
+	for (int i = 0; i < cache->nentries; i++)
+	{
+		SeqCacheEntry *e = &cache->entries[i];
+
+		LWLockAcquire(e->lock, LW_EXCLUSIVE);
+		if (e->tag.dbid == MyDatabaseId)
+		{
+			if (e->in_use)
+				retire_entry(e);
+			e->requested = e->reserving = false;
+		}
+		LWLockRelease(e->lock);
+	}
+	LWLockRelease(cache->map_lock);
+	ConditionVariableBroadcast(&cache->cv);
 }
 
 void
@@ -1337,7 +1467,7 @@ idgen_seq_cache_worker_detach(int code, Datum arg)
 		return;
 	SpinLockAcquire(&cache->mutex);
 	if (cache->workers[my_worker].pid == MyProcPid)
-		launcher = free_my_slot();
+		launcher = free_my_slot(InvalidOid);
 	SpinLockRelease(&cache->mutex);
 	if (launcher != NULL)
 		SetLatch(launcher);
@@ -1345,9 +1475,10 @@ idgen_seq_cache_worker_detach(int code, Datum arg)
 
 /*
  * Whether this process may end after a purge: it was lent for the purge
- * only, or no cached key of its database was used for 'idle_ms'.  If so,
- * its slot is freed (under the mutex, so that a backend asking for the
- * process either sees it stay or finds the slot free).
+ * only, or no cached key of its database was used for 'idle_ms', or the
+ * launcher asks for its slot for another database's purge.  If so, its
+ * slot is freed or handed over (under the mutex, so that a backend asking
+ * for the process either sees it stay or finds it gone).
  */
 bool
 idgen_seq_cache_worker_done(int idle_ms)
@@ -1356,6 +1487,7 @@ idgen_seq_cache_worker_done(int idle_ms)
 	TimestampTz now = GetCurrentTimestamp();
 	SeqDbWorker *w = &cache->workers[my_worker];
 	bool		done;
+	Oid			to;
 	Latch	   *launcher = NULL;
 
 	for (int i = 0; i < cache->nentries; i++)
@@ -1369,12 +1501,24 @@ idgen_seq_cache_worker_done(int idle_ms)
 	}
 	SpinLockAcquire(&cache->mutex);
 	last = Max(last, w->started);
+	/* Asked for the slot: unless that database has found one meanwhile. */
+	to = w->yield_to;
+	for (int i = 0; i < cache->nworkers && OidIsValid(to); i++)
+		if (cache->workers[i].dbid == to && cache->workers[i].state != WORKER_FREE)
+			to = w->yield_to = InvalidOid;
 	done = !w->serve || TimestampDifferenceExceeds(last, now, idle_ms);
-	if (done && w->queue_tail == w->queue_head && !w->overflow)
-		launcher = free_my_slot();
+	if (OidIsValid(to) || (done && w->queue_tail == w->queue_head && !w->overflow))
+		launcher = free_my_slot(to);
 	else
 		done = false;
 	SpinLockRelease(&cache->mutex);
+
+	/* Its requests are nobody's now: their callers go to the table. */
+	if (OidIsValid(to))
+	{
+		retire_database_entries();
+		done = true;
+	}
 	if (launcher != NULL)
 		SetLatch(launcher);
 	return done;

@@ -14,13 +14,22 @@
  *	  free slots, one purge each and as they come free, to the databases
  *	  that accept connections and have no process (templates aside), each
  *	  round starting one database further so that every database gets its
- *	  turn.  No setting names a database: cached keys and purges work in
- *	  every database where the extension is created.  At most
+ *	  turn; a round not finished when the next is due goes on instead.  No
+ *	  setting names a database: cached keys and purges work in every
+ *	  database where the extension is created.  At most
  *	  idgen.max_database_workers processes run at once; beyond that a
  *	  database's cached keys are served from their rows (idgen_seq_keys
- *	  says so, idgen_info() counts the refusals) and its purge waits for a
- *	  free slot.  A process that stops before it attached (its database
- *	  dropped meanwhile, say) is seen through its handle, and its slot freed.
+ *	  says so, idgen_info() counts the refusals).  A purge that finds no
+ *	  free slot, or no background worker slot (max_worker_processes), waits
+ *	  (idgen_info() names the databases waiting) and asks the process that
+ *	  has served longest, if for at least idgen.purge_interval, to give its
+ *	  slot (seq_cache.c, "A process per database"): each database waits at
+ *	  most about idgen.purge_interval plus a second for each one before it
+ *	  in the round that had to wait too, whatever the others do.  That the launcher cannot start
+ *	  processes is logged once, and again when it has started every process
+ *	  asked for a minute long, not at every try.  A process that stops
+ *	  before it attached (its database dropped meanwhile, say) is seen
+ *	  through its handle, and its slot freed.
  *
  * A database's process
  *	  Attaches to its slot, leaves at once if the extension is not
@@ -417,8 +426,14 @@ idgen_purge_main(Datum main_arg)
 	if (!idgen_seq_cache_worker_attach(slot, generation, MyLatch))
 		proc_exit(0);
 
-	/* Nothing to do where the extension is not installed. */
+	/*
+	 * Nothing to do where the extension is not installed.  (The database's
+	 * name is read in the transaction: a catalog lookup outside one crashed
+	 * the process at DEBUG1.)
+	 */
 	installed = begin_work("idgen purge", &ext);
+	if (installed)
+		elog(DEBUG1, "idgen purge started in database \"%s\"", get_database_name(MyDatabaseId));
 	end_work();
 	if (!installed)
 		proc_exit(0);
@@ -426,7 +441,6 @@ idgen_purge_main(Datum main_arg)
 	req = MemoryContextAlloc(TopMemoryContext,
 							 sizeof(IdgenSeqRequest) * Max(idgen_seq_cache_keys, WORKER_BATCH));
 	next_purge = next_check = GetCurrentTimestamp();
-	elog(DEBUG1, "idgen purge started in database \"%s\"", get_database_name(MyDatabaseId));
 
 	for (;;)
 	{
@@ -495,8 +509,19 @@ typedef struct Started
 
 static Started started[IDGEN_MAX_DATABASE_WORKERS];
 
-/* Start the process of slot 'slot' (for database 'dbid'). */
-static void
+/*
+ * Starts that failed for want of a background worker slot: since when (0:
+ * none lately), the last, and how many.  One WARNING when they begin, one
+ * LOG once none has failed for START_FAILURES_CLEAR: not a line per try.
+ */
+static TimestampTz start_failing_since = 0;
+static TimestampTz start_failed_last = 0;
+static int64 start_failures = 0;
+
+#define START_FAILURES_CLEAR	(60 * USECS_PER_SEC)
+
+/* Start the process of slot 'slot' (for database 'dbid'); false if it could not. */
+static bool
 start_process(int slot, uint32 generation, Oid dbid)
 {
 	BackgroundWorker worker;
@@ -517,16 +542,40 @@ start_process(int slot, uint32 generation, Oid dbid)
 	started[slot].handle = NULL;
 	if (!RegisterDynamicBackgroundWorker(&worker, &started[slot].handle))
 	{
-		ereport(WARNING,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("the idgen launcher could not start an idgen purge process for database %u", dbid),
-				 errdetail("Every background worker slot is taken."),
-				 errhint("Raise max_worker_processes; until then that database's cached per-key sequences are served transactionally.")));
+		TimestampTz now = GetCurrentTimestamp();
+
+		if (start_failing_since == 0)
+		{
+			start_failing_since = now;
+			ereport(WARNING,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("the idgen launcher could not start an idgen purge process for database %u", dbid),
+					 errdetail("Every background worker slot is taken (max_worker_processes = %d). Until one is free, databases without a process have their cached per-key sequences served transactionally and their purges wait (idgen_info() names them); this is not logged again until no start has failed for a minute.",
+							   max_worker_processes),
+					 errhint("Raise max_worker_processes, or lower idgen.max_database_workers.")));
+		}
+		start_failed_last = now;
+		start_failures++;
 		idgen_seq_cache_start_ended(slot, generation, true);
 		started[slot].handle = NULL;
-		return;
+		return false;
 	}
 	started[slot].generation = generation;
+	return true;
+}
+
+/* No start has failed for a while: say so, once. */
+static void
+check_start_failures(TimestampTz now)
+{
+	if (start_failing_since == 0 || now - start_failed_last < START_FAILURES_CLEAR)
+		return;
+	ereport(LOG,
+			(errmsg("the idgen launcher starts idgen purge processes again"),
+			 errdetail("No start has failed for a minute; " INT64_FORMAT " failed before, for want of a background worker slot, over %ld s.",
+					   start_failures, (long) ((start_failed_last - start_failing_since) / USECS_PER_SEC))));
+	start_failing_since = start_failed_last = 0;
+	start_failures = 0;
 }
 
 /* Free the slots of processes that stopped before they attached. */
@@ -555,6 +604,7 @@ reap_processes(void)
  * each free slot is lent to the next one, for a purge, as slots come free.
  */
 static List *round_dbids = NIL;
+static TimestampTz round_blocked_since = 0;	/* its first database waits */
 
 static void
 start_round(void)
@@ -604,23 +654,57 @@ start_round(void)
 	list_free(dbids);
 }
 
-/* Lend the free slots to the next databases of the round. */
-static void
+/*
+ * Lend the free slots to the next databases of the round.  When the next
+ * finds no slot, or its process cannot start, it waits: a process that has
+ * served for idgen.purge_interval is asked for its slot, and the databases
+ * waiting are published.  Returns whether the round waits.
+ */
+static bool
 continue_round(void)
 {
+	bool		blocked = false;
+
 	while (round_dbids != NIL)
 	{
 		Oid			dbid = linitial_oid(round_dbids);
 		uint32		generation;
 		int			slot = idgen_seq_cache_take_for_purge(dbid, &generation);
 
+		if (slot >= 0 && !start_process(slot, generation, dbid))
+			slot = -2;			/* no background worker slot: as no slot */
 		if (slot == -2)
-			break;				/* no free slot: when one comes free */
+			(void) idgen_seq_cache_ask_yield(dbid, (int64) idgen_purge_interval_s * USECS_PER_SEC);
+		if (slot <= -2)
+		{
+			/* -3: its process is about to start; the round waits for it */
+			blocked = true;
+			break;
+		}
+		/* Started; or -1: the database has a process, which purges it. */
 		round_dbids = list_delete_first(round_dbids);
-		if (slot >= 0)
-			start_process(slot, generation, dbid);
-		/* -1: the database has a process, which purges it */
+		round_blocked_since = 0;
 	}
+
+	if (blocked)
+	{
+		Oid			waiting[IDGEN_MAX_WAITING_SHOWN];
+		int			n = 0;
+		ListCell   *lc;
+
+		if (round_blocked_since == 0)
+			round_blocked_since = GetCurrentTimestamp();
+		foreach(lc, round_dbids)
+		{
+			if (n < IDGEN_MAX_WAITING_SHOWN)
+				waiting[n] = lfirst_oid(lc);
+			n++;
+		}
+		idgen_seq_cache_set_waiting(waiting, n, round_blocked_since);
+	}
+	else
+		idgen_seq_cache_set_waiting(NULL, 0, 0);
+	return blocked;
 }
 
 /*
@@ -648,6 +732,8 @@ idgen_launcher_main(Datum main_arg)
 		Oid			dbid;
 		uint32		generation;
 		int			slot;
+		bool		stopping[IDGEN_MAX_DATABASE_WORKERS];
+		long		timeout_ms;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -657,19 +743,33 @@ idgen_launcher_main(Datum main_arg)
 		}
 		ResetLatch(MyLatch);
 
+		/*
+		 * A slot's next process starts once its last one has stopped (its
+		 * handle is then reaped): a slot handed over by a process that gave
+		 * it needs the background worker slot that process holds until then.
+		 */
 		reap_processes();
-		while ((slot = idgen_seq_cache_take_wanted(&dbid, &generation)) >= 0)
-			start_process(slot, generation, dbid);
+		for (int i = 0; i < idgen_max_database_workers; i++)
+			stopping[i] = started[i].handle != NULL;
+		while ((slot = idgen_seq_cache_take_wanted(&dbid, &generation, stopping)) >= 0)
+			(void) start_process(slot, generation, dbid);
 
 		now = GetCurrentTimestamp();
 		if (now >= next_round)
 		{
-			start_round();
+			/* A round not finished goes on: its databases wait their turn. */
+			if (round_dbids == NIL)
+				start_round();
 			next_round = now + (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC;
 		}
-		continue_round();
+		check_start_failures(now);
+
+		/* Waiting (for a slot, or a process to give one): look again in 1 s. */
+		timeout_ms = (long) ((next_round - now) / 1000) + 1;
+		if (continue_round() || start_failing_since != 0)
+			timeout_ms = Min(timeout_ms, 1000L);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 (long) ((next_round - now) / 1000) + 1, PG_WAIT_EXTENSION);
+						 timeout_ms, PG_WAIT_EXTENSION);
 	}
 }
 

@@ -239,10 +239,16 @@ idgen_start_generators(IdgenShared *s)
 	if (!s->horizon_restored)
 	{
 		horizon = 0;
-		ereport(WARNING,
-				(errmsg("the idgen durable horizon was lost; generators start from the wall clock"),
-				 errdetail_internal("%s", why),
-				 errhint("This is expected the first time idgen is preloaded in this data directory. Otherwise identifiers issued before this start may be issued again if the clock is behind them.")));
+		/* A first start lost nothing; a horizon that existed and is gone did. */
+		if (idgen_horizon_ever_made())
+			ereport(WARNING,
+					(errmsg("the idgen durable horizon was lost; generators start from the wall clock"),
+					 errdetail_internal("%s", why),
+					 errhint("Identifiers issued before this start may be issued again if the clock is behind them. Find out what removed or damaged the file.")));
+		else
+			ereport(LOG,
+					(errmsg("no idgen durable horizon yet in this data directory; generators start from the wall clock"),
+					 errdetail("No horizon was ever written in this data directory: this is its first start with idgen preloaded.")));
 	}
 
 	s->file_horizon = horizon;

@@ -13,11 +13,14 @@
 
 #include "access/htup_details.h"
 #include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -156,6 +159,40 @@ idgen_stats_reset(PG_FUNCTION_ARGS)
 }
 
 /*
+ * idgen_info()'s databases_waiting (the names of the databases whose purge
+ * waits for a slot, at most IDGEN_MAX_WAITING_SHOWN; NULL if none) and
+ * databases_waiting_since, into *since / *since_null.
+ */
+static Datum
+databases_waiting(bool *isnull, Datum *since, bool *since_null)
+{
+	Oid			dbids[IDGEN_MAX_WAITING_SHOWN];
+	Datum		names[IDGEN_MAX_WAITING_SHOWN];
+	TimestampTz from;
+	int			n = idgen_seq_cache_waiting(dbids, IDGEN_MAX_WAITING_SHOWN, &from);
+	int			m = 0;
+
+	for (int j = 0; j < Min(n, IDGEN_MAX_WAITING_SHOWN); j++)
+	{
+		char	   *name = get_database_name(dbids[j]);	/* NULL: dropped since */
+
+		if (name != NULL)
+		{
+			Name		nm = (Name) palloc0(NAMEDATALEN);
+
+			namestrcpy(nm, name);
+			names[m++] = NameGetDatum(nm);
+		}
+	}
+	*since_null = (n == 0);
+	*since = TimestampTzGetDatum(from);
+	*isnull = (m == 0);
+	if (m == 0)
+		return (Datum) 0;
+	return PointerGetDatum(construct_array(names, m, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR));
+}
+
+/*
  * idgen_info() returns one row: the effective layout, this server's
  * identity, capacity, and when the timestamp field runs out.  Works without
  * preloading (then it describes the settings this backend sees).
@@ -165,8 +202,8 @@ idgen_info(PG_FUNCTION_ARGS)
 {
 	const IdgenLayout *l = &idgen_layout;
 	TupleDesc	tupdesc;
-	Datum		values[36];
-	bool		nulls[36] = {0};
+	Datum		values[38];
+	bool		nulls[38] = {0};
 	int			i = 0;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -301,10 +338,12 @@ idgen_info(PG_FUNCTION_ARGS)
 		values[i++] = Int32GetDatum(running);	/* database_workers */
 		values[i++] = Int32GetDatum(max);	/* max_database_workers */
 		values[i++] = Int64GetDatum(refused);	/* database_workers_refused */
+		values[i] = databases_waiting(&nulls[i], &values[i + 1], &nulls[i + 1]);
+		i += 2;					/* databases_waiting, databases_waiting_since */
 	}
 	else
 	{
-		for (int n = 0; n < 3; n++)
+		for (int n = 0; n < 5; n++)
 			nulls[i++] = true;
 	}
 

@@ -5,7 +5,8 @@
 # generators run up to the horizon and then fail clearly instead of passing
 # it; when it resumes, so do they.  Likewise when the keeper cannot write
 # the file (its failures show in idgen_info()).  A missing or corrupt horizon file never
-# stops the server: it logs a WARNING and generates from the wall clock.
+# stops the server: it logs a WARNING and generates from the wall clock.  The
+# first start of a data directory, which never had a horizon, logs a LOG.
 use strict;
 use warnings;
 
@@ -19,8 +20,12 @@ my $node = idgen_node('horizon');
 my $horizon_file = $node->data_dir . '/idgen.horizon';
 
 ok($node->log_contains(qr/LOG:  idgen keeper started/), 'the keeper logs that it started');
-ok($node->log_contains(qr/WARNING:  the idgen durable horizon was lost; generators start from the wall clock/),
-	'first start: no horizon yet, said in a WARNING');
+# A data directory that never had a horizon: a LOG, not the WARNING of a
+# horizon that was lost.
+ok($node->log_contains(qr/LOG:  no idgen durable horizon yet in this data directory; generators start from the wall clock/),
+	'first start: no horizon yet, said in a LOG');
+ok(!$node->log_contains(qr/WARNING:  the idgen durable horizon was lost/),
+	'first start: no WARNING that a horizon was lost');
 $node->poll_query_until('postgres', 'SELECT horizon IS NOT NULL FROM idgen_info()')
   or die 'keeper made no horizon';
 
@@ -124,6 +129,9 @@ is($node->safe_psql('postgres', 'SELECT idgen_snowflake() > (SELECT max(id) FROM
 	'restart: IDs above every earlier one');
 
 # Missing, garbled or tampered files: WARNING, start from the wall clock.
+# (A missing file is a lost horizon, not a first start: the keeper wrote
+# one here, and idgen.horizon.seen says so.)
+ok(-e $node->data_dir . '/idgen.horizon.seen', 'the keeper marked that this data directory had a horizon');
 my @bad = (
 	[ 'missing', undef, qr/could not be opened: No such file or directory/ ],
 	[ 'garbage', "garbage\n", qr/is corrupt \(not in the expected format\)/ ],

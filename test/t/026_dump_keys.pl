@@ -165,5 +165,63 @@ is($node->safe_psql('restored', q{SELECT count(*) FROM orders WHERE n > 0}), '44
 	cmp_ok(length($log), '<', 2000, 'which grew by less than 2 000 bytes');
 }
 
+# A whole-database dump by a role that is not a superuser: the database's
+# owner, say.  idgen's three configuration tables are readable by their
+# owner only (the public ID keys are secrets; keys and leases are written
+# only through the functions), and pg_dump dumps their rows, so the dump
+# fails.  What works (README, Dumps): a role with the privileges of
+# pg_read_all_data, which reads them (the dump then holds the public ID
+# keys); or the owner's dump without their rows (--exclude-table-data),
+# restored with the rows a superuser's dump of the three tables carries.
+{
+	my $tmp = PostgreSQL::Test::Utils::tempdir();
+	my @idgen_tables = qw(idgen_seq idgen_worker_lease idgen_public_key);
+	$node->safe_psql('postgres', 'CREATE ROLE app LOGIN');
+	$node->safe_psql('postgres', 'CREATE DATABASE appdb OWNER app');
+	$node->safe_psql('appdb', q{CREATE EXTENSION idgen; SELECT idgen_seq_set('conv:1', 41); SELECT idgen_public_rotate()});
+	my $appdb_form = $node->safe_psql('appdb', q{SELECT idgen_public(4242)});
+	$node->safe_psql('appdb', q{CREATE TABLE notes (id bigint, body text); INSERT INTO notes VALUES (1, 'kept')},
+		extra_params => [ '-U', 'app' ]);
+
+	my $pg_dump = sub {
+		my ($role, @args) = @_;
+		my ($out, $err) = ('', '');
+		my $ok = IPC::Run::run([ 'pg_dump', '--dbname', $node->connstr('appdb'), '-U', $role, @args ],
+			'>', \$out, '2>', \$err);
+		return ($ok, $out, $err);
+	};
+	my ($ok, $out, $err) = $pg_dump->('app');
+	ok(!$ok, "the database owner's whole-database pg_dump fails");
+	like($err, qr/permission denied for table idgen_/, "on idgen's owner-only tables");
+
+	# The owner's dump without their rows, and a superuser's dump of them.
+	($ok, $out, $err) = $pg_dump->('app', '-Fc', '-f', "$tmp/app.dump", '--exclude-table-data', 'idgen_*');
+	ok($ok, "the owner's dump with --exclude-table-data 'idgen_*' works") or diag($err);
+	($ok, $out, $err) = $pg_dump->($node->safe_psql('postgres', 'SELECT current_user'),
+		'-Fc', '-f', "$tmp/keys.dump", '--data-only', map { ('-t', $_) } @idgen_tables);
+	ok($ok, "a superuser's dump of the rows of idgen's tables") or diag($err);
+	$node->safe_psql('postgres', 'CREATE DATABASE app_restored OWNER app');
+	for my $file ("$tmp/app.dump", "$tmp/keys.dump")
+	{
+		IPC::Run::run([ 'pg_restore', '--dbname', $node->connstr('app_restored'), $file ], '>', \$out, '2>', \$err)
+		  or die "pg_restore $file: $err";
+	}
+	is($node->safe_psql('app_restored', qq{
+			SELECT (SELECT body FROM notes) || ' ' || idgen_seq_next('conv:1') || ' ' || idgen_private('$appdb_form')}),
+		'kept 42 4242', 'restored together: the tables, every key going on, the public ID keys');
+
+	# A backup role with the privileges of pg_read_all_data.
+	$node->safe_psql('postgres', 'CREATE ROLE backup LOGIN IN ROLE pg_read_all_data');
+	($ok, $out, $err) = $pg_dump->('backup', '-Fc', '-f', "$tmp/backup.dump");
+	ok($ok, 'a whole-database pg_dump by a member of pg_read_all_data works') or diag($err);
+	$node->safe_psql('postgres', 'CREATE DATABASE backup_restored OWNER app');
+	IPC::Run::run([ 'pg_restore', '--dbname', $node->connstr('backup_restored'), "$tmp/backup.dump" ],
+		'>', \$out, '2>', \$err)
+	  or die "pg_restore: $err";
+	is($node->safe_psql('backup_restored', qq{
+			SELECT (SELECT body FROM notes) || ' ' || idgen_seq_next('conv:1') || ' ' || idgen_private('$appdb_form')}),
+		'kept 42 4242', 'and carries the tables, every key and the public ID keys');
+}
+
 $node->stop;
 done_testing();
