@@ -49,8 +49,7 @@
  *	  equal: b - a is a multiple of 8192, and b - a <= s2 - s1 + 1 < 8192,
  *	  so b = a.  The whole copy then happened in round a, from the slot of
  *	  round a (read after its cursor, which was written after it), and the
- *	  swap claimed offsets of that segment that no other swap claims.  The
- *	  keygen needs no argument of its own: it changes only with a move.  A
+ *	  swap claimed offsets of that segment that no other swap claims.  A
  *	  stall anywhere before the second read of 'switches' (before the copy,
  *	  between it and the swap, after the swap) only makes s2 - s1 larger:
  *	  a gap, never a repeat.  After that read the values are computed from
@@ -59,6 +58,15 @@
  *	  back after 8192 moves (a caller stopped by a debugger, a VM pause or
  *	  SIGSTOP while another session used 8192 segments got values served
  *	  before; test/t/030_seq_cache_stall.pl).
+ *
+ *	  That the entry is still the key's rests on the keygen, 20 bits, which
+ *	  comes back after 2^20 retirements and installs (each with a move).
+ *	  The caller looked the key up under map_lock, which every keygen
+ *	  change takes, reading the entry's keygen and 'switches' (s0) there;
+ *	  it looks the key up again whenever s1 - s0 reaches EPOCH_ROUND.  So
+ *	  s2 - s0 < 2 * EPOCH_ROUND, far fewer than 2^20 keygen changes can
+ *	  have come between the lookup and round b, and a swap that found the
+ *	  keygen looked up found the entry the lookup found, the key's.
  *
  *	  The other two uses of a caller's copy are checked too: a caller
  *	  switches to the next segment only if, under the entry's lock, the
@@ -301,6 +309,7 @@ typedef struct LocalEntry
 	char		status;
 	int			index;			/* -1: the key had no entry (see 'installs') */
 	uint32		keygen;
+	uint64		switches;		/* the entry's 'switches' at the lookup */
 	uint64		installs;		/* for index -1: cache->installs then */
 } LocalEntry;
 
@@ -807,7 +816,9 @@ shared_lookup(const SeqCacheTag *tag, LocalEntry *le)
 	if (m)
 	{
 		le->index = m->index;
+		/* Under map_lock: no keygen changes before both are read. */
 		le->keygen = cache->entries[m->index].keygen;
+		le->switches = pg_atomic_read_u64(&cache->entries[m->index].c.f.switches);
 		found = true;
 	}
 	LWLockRelease(cache->map_lock);
@@ -857,11 +868,13 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key, int c
 		LWLockAcquire(e->lock, LW_EXCLUSIVE);
 
 		/*
-		 * The cursor moved, or the entry changed, or the segment it names
-		 * has values left (the caller's copy of it was of an earlier round
-		 * of the epoch: see "Serving"): serve again.
+		 * The cursor moved, or the entry changed (its keygen, or, after as
+		 * many changes as the keygen has values, its key), or the segment
+		 * it names has values left (the caller's copy of it was of an
+		 * earlier round of the epoch: see "Serving"): serve again.
 		 */
 		if (pg_atomic_read_u64(&e->c.f.cursor) != w || e->keygen != keygen ||
+			e->tag.dbid != MyDatabaseId || strcmp(e->tag.key, key) != 0 ||
 			CURSOR_OFFSET(w) < e->seg[CURSOR_EPOCH(w) & 1].count)
 		{
 			LWLockRelease(e->lock);
@@ -1057,6 +1070,13 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, const i
 		uint32		take;
 
 		CHECK_FOR_INTERRUPTS();
+		/* The keygen looked up is trusted for EPOCH_ROUND moves (see "Serving"). */
+		if (unlikely(switches - le->switches >= EPOCH_ROUND))
+		{
+			if (!look_up_again(le, key, keylen, h))
+				return done;
+			continue;
+		}
 		pg_read_barrier();
 		w = pg_atomic_read_u64(&e->c.f.cursor);
 		if (CURSOR_KEYGEN(w) != (le->keygen & KEYGEN_MASK))
