@@ -64,13 +64,15 @@
  *	  The caller looked the key up under map_lock, which every keygen
  *	  change takes, reading the entry's keygen and 'switches' (s0) there;
  *	  it looks the key up again whenever s1 - s0 reaches EPOCH_ROUND.  So
- *	  s2 - s0 < 2 * EPOCH_ROUND, far fewer than 2^20 keygen changes can
- *	  have come between the lookup and round b, and a swap that found the
- *	  keygen looked up found the entry the lookup found, the key's.
+ *	  s2 - s0 < 2 * EPOCH_ROUND: fewer keygen changes than that (each has
+ *	  its move), far fewer than 2^20, came between the lookup and round b,
+ *	  and a swap that found the keygen looked up found the entry the lookup
+ *	  found, the key's.
  *
  *	  The other two uses of a caller's copy are checked too: a caller
  *	  switches to the next segment only if, under the entry's lock, the
- *	  segment the cursor names is used up; and the final segment's 2200H is
+ *	  entry is its key's (keygen and tag) and the segment the cursor names
+ *	  is used up; and the final segment's 2200H is
  *	  raised only if the cursor, read again, names the segment copied, in
  *	  the same round (the cursor, a read barrier, then 'switches': s2 >= b
  *	  as above).
@@ -102,7 +104,8 @@
  *	  map_lock guards the key -> entry map and entry allocation; an entry's
  *	  tag and keygen change only under both map_lock (exclusive) and the
  *	  entry's lock.  Everything else of an entry but the cursor and the use
- *	  marks is under the entry's lock.
+ *	  marks is under the entry's lock ('switches' is written under it and
+ *	  read without it, see "Serving").
  *
  * A process per database
  *	  Each database whose cached keys are in use has its own idgen purge
