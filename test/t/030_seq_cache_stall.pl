@@ -1,9 +1,10 @@
 # Scenario: a caller of a cached key is stopped (gdb holds it at a
-# breakpoint) at the one step of serving that takes no lock, while another
-# session uses up 8 192 segments of the key, so that the key's cursor word
-# comes back to the very value the stopped caller read: the 13-bit epoch
-# has gone round once and the offset is where it was.  Then the caller is
-# let go.  Every value handed out, by either session, must be distinct.
+# breakpoint) at the compare-and-swap with which it claims values without
+# a lock, while another session uses up 8 192 segments of the key, so that
+# the key's cursor word comes back to the very value the stopped caller
+# read: the 13-bit epoch has gone round once and the offset is where it
+# was.  Then the caller is let go.  Every value handed out, by either
+# session, must be distinct.
 #
 #  - Stopped before its compare-and-swap, with the segment it copied: the
 #    swap succeeds on the cursor that came back, and the caller must not
