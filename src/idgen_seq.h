@@ -13,6 +13,7 @@
 #include "idgen.h"
 #include "datatype/timestamp.h"
 #include "executor/tuptable.h"
+#include "port/atomics.h"
 #include "storage/latch.h"
 #include "utils/relcache.h"
 
@@ -185,6 +186,7 @@ extern char *idgen_seq_cache_why_not(bool *for_now);
 extern int	idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out,
 								 const int64 *after, Oid relid);
 pg_noreturn extern void idgen_seq_cache_timed_out(const char *key);
+extern bool idgen_seq_cache_claim(pg_atomic_uint64 *cursor, uint64 *w, uint32 take);
 extern void idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_ttl,
 								   Oid relid);
 extern void idgen_seq_cache_invalidate(const char *key, int keylen);

@@ -22,13 +22,60 @@
  * Serving
  *	  The entry's cursor word packs (keygen:20, epoch:13, offset:31).  The
  *	  current segment is seg[epoch & 1]; offset counts the values of it
- *	  already served.  A caller reads the cursor, reads the segment (after a
- *	  read barrier) and claims values with one compare-and-swap of the
- *	  cursor: the common case takes no lock.  A successful compare-and-swap
- *	  proves that the cursor still named the same key (keygen) and segment
- *	  (epoch) when the values were claimed; a segment slot is rewritten only
- *	  while the cursor names the other slot, so the segment read before the
- *	  swap is the one the values belong to.
+ *	  already served.  A caller reads the entry's 'switches', then (after a
+ *	  read barrier) the cursor, then (after another) copies the segment the
+ *	  cursor names, and claims values with one compare-and-swap of the
+ *	  cursor (idgen_seq_cache_claim): the common case takes no lock.  It then
+ *	  reads 'switches' again, and keeps the values only if it grew by less
+ *	  than 8191 (EPOCH_ROUND - 1) meanwhile; otherwise the claim is given
+ *	  up, a gap, and the caller starts over.
+ *
+ *	  Why no value is served twice, however long a caller stalls.  The
+ *	  cursor is written in two ways only: a claim, which adds to the offset
+ *	  (never past the segment's count, so never into the epoch), and a move
+ *	  (move_cursor: a switch to the next segment, a retirement or an
+ *	  install), under the entry's lock, which adds one to the epoch.  A
+ *	  move adds one to 'switches' first, and a write barrier orders the
+ *	  slot it names and that count before the cursor.  Number the moves
+ *	  1, 2, ...; the cursor is "in round k" from move k to move k + 1.  A
+ *	  slot is written only under the lock while the cursor names the other
+ *	  slot, so the slot of round k holds round k's segment for all of round
+ *	  k.  Say the caller read s1 from 'switches', then a cursor of round a,
+ *	  and its swap succeeded on a cursor of round b (b >= a), then it read
+ *	  s2.  The cursor of move s1 - 1 was written before move s1's count (the
+ *	  lock orders the moves), so a >= s1 - 1; the count of move b was
+ *	  written before its cursor, and the swap is a full barrier, so s2 >= b.
+ *	  The swap found the very word read, so the epochs of rounds a and b are
+ *	  equal: b - a is a multiple of 8192, and b - a <= s2 - s1 + 1 < 8192,
+ *	  so b = a.  The whole copy then happened in round a, from the slot of
+ *	  round a (read after its cursor, which was written after it), and the
+ *	  swap claimed offsets of that segment that no other swap claims.  A
+ *	  stall anywhere before the second read of 'switches' (before the copy,
+ *	  between it and the swap, after the swap) only makes s2 - s1 larger:
+ *	  a gap, never a repeat.  After that read the values are computed from
+ *	  the caller's own copy.  'switches' is 64 bits: at a billion moves a
+ *	  second it comes back after 584 years, where the 13-bit epoch came
+ *	  back after 8192 moves (a caller stopped by a debugger, a VM pause or
+ *	  SIGSTOP while another session used 8192 segments got values served
+ *	  before; test/t/034_seq_cache_stall.pl).
+ *
+ *	  That the entry is still the key's rests on the keygen, 20 bits, which
+ *	  comes back after 2^20 retirements and installs (each with a move).
+ *	  The caller looked the key up under map_lock, which every keygen
+ *	  change takes, reading the entry's keygen and 'switches' (s0) there;
+ *	  it looks the key up again whenever s1 - s0 reaches EPOCH_ROUND.  So
+ *	  s2 - s0 < 2 * EPOCH_ROUND: fewer keygen changes than that (each has
+ *	  its move), far fewer than 2^20, came between the lookup and round b,
+ *	  and a swap that found the keygen looked up found the entry the lookup
+ *	  found, the key's.
+ *
+ *	  The other two uses of a caller's copy are checked too: a caller
+ *	  switches to the next segment only if, under the entry's lock, the
+ *	  entry is its key's (keygen and tag) and the segment the cursor names
+ *	  is used up; and the final segment's 2200H is
+ *	  raised only if the cursor, read again, names the segment copied, in
+ *	  the same round (the cursor, a read barrier, then 'switches': s2 >= b
+ *	  as above).
  *
  *	  When the offset reaches the segment's prefetch point (a fraction,
  *	  idgen.seq_cache_prefetch, of it used) the caller asks the worker for
@@ -57,7 +104,8 @@
  *	  map_lock guards the key -> entry map and entry allocation; an entry's
  *	  tag and keygen change only under both map_lock (exclusive) and the
  *	  entry's lock.  Everything else of an entry but the cursor and the use
- *	  marks is under the entry's lock.
+ *	  marks is under the entry's lock ('switches' is written under it and
+ *	  read without it, see "Serving").
  *
  * A process per database
  *	  Each database whose cached keys are in use has its own idgen purge
@@ -152,6 +200,7 @@ typedef struct SeqCacheEntry
 		struct
 		{
 			pg_atomic_uint64 cursor;
+			pg_atomic_uint64 switches;	/* the cursor's moves; see "Serving" */
 			TimestampTz last_used;	/* statement time of a recent use (LRU) */
 			bool		used;	/* since the worker last recorded a use */
 		}			f;
@@ -278,6 +327,7 @@ typedef struct LocalEntry
 	char		status;
 	int			index;			/* -1: the key had no entry (see 'installs') */
 	uint32		keygen;
+	uint64		switches;		/* the entry's 'switches' at the lookup */
 	uint64		installs;		/* for index -1: cache->installs then */
 } LocalEntry;
 
@@ -294,14 +344,14 @@ typedef struct LocalEntry
 
 /*
  * The cursor: keygen (20 bits) | epoch (13 bits) | offset (31 bits; a
- * segment has at most 2^30 values).  A caller's compare-and-swap could only
- * be fooled by a word that came back to the same value while it was paused
- * between its read and its swap: 8192 segment switches of that key, or 2^20
- * reuses of the entry, in that pause.
+ * segment has at most 2^30 values).  The word comes back to a value it had
+ * after 8192 moves (EPOCH_ROUND); 'switches' tells a caller whether that
+ * many may have happened since it read the word (see "Serving").
  */
 #define KEYGEN_BITS		20
 #define KEYGEN_MASK		((UINT64CONST(1) << KEYGEN_BITS) - 1)
 #define EPOCH_MASK		UINT64CONST(0x1FFF)
+#define EPOCH_ROUND		(EPOCH_MASK + 1)	/* moves that bring an epoch back */
 #define OFFSET_MASK		UINT64CONST(0x7FFFFFFF)
 #define CURSOR(keygen, epoch, off) \
 	((((uint64) (keygen) & KEYGEN_MASK) << 44) | (((uint64) (epoch) & EPOCH_MASK) << 31) | (uint64) (off))
@@ -393,6 +443,7 @@ idgen_seq_cache_shmem_startup(void)
 
 			memset(e, 0, sizeof(*e));
 			pg_atomic_init_u64(&e->c.f.cursor, CURSOR(0, 0, 0));
+			pg_atomic_init_u64(&e->c.f.switches, 0);
 			e->lock = &locks[i + 1].lock;
 		}
 	}
@@ -687,6 +738,33 @@ idgen_seq_cache_workers_report(int *running, int *max, int64 *refused)
 	SpinLockRelease(&cache->mutex);
 }
 
+/*
+ * Move the cursor of entry 'e' (its lock held), now 'w', to the next
+ * segment slot, at offset 0, under the entry's keygen: the only write of
+ * the cursor but a claim.  Counted in 'switches' first, and published after
+ * that count and after the slot it names (see "Serving").
+ */
+static void
+move_cursor(SeqCacheEntry *e, uint64 w)
+{
+	pg_atomic_write_u64(&e->c.f.switches, pg_atomic_read_u64(&e->c.f.switches) + 1);
+	pg_write_barrier();
+	pg_atomic_write_u64(&e->c.f.cursor, CURSOR(e->keygen, CURSOR_EPOCH(w) + 1, 0));
+}
+
+/*
+ * Whether a caller that read 'switches' (then, after a read barrier, the
+ * cursor, and copied the segment it names) is sure that the copy is of the
+ * segment its claim was made in: 'switches', read again here after the
+ * claim's compare-and-swap (or after a second read of the cursor and a read
+ * barrier), grew by less than EPOCH_ROUND - 1 (see "Serving").
+ */
+static inline bool
+same_round(SeqCacheEntry *e, uint64 switches)
+{
+	return pg_atomic_read_u64(&e->c.f.switches) - switches < EPOCH_ROUND - 1;
+}
+
 /* Remove entry 'e' (map_lock held exclusively, e->lock held). */
 static void
 retire_entry(SeqCacheEntry *e)
@@ -701,8 +779,7 @@ retire_entry(SeqCacheEntry *e)
 	e->seg[next].prefetch_at = 0;
 	e->next_ready = e->requested = e->reserving = e->failed = false;	/* a queued index is skipped */
 	e->in_use = false;
-	pg_write_barrier();
-	pg_atomic_write_u64(&e->c.f.cursor, CURSOR(e->keygen, CURSOR_EPOCH(w) + 1, 0));
+	move_cursor(e, w);
 }
 
 /*
@@ -725,8 +802,7 @@ switch_segment(SeqCacheEntry *e, uint64 w)
 	e->served_before += e->seg[epoch & 1].count;
 	e->seg_started = now;
 	e->next_ready = false;
-	pg_write_barrier();
-	pg_atomic_write_u64(&e->c.f.cursor, CURSOR(e->keygen, epoch + 1, 0));
+	move_cursor(e, w);
 }
 
 /* ----------
@@ -762,7 +838,9 @@ shared_lookup(const SeqCacheTag *tag, LocalEntry *le)
 	if (m)
 	{
 		le->index = m->index;
+		/* Under map_lock: no keygen changes before both are read. */
 		le->keygen = cache->entries[m->index].keygen;
+		le->switches = pg_atomic_read_u64(&cache->entries[m->index].c.f.switches);
 		found = true;
 	}
 	LWLockRelease(cache->map_lock);
@@ -810,7 +888,16 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key, int c
 		long		waited_ms;
 
 		LWLockAcquire(e->lock, LW_EXCLUSIVE);
-		if (pg_atomic_read_u64(&e->c.f.cursor) != w || e->keygen != keygen)
+
+		/*
+		 * The cursor moved, or the entry changed (its keygen, or, after as
+		 * many changes as the keygen has values, its key), or the segment
+		 * it names has values left (the caller's copy of it was of an
+		 * earlier round of the epoch: see "Serving"): serve again.
+		 */
+		if (pg_atomic_read_u64(&e->c.f.cursor) != w || e->keygen != keygen ||
+			e->tag.dbid != MyDatabaseId || strcmp(e->tag.key, key) != 0 ||
+			CURSOR_OFFSET(w) < e->seg[CURSOR_EPOCH(w) & 1].count)
 		{
 			LWLockRelease(e->lock);
 			break;
@@ -950,6 +1037,19 @@ note_use(SeqCacheEntry *e, uint32 keygen, const SeqSegment *seg, uint32 off, uin
 }
 
 /*
+ * Claim 'take' values from cursor 'w': the compare-and-swap of the
+ * cursor, the one step of serving that no lock orders.  Kept out of line so
+ * that a debugger can stop a caller just before it, or just after it (the
+ * stall tests of test/t/034_seq_cache_stall.pl); a call costs nothing next
+ * to the rest of a call of idgen_seq_next().
+ */
+pg_noinline bool
+idgen_seq_cache_claim(pg_atomic_uint64 *cursor, uint64 *w, uint32 take)
+{
+	return pg_atomic_compare_exchange_u64(cursor, w, *w + take);
+}
+
+/*
  * Serve up to 'count' values of a cached key into out[]; how many.  Fewer
  * than 'count' (0 included) when the key has no entry in shared memory, or
  * when its entry was retired while the batch was served (the key was
@@ -985,12 +1085,22 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, const i
 	for (;;)
 	{
 		SeqCacheEntry *e = &cache->entries[le->index];
-		uint64		w = pg_atomic_read_u64(&e->c.f.cursor);
+		uint64		switches = pg_atomic_read_u64(&e->c.f.switches);
+		uint64		w;
 		SeqSegment	seg;
 		uint32		off;
 		uint32		take;
 
 		CHECK_FOR_INTERRUPTS();
+		/* The keygen looked up is trusted for EPOCH_ROUND moves (see "Serving"). */
+		if (unlikely(switches - le->switches >= EPOCH_ROUND))
+		{
+			if (!look_up_again(le, key, keylen, h))
+				return done;
+			continue;
+		}
+		pg_read_barrier();
+		w = pg_atomic_read_u64(&e->c.f.cursor);
 		if (CURSOR_KEYGEN(w) != (le->keygen & KEYGEN_MASK))
 		{
 			/* The entry was retired or reused: look the key up again. */
@@ -1014,6 +1124,9 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, const i
 			pg_read_barrier();
 			if (!same_segment(pg_atomic_read_u64(&e->c.f.cursor), w))
 				continue;
+			pg_read_barrier();
+			if (!same_round(e, switches))
+				continue;
 			make_tag(&tag, MyDatabaseId, key, keylen);
 			idgen_seq_limit_reached(tag.key, seg.step,
 									seg.step > 0 ? seg.max_value : seg.min_value, count);
@@ -1027,7 +1140,10 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, const i
 			continue;
 		}
 		take = (uint32) Min((int64) (count - done), (int64) (seg.count - off));
-		if (!pg_atomic_compare_exchange_u64(&e->c.f.cursor, &w, w + take))
+		if (!idgen_seq_cache_claim(&e->c.f.cursor, &w, take))
+			continue;
+		/* Not proved to be of 'seg' (a stall): given up, a gap. */
+		if (unlikely(!same_round(e, switches)))
 			continue;
 
 		/* Claimed: the values are this caller's (or a gap). */
@@ -1109,8 +1225,7 @@ idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_
 		e->seg[next].count = 0;
 		e->seg[next].final = false;
 		e->seg[next].prefetch_at = 0;
-		pg_write_barrier();
-		pg_atomic_write_u64(&e->c.f.cursor, CURSOR(e->keygen, CURSOR_EPOCH(w) + 1, 0));
+		move_cursor(e, w);
 	}
 	m = (SeqCacheMapEntry *) hash_search(map, &tag, HASH_ENTER, &found);
 	m->index = (int) (e - cache->entries);

@@ -50,7 +50,7 @@ esac
 # the rest from sid).
 CORE=(postgresql-$VERSION postgresql-server-dev-$VERSION libpq-dev)
 [ -n "$EXPERIMENTAL" ] && CORE=("${CORE[@]/%//experimental}" libpq5/experimental)
-PACKAGES=("${CORE[@]}" make gcc libc6-dev libipc-run-perl faketime pgbouncer)
+PACKAGES=("${CORE[@]}" make gcc libc6-dev libipc-run-perl faketime pgbouncer gdb)
 
 # The tarball's name changes with what is installed into it.
 digest=$( { printf '%s\n' "$RELEASE" "$EXPERIMENTAL" "${PACKAGES[@]}"; sed -n '/^setup_chroot()/,/^}/p' "$0"; } |
