@@ -192,8 +192,8 @@ typedef struct SeqCacheEntry
 	 * The cursor, padded to a cache line's size so that the fields below
 	 * (written under the lock) do not share its line, with the hints callers
 	 * write without a lock (on the line they write anyway).  Entries are
-	 * 528 bytes, not a multiple of the line, so the previous entry's tail
-	 * may share it.
+	 * 600 bytes on x86-64, not a multiple of the line, so the previous
+	 * entry's tail may share it.
 	 */
 	union
 	{
