@@ -35,10 +35,10 @@ $node->safe_psql('postgres', q{
 });
 $node->safe_psql('shadow', q{
 	CREATE EXTENSION idgen;
-	GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, int),
-		idgen_seq_current(text), idgen_worker_acquire(text, interval, int, boolean),
-		idgen_worker_renew(int, bigint, interval, timestamptz),
-		idgen_worker_release(int, bigint, timestamptz) TO app, dbo;
+	GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, bigint),
+		idgen_seq_current(text), idgen_worker_acquire(text, interval, bigint, boolean),
+		idgen_worker_renew(bigint, bigint, interval, timestamptz),
+		idgen_worker_release(bigint, bigint, timestamptz) TO app, dbo;
 });
 
 # Run $sql in database shadow as $role; (exit code, stdout, stderr).
