@@ -1327,6 +1327,7 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     e jsonb;
+    bad boolean;
     before bigint;
     after bigint;
 BEGIN
@@ -1335,13 +1336,27 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = 'The keys are a JSON array, as idgen_public_key_export() returns them.';
     END IF;
+    -- Every element is checked here, before the INSERT, so that no error
+    -- of the INSERT quotes a row: a NOT NULL or CHECK violation's detail
+    -- ("Failing row contains ...") would show the key.  Each test is false,
+    -- never NULL, for a field that is missing, and the times are cast here,
+    -- where a failure is caught rather than quoted.
     FOR e IN SELECT * FROM jsonb_array_elements(keys) LOOP
-        IF jsonb_typeof(e) OPERATOR(pg_catalog.<>) 'object'
-           OR (e OPERATOR(pg_catalog.->>) 'version') OPERATOR(pg_catalog.!~) '^([1-9]|[12][0-9]|3[01])$'
+        bad := jsonb_typeof(e) OPERATOR(pg_catalog.<>) 'object'
+           OR NOT COALESCE((e OPERATOR(pg_catalog.->>) 'version') OPERATOR(pg_catalog.~) '^([1-9]|[12][0-9]|3[01])$', false)
            OR jsonb_typeof(e OPERATOR(pg_catalog.->) 'key') IS DISTINCT FROM 'string'
-           OR (e OPERATOR(pg_catalog.->>) 'key') OPERATOR(pg_catalog.!~) '^[0-9a-fA-F]{32}$'
+           OR NOT COALESCE((e OPERATOR(pg_catalog.->>) 'key') OPERATOR(pg_catalog.~) '^[0-9a-fA-F]{32}$', false)
            OR jsonb_typeof(e OPERATOR(pg_catalog.->) 'created_at') IS DISTINCT FROM 'string'
-           OR jsonb_typeof(e OPERATOR(pg_catalog.->) 'retired_at') NOT IN ('string', 'null') THEN
+           OR COALESCE(jsonb_typeof(e OPERATOR(pg_catalog.->) 'retired_at'), 'null') NOT IN ('string', 'null');
+        IF NOT bad THEN
+            BEGIN
+                PERFORM (e OPERATOR(pg_catalog.->>) 'created_at')::timestamptz,
+                        (e OPERATOR(pg_catalog.->>) 'retired_at')::timestamptz;
+            EXCEPTION WHEN data_exception THEN
+                bad := true;
+            END;
+        END IF;
+        IF bad THEN
             -- (the element is not quoted: it may hold a key)
             RAISE EXCEPTION 'invalid public ID keys'
                 USING ERRCODE = 'invalid_parameter_value',
