@@ -110,9 +110,10 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 -- will not guess at: a partitioned table, a partition or an inheritance
 -- child or parent, a column whose type a view or a generated column
 -- depends on, a default other than a sequence's, a column that is not an
--- integer.  And refused when a table it would alter is not owned by the
--- calling role itself (a member of the owner, or a superuser, is not
--- enough): ALTER COLUMN ... TYPE evaluates the CHECK constraints of each
+-- integer, a table whose row-level security applies to the caller (its
+-- largest value cannot be read).  And refused when a table it would alter
+-- is not owned by the calling role itself (a member of the owner, or a
+-- superuser, is not enough): ALTER COLUMN ... TYPE evaluates the CHECK constraints of each
 -- table it rewrites with the rights of the role running it, so another
 -- owner's constraint would run with the caller's rights.  One row per
 -- change made.
@@ -120,6 +121,7 @@ CREATE FUNCTION @extschema@.idgen_convert_column(tbl regclass, col name)
 RETURNS TABLE (relation regclass, column_name name, change text)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET row_security = off
 AS $convert$
 DECLARE
     rel record;
@@ -293,7 +295,17 @@ BEGIN
     -- new ID could equal one of them; no row is written meanwhile (the
     -- ALTERs below take this lock anyway).
     EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
-    EXECUTE format('SELECT max(%I)::bigint FROM %s', col, tbl) INTO max_value;
+    -- All of them: row-level security the owner is subject to (FORCE ROW
+    -- LEVEL SECURITY) would hide some from max(), so with row_security
+    -- off (the function's SET) a table it applies to fails here instead.
+    BEGIN
+        EXECUTE format('SELECT max(%I)::bigint FROM %s', col, tbl) INTO max_value;
+    EXCEPTION WHEN insufficient_privilege THEN
+        RAISE EXCEPTION 'cannot convert column "%" of "%": row-level security applies to role % on it', col, tbl, quote_ident(current_user)
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Existing values must lie below the IDs generated from now on, and the largest cannot be read through the table''s policies.',
+                  HINT = 'Convert as a role that bypasses row-level security, or ALTER TABLE ... NO FORCE ROW LEVEL SECURITY for the conversion.';
+    END;
     first_id := @extschema@.idgen_snowflake_min(statement_timestamp());
     IF max_value >= first_id THEN
         RAISE EXCEPTION 'existing values of column "%" of "%" reach the Snowflake ID range', col, tbl
