@@ -35,10 +35,10 @@ $node->safe_psql('postgres', q{
 });
 $node->safe_psql('shadow', q{
 	CREATE EXTENSION idgen;
-	GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, int),
-		idgen_seq_current(text), idgen_worker_acquire(text, interval, int, boolean),
-		idgen_worker_renew(int, bigint, interval, timestamptz),
-		idgen_worker_release(int, bigint, timestamptz) TO app, dbo;
+	GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, bigint),
+		idgen_seq_current(text), idgen_worker_acquire(text, interval, bigint, boolean),
+		idgen_worker_renew(bigint, bigint, interval, timestamptz),
+		idgen_worker_release(bigint, bigint, timestamptz) TO app, dbo;
 });
 
 # Run $sql in database shadow as $role; (exit code, stdout, stderr).
@@ -197,7 +197,8 @@ for my $sql (
 	"SELECT idgen_seq_set('s', 5), idgen_seq_set('s', 7, false), idgen_seq_set_if_absent('t', 1)",
 	"SELECT idgen_seq_configure('c2', ttl => '1 h', cache => 10), idgen_seq_next('c2')",
 	"SELECT idgen_seq_configure('new', ttl => '1 h'), idgen_seq_drop('t')",
-	'SELECT idgen_public_rotate()',
+	# (CREATE EXTENSION makes no key: two, so that the first can be retired)
+	'SELECT idgen_public_rotate(), idgen_public_rotate()',
 	'SELECT idgen_private(idgen_public(42))',
 	'SELECT idgen_public_retire(1)',
 	'SELECT key FROM public.idgen_seq_keys',
