@@ -112,6 +112,31 @@ SELECT * FROM idgen_convert_column('imported', 'id');
 \set VERBOSITY default
 SELECT column_default IS NULL AS unchanged FROM information_schema.columns
 WHERE table_name = 'imported' AND column_name = 'id';
+-- Such values hidden from the table's owner by row-level security
+-- (FORCE ROW LEVEL SECURITY; a superuser would see them all): the largest
+-- value cannot be known, so the conversion is refused, not made as if the
+-- hidden rows were not there.
+CREATE ROLE convert_rls;
+GRANT CREATE ON SCHEMA public TO convert_rls;
+GRANT EXECUTE ON FUNCTION idgen_convert_column(regclass, name) TO convert_rls;
+SET ROLE convert_rls;
+CREATE TABLE rls_hidden (id bigint PRIMARY KEY);
+INSERT INTO rls_hidden SELECT idgen_snowflake_min(now() + interval '1 day');
+INSERT INTO rls_hidden VALUES (7);
+CREATE POLICY rls_small ON rls_hidden USING (id < 1000);
+ALTER TABLE rls_hidden ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+SELECT count(*) AS rows_the_owner_sees FROM rls_hidden;
+\set VERBOSITY terse
+SELECT * FROM idgen_convert_column('rls_hidden', 'id');
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
+SELECT column_default IS NULL AS unchanged FROM information_schema.columns
+WHERE table_name = 'rls_hidden' AND column_name = 'id';
+DROP TABLE rls_hidden;
+RESET ROLE;
+REVOKE ALL ON FUNCTION idgen_convert_column(regclass, name) FROM convert_rls;
+REVOKE ALL ON SCHEMA public FROM convert_rls;
+DROP ROLE convert_rls;
 -- Only the table's owner (ALTER TABLE's rule), and only those granted the
 -- function.
 CREATE ROLE convert_stranger;

@@ -110,9 +110,10 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 -- will not guess at: a partitioned table, a partition or an inheritance
 -- child or parent, a column whose type a view or a generated column
 -- depends on, a default other than a sequence's, a column that is not an
--- integer.  And refused when a table it would alter is not owned by the
--- calling role itself (a member of the owner, or a superuser, is not
--- enough): ALTER COLUMN ... TYPE evaluates the CHECK constraints of each
+-- integer, a table whose row-level security applies to the caller (its
+-- largest value cannot be read).  And refused when a table it would alter
+-- is not owned by the calling role itself (a member of the owner, or a
+-- superuser, is not enough): ALTER COLUMN ... TYPE evaluates the CHECK constraints of each
 -- table it rewrites with the rights of the role running it, so another
 -- owner's constraint would run with the caller's rights.  One row per
 -- change made.
@@ -120,6 +121,7 @@ CREATE FUNCTION @extschema@.idgen_convert_column(tbl regclass, col name)
 RETURNS TABLE (relation regclass, column_name name, change text)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET row_security = off
 AS $convert$
 DECLARE
     rel record;
@@ -293,7 +295,17 @@ BEGIN
     -- new ID could equal one of them; no row is written meanwhile (the
     -- ALTERs below take this lock anyway).
     EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
-    EXECUTE format('SELECT max(%I)::bigint FROM %s', col, tbl) INTO max_value;
+    -- All of them: row-level security the owner is subject to (FORCE ROW
+    -- LEVEL SECURITY) would hide some from max(), so with row_security
+    -- off (the function's SET) a table it applies to fails here instead.
+    BEGIN
+        EXECUTE format('SELECT max(%I)::bigint FROM %s', col, tbl) INTO max_value;
+    EXCEPTION WHEN insufficient_privilege THEN
+        RAISE EXCEPTION 'cannot convert column "%" of "%": row-level security applies to role % on it', col, tbl, quote_ident(current_user)
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Existing values must lie below the IDs generated from now on, and the largest cannot be read through the table''s policies.',
+                  HINT = 'Convert as a role that bypasses row-level security, or ALTER TABLE ... NO FORCE ROW LEVEL SECURITY for the conversion.';
+    END;
     first_id := @extschema@.idgen_snowflake_min(statement_timestamp());
     IF max_value >= first_id THEN
         RAISE EXCEPTION 'existing values of column "%" of "%" reach the Snowflake ID range', col, tbl
@@ -1327,6 +1339,7 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     e jsonb;
+    bad boolean;
     before bigint;
     after bigint;
 BEGIN
@@ -1335,13 +1348,27 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = 'The keys are a JSON array, as idgen_public_key_export() returns them.';
     END IF;
+    -- Every element is checked here, before the INSERT, so that no error
+    -- of the INSERT quotes a row: a NOT NULL or CHECK violation's detail
+    -- ("Failing row contains ...") would show the key.  Each test is false,
+    -- never NULL, for a field that is missing, and the times are cast here,
+    -- where a failure is caught rather than quoted.
     FOR e IN SELECT * FROM jsonb_array_elements(keys) LOOP
-        IF jsonb_typeof(e) OPERATOR(pg_catalog.<>) 'object'
-           OR (e OPERATOR(pg_catalog.->>) 'version') OPERATOR(pg_catalog.!~) '^([1-9]|[12][0-9]|3[01])$'
+        bad := jsonb_typeof(e) OPERATOR(pg_catalog.<>) 'object'
+           OR NOT COALESCE((e OPERATOR(pg_catalog.->>) 'version') OPERATOR(pg_catalog.~) '^([1-9]|[12][0-9]|3[01])$', false)
            OR jsonb_typeof(e OPERATOR(pg_catalog.->) 'key') IS DISTINCT FROM 'string'
-           OR (e OPERATOR(pg_catalog.->>) 'key') OPERATOR(pg_catalog.!~) '^[0-9a-fA-F]{32}$'
+           OR NOT COALESCE((e OPERATOR(pg_catalog.->>) 'key') OPERATOR(pg_catalog.~) '^[0-9a-fA-F]{32}$', false)
            OR jsonb_typeof(e OPERATOR(pg_catalog.->) 'created_at') IS DISTINCT FROM 'string'
-           OR jsonb_typeof(e OPERATOR(pg_catalog.->) 'retired_at') NOT IN ('string', 'null') THEN
+           OR COALESCE(jsonb_typeof(e OPERATOR(pg_catalog.->) 'retired_at'), 'null') NOT IN ('string', 'null');
+        IF NOT bad THEN
+            BEGIN
+                PERFORM (e OPERATOR(pg_catalog.->>) 'created_at')::timestamptz,
+                        (e OPERATOR(pg_catalog.->>) 'retired_at')::timestamptz;
+            EXCEPTION WHEN data_exception THEN
+                bad := true;
+            END;
+        END IF;
+        IF bad THEN
             -- (the element is not quoted: it may hold a key)
             RAISE EXCEPTION 'invalid public ID keys'
                 USING ERRCODE = 'invalid_parameter_value',

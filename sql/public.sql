@@ -212,6 +212,11 @@ SELECT idgen_private(idgen_public(5)) AS decodes_with_30, left(idgen_public(5), 
 SELECT idgen_public_key_import('{"version": 31}');
 SELECT idgen_public_key_import('[{"version": 32, "key": "000102030405060708090a0b0c0d0e0f", "created_at": "2026-01-01", "retired_at": null}]');
 SELECT idgen_public_key_import('[{"version": 31, "key": "000102030405060708090a0b0c0d0e", "created_at": "2026-01-01", "retired_at": null}]');
+-- An element without a version, or with a created_at that is not a
+-- timestamp, is refused as invalid too, quoting neither the key nor the
+-- value.
+SELECT idgen_public_key_import('[{"key": "000102030405060708090a0b0c0d0e0f", "created_at": "2026-01-01", "retired_at": null}]');
+SELECT idgen_public_key_import('[{"version": 31, "key": "000102030405060708090a0b0c0d0e0f", "created_at": "not a time 000102030405060708090a0b0c0d0e0f", "retired_at": null}]');
 -- The last version, then none left.
 SELECT idgen_public_rotate() AS last_version;
 SELECT idgen_public_rotate();

@@ -1661,10 +1661,11 @@ lock_lease(FunctionCallInfo fcinfo, IdgenSqlContext *cx, const IdgenFunction *fn
 }
 
 /*
- * idgen_worker_renew(worker_id int, token bigint, ttl interval DEFAULT NULL,
+ * idgen_worker_renew(worker_id bigint, token bigint, ttl interval DEFAULT NULL,
  *					  horizon timestamptz DEFAULT NULL) returns timestamptz
- *		Extend the lease to now + ttl (the lease's own ttl if NULL); the new
- *		expiry, NULL for a lease bound to its session.  'horizon' raises
+ *		Extend the lease to now + ttl (the lease's own ttl if NULL), never
+ *		earlier than the expiry it has (Q_RENEW); the new expiry, NULL for a
+ *		lease bound to its session.  'horizon' raises
  *		the id's horizon: the holder will issue no ID at or beyond it.
  */
 Datum

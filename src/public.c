@@ -173,6 +173,12 @@ typedef struct PublicKeys
 static PublicKeys keys;
 static bool callback_registered = false;
 
+/*
+ * Invalidations of the keys processed by this backend, so that a read of
+ * the keys during which one arrived is used once and not cached.
+ */
+static uint64 keys_invalidations = 0;
+
 enum
 {
 	Q_KEYS,
@@ -226,7 +232,10 @@ static void
 keys_invalidate(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == keys.relid)
+	{
 		keys.valid = false;
+		keys_invalidations++;
+	}
 }
 
 /*
@@ -290,6 +299,7 @@ public_keys(FunctionCallInfo fcinfo)
 	IdgenFunction fn;
 	IdgenSqlContext cx;
 	uint64		n;
+	uint64		invalidations;
 
 	/* The function's owner and schema, looked up once per call site. */
 	if (cached == NULL)
@@ -312,8 +322,18 @@ public_keys(FunctionCallInfo fcinfo)
 	keys.relid = get_relname_relid("idgen_public_key", fn.nspid);
 	if (OidIsValid(keys.relid))
 		check_key_triggers(keys.relid, fn.nspid);
+	/*
+	 * The keys as committed now, whatever the isolation level: under
+	 * REPEATABLE READ the transaction's snapshot may predate a rotation or
+	 * retirement whose invalidation this backend has already processed,
+	 * and the keys read with it would stay cached after the transaction,
+	 * a retired version decoding on.  A commit after this snapshot sends
+	 * an invalidation processed later; if one is processed before the read
+	 * is done (the statement's lock), the keys serve this call only.
+	 */
+	invalidations = keys_invalidations;
 	idgen_sql_begin(&fn, &statements, &cx);
-	n = idgen_sql_run(&cx, Q_KEYS, NULL, NULL);
+	n = idgen_sql_run_latest(&cx, Q_KEYS, NULL, NULL);
 	for (uint64 i = 0; i < n; i++)
 	{
 		bool		isnull;
@@ -331,7 +351,7 @@ public_keys(FunctionCallInfo fcinfo)
 		keys.current = Max(keys.current, version);
 	}
 	idgen_sql_end(&cx);
-	keys.valid = true;
+	keys.valid = (keys_invalidations == invalidations);
 	return &keys;
 }
 
@@ -598,7 +618,8 @@ idgen_public_rotate(PG_FUNCTION_ARGS)
 	idgen_sql_begin(&fn, &statements, &cx);
 	(void) idgen_sql_run(&cx, Q_LOCK, NULL, NULL);
 	arg = PointerGetDatum(key);
-	if (idgen_sql_run(&cx, Q_ADD, &arg, NULL) > 0)
+	/* Above every version committed, under the lock, whatever the isolation level. */
+	if (idgen_sql_run_latest(&cx, Q_ADD, &arg, NULL) > 0)
 		version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	idgen_sql_end(&cx);
 	memset(VARDATA(key), 0, PUBLIC_KEY_BYTES);
@@ -639,11 +660,15 @@ idgen_public_retire(PG_FUNCTION_ARGS)
 	idgen_lookup_function(fcinfo, &fn);
 	idgen_sql_begin(&fn, &statements, &cx);
 	(void) idgen_sql_run(&cx, Q_LOCK, NULL, NULL);
-	(void) idgen_sql_run(&cx, Q_OTHERS_LIVE, &arg, NULL);
+	/*
+	 * The versions live now, not in the snapshot of a REPEATABLE READ
+	 * transaction, which may predate another's retirement.
+	 */
+	(void) idgen_sql_run_latest(&cx, Q_OTHERS_LIVE, &arg, NULL);
 	others = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	self = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	if (self > 0 && others > 0)
-		n = idgen_sql_run(&cx, Q_RETIRE, &arg, NULL);
+		n = idgen_sql_run_latest(&cx, Q_RETIRE, &arg, NULL);
 	idgen_sql_end(&cx);
 	if (self > 0 && others == 0)
 		ereport(ERROR,

@@ -197,6 +197,7 @@ for my $sql (
 	"SELECT idgen_seq_set('s', 5), idgen_seq_set('s', 7, false), idgen_seq_set_if_absent('t', 1)",
 	"SELECT idgen_seq_configure('c2', ttl => '1 h', cache => 10), idgen_seq_next('c2')",
 	"SELECT idgen_seq_configure('new', ttl => '1 h'), idgen_seq_drop('t')",
+	# (CREATE EXTENSION makes no key: two, so that the first can be retired)
 	'SELECT idgen_public_rotate(), idgen_public_rotate()',
 	'SELECT idgen_private(idgen_public(42))',
 	'SELECT idgen_public_retire(1)',
