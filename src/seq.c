@@ -714,7 +714,7 @@ check_keys_per_role(IdgenSeqTable *t, text *key, TimestampTz now)
 								   "role \"%s\" has reached its limit of %d per-key sequences",
 								   idgen_seq_max_keys_per_role,
 								   GetUserNameFromId(role, false), idgen_seq_max_keys_per_role),
-					 errdetail("Sequence key \"%s\" was not created: idgen_seq_next creates a key only for a role with fewer live keys than idgen.seq_max_keys_per_role, counting those of its transactions in progress, open or prepared.",
+					 errdetail("Sequence key \"%s\" was not created: idgen_seq_next creates a key only for a role with fewer live keys than idgen.seq_max_keys_per_role, counting those its open and prepared transactions created.",
 							   text_to_cstring(key)),
 					 errhint("An administrator can drop the keys the role no longer uses with idgen_seq_drop(), or raise idgen.seq_max_keys_per_role for the role.")));
 	}
