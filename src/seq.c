@@ -473,39 +473,43 @@ typedef enum Applied
  * and not aborted.  An administrative function that creates a key adds it
  * to the estimate under the same lock, after it made the row.
  *
- * Why the limit holds.  Take any set of keys of a role that are live and
- * committed together, and among the creations by use that made them, the
- * one C that took the role lock last.  Each other key of the set was made
- * before C's snapshot: by a creator by use that held the lock before C,
- * having made its row first, or by an administrator or before the limit
- * (whose keys the limit does not bound, but C counts them all the same).
- * That row version, or a later one of its key, was visible to C's
- * snapshot, or inserted by a transaction in progress for it that did not
- * abort (it commits, as the key is in the set): C counted the key, once.
- * A creation within the estimate is covered too: the estimate was an
- * exact count made under the lock, and every key made since added one
- * under the lock after its row was made (a row made after the count read
- * past its place is not in the count, and is added; one made before is in
- * it, and added again: too high, never too low).  So C saw at least the
- * set's other keys and was accepted only below the limit: the set holds at
- * most the limit.  The snapshot, not a dirty read, decides for committed
- * rows: a row another transaction updates and commits while the count
- * reads cannot be missed (its version visible to the snapshot stays, the
- * new one counts for the same key) nor counted twice (a version inserted
- * by a transaction in progress is counted only for a key whose version
- * visible to the snapshot is not a live key of the role).
+ * Why the limit holds.  Take the keys of a role that are live and
+ * committed together at some moment, and among the creations by use that
+ * made them, the one C that took the role lock last.  Every other key of
+ * the set that a creation by use made was made before C's snapshot: its
+ * creator made the row first, then held the lock before C.  So was every
+ * key made before the limit was set, or by an administrator before C
+ * counted (those made after are not the limit's to bound).  Such a key's
+ * row version, or a later one of the key, was visible to C's snapshot, or
+ * was inserted by a transaction in progress for it that does not abort
+ * (it commits, as the key is in the set): C counted the key, once.  A
+ * creation within the estimate is covered too: the estimate was an exact
+ * count made under the lock, and every key made since added one under the
+ * lock after its row was made (a row made after the count read past its
+ * place is not in the count, and is added; one made before is in it, and
+ * added again: too high, never too low).  C was accepted only with fewer
+ * other keys than the limit: the set holds at most the limit, plus the
+ * keys administrators made after C.  A snapshot, not a dirty read,
+ * decides for committed rows: a row another transaction updates and
+ * commits while the count reads is neither missed (the version the
+ * snapshot sees stays) nor counted twice (a version inserted by a
+ * transaction in progress counts only for a key of which the snapshot
+ * sees no live version of the role).  A transaction that began after the
+ * snapshot counts as in progress: its rows are counted too, which is only
+ * conservative.
  *
  * Why no deadlock.  The role lock is held only while this backend counts
  * or reads the estimate: it never waits for a lock or a transaction
- * meanwhile, so no cycle of waits can pass through it, whatever the
- * callers' transactions hold.  A creator never waits for another
+ * meanwhile (the index the count reads is locked before), so no cycle of
+ * waits can pass through it, whatever the callers' transactions hold.  A creator never waits for another
  * creator's transaction either: it counts that one's keys as they stand.
  *
  * The price: a key counted while its transaction was in progress may yet
  * roll back, and a creator that counted it at the limit was refused
  * although the role would have stayed below it.  A creator is never
  * refused by the keys of a transaction refused before it took the lock
- * (that one's abort came first), so of several concurrent creators
+ * (that one's abort came first, unless it caught the error in a
+ * subtransaction and went on), so of several concurrent creators
  * competing for the last keys, the last to be refused saw only keys that
  * commit.  Using keys that exist takes no lock and counts nothing.  A key
  * whose ttl has passed does not count, purged or not.
@@ -521,8 +525,9 @@ role_locktag(LOCKTAG *tag, Oid role)
 
 /*
  * A btree index (oid_ops, valid, not partial) whose first column is
- * created_by, for count_role_keys to read only the role's rows; InvalidOid
- * if there is none (the table's rows are read then).
+ * created_by, for count_role_keys to read only the role's rows, locked
+ * (AccessShareLock) until the transaction ends; InvalidOid if there is
+ * none (the table's rows are read then).
  */
 static Oid
 created_by_index(Relation rel)
@@ -541,7 +546,7 @@ created_by_index(Relation rel)
 			irel->rd_opfamily[0] == OID_BTREE_FAM_OID &&
 			heap_attisnull(irel->rd_indextuple, Anum_pg_index_indpred, NULL))
 			found = RelationGetRelid(irel);
-		index_close(irel, AccessShareLock);
+		index_close(irel, OidIsValid(found) ? NoLock : AccessShareLock);
 		if (OidIsValid(found))
 			break;
 	}
@@ -614,9 +619,8 @@ live_for_snapshot(IdgenSeqTable *t, TupleTableSlot *slot, const RoleKeyTag *tag,
  * sees a live version of it for the role (counted already).
  */
 static int64
-count_role_keys(IdgenSeqTable *t, Oid role, text *key, int64 limit, TimestampTz now)
+count_role_keys(IdgenSeqTable *t, Oid idx, Oid role, text *key, int64 limit, TimestampTz now)
 {
-	Oid			idx = created_by_index(t->rel);
 	Snapshot	snap;
 	ScanKeyData skey;
 	SysScanDesc scan;
@@ -696,15 +700,33 @@ check_keys_per_role(IdgenSeqTable *t, text *key, TimestampTz now)
 	Oid			role = GetUserId();
 	int64		limit = idgen_seq_max_keys_per_role;
 	LOCKTAG		tag;
+	bool		taken;
+	bool		looked = false;
+	Oid			idx = InvalidOid;
 	int64		keys;
 
 	if (limit <= 0)
 		return;
 	role_locktag(&tag, role);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
-	if (!idgen_seq_role_keys_take(role, limit, now))
+	for (;;)
 	{
-		keys = count_role_keys(t, role, key, limit, now);
+		(void) LockAcquire(&tag, ExclusiveLock, false, false);
+		taken = idgen_seq_role_keys_take(role, limit, now);
+		if (taken || looked)
+			break;
+
+		/*
+		 * A count: lock the index it reads first, not under the role's
+		 * lock, under which nothing may wait (a DROP INDEX CONCURRENTLY
+		 * could hold it).
+		 */
+		LockRelease(&tag, ExclusiveLock, false);
+		idx = created_by_index(t->rel);
+		looked = true;
+	}
+	if (!taken)
+	{
+		keys = count_role_keys(t, idx, role, key, limit, now);
 		idgen_seq_role_keys_counted(role, limit, keys, now);
 		/* The lock is released by the abort, once this row is aborted. */
 		if (keys >= limit)

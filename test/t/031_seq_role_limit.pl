@@ -5,9 +5,10 @@
 # (a creation counts the keys of the role's transactions in progress and
 # waits for none of them).  Then eight transactions of the role each
 # create ten keys and are prepared, one after the other: the second and
-# later count the first one's keys, prepared, and are refused; every
-# prepared one is committed.  Each time, the role has at most 10
-# committed keys.
+# later count the first one's keys, prepared (across a restart), and are
+# refused; every prepared one is committed.  Each time, the role has at
+# most 10 committed keys.  Last, a count that reads the table (its index
+# on created_by dropped) refuses one more key.
 use strict;
 use warnings;
 
@@ -87,6 +88,8 @@ $node->safe_psql('postgres',
 			PREPARE TRANSACTION 'keys_$k';
 		}, on_error_stop => 1, extra_params => [ '-U', 'keymaker' ]);
 		push @refused, $k if $ret != 0;
+		# A prepared transaction's keys count after a restart too.
+		$node->restart if $k == 1;
 		like($err, qr/has reached its limit of 10 per-key sequences/,
 			"transaction $k counts the keys of the first, prepared")
 		  if $k > 1;
@@ -98,7 +101,9 @@ $node->safe_psql('postgres',
 		'every prepared transaction committed');
 	is(keys_of('p'), '10', "$prepared prepared transactions of a role limited to 10 keys: 10 keys");
 
-	# Once the first has committed, the next one counts its keys.
+	# Once the first has committed, the next one counts its keys; without
+	# the index on created_by, by reading the table.
+	$node->safe_psql('postgres', 'DROP INDEX idgen_seq_created_by_idx');
 	my ($ret, $out, $err) = $node->psql('postgres', q{
 		BEGIN;
 		SELECT idgen_seq_next('p_after');
