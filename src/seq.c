@@ -59,9 +59,15 @@
 
 #include <limits.h>
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/tableam.h"
+#include "access/transam.h"
 #include "access/xact.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_opfamily.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "common/int.h"
@@ -75,11 +81,14 @@
 #include "storage/procarray.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -115,7 +124,6 @@ enum
 	Q_INSERT,					/* a new row, unless one exists */
 	Q_PURGE_SCAN,				/* the rows with a ttl */
 	Q_PURGE,					/* delete rows $1 that nobody holds */
-	Q_ROLE_KEYS,				/* a role's rows */
 	NUM_QUERIES
 };
 
@@ -156,23 +164,12 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"FOR UPDATE SKIP LOCKED)) RETURNING key, cache",
 		1, {TIDARRAYOID}
 	},
-
-	/*
-	 * The rows of role $1, for its live keys to be counted in C up to the
-	 * limit.  The index on created_by lets it read only the role's rows
-	 * when the role owns a small share of the keys.
-	 */
-	[Q_ROLE_KEYS] = {
-		"SELECT last_used, ttl, cache FROM %1$s.idgen_seq "
-		"WHERE created_by OPERATOR(pg_catalog.=) $1",
-		1, {OIDOID}, CURSOR_OPT_NO_SCROLL
-	},
 };
 
 static SPIPlanPtr plans[NUM_QUERIES];
 static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid, ""};
 
-/* Rows a purge, or a count of a role's keys, reads at a time. */
+/* Rows a purge reads at a time. */
 #define SEQ_SCAN_BATCH		1000
 
 /*
@@ -444,104 +441,325 @@ typedef enum Applied
  *
  * idgen.seq_max_keys_per_role bounds what a role granted idgen_seq_next
  * can make others pay for: rows of up to 256 bytes that it cannot drop.
- * When idgen_seq_next is about to create a key (a new one, or one whose
- * ttl has passed), the caller's live keys (created_by, the current user)
- * must be fewer than the limit, or nothing is created.  The administrative
- * functions are not limited: an administrator creating a key decides, and
- * such keys count for their creator like any other.
+ * When idgen_seq_next creates a key (a new one, or one whose ttl has
+ * passed), the caller's other live keys (created_by, the current user)
+ * must be fewer than the limit, or the call fails and its transaction (or
+ * subtransaction) takes the new row back.  The administrative functions
+ * are not limited: an administrator creating a key decides, and such keys
+ * count for their creator like any other.
  *
  * Counting a role's keys reads all its rows, up to the limit (one role
  * often owns nearly every key, so the index on created_by does not make it
  * cheaper): about 2 ms at 10 000 keys and 11 ms at 100 000, too much for
  * every new key.  So shared memory keeps an estimate per role
- * (seq_cache.c): an exact count plus the keys created by use since, by
- * every backend.  A key is created without counting while the estimate is
- * below the limit and less than a minute old; otherwise the keys are
- * counted again.  Drops, purges, expiries and rollbacks only make the
- * estimate too high, which a count corrects: a call is refused only on an
- * exact count.  The keys an administrative function creates are added to
- * it too (created_by_admin).  Without the library preloaded, every key
- * created by use is counted.
+ * (seq_cache.c): an exact count plus the keys created since, by every
+ * backend.  A key is created without counting while the estimate is below
+ * the limit and less than a minute old; otherwise the keys are counted
+ * again.  Drops, purges, expiries and rollbacks only make the estimate too
+ * high, which a count corrects: a call is refused only on a count.
+ * Without the library preloaded, every key created by use is counted.
  *
- * Every creation of a key by use takes a lock on the role (this database,
- * the role, IDGEN_SEQ_ROLE_LOCK_CLASS), held to the end of the transaction,
- * before it consults the estimate or counts, as a lease does (lease.c,
- * check_role_limit).  So the role's keys created by use are made by one
- * transaction at a time: a count, which reads the latest committed rows
- * and this transaction's own, misses no key another transaction created
- * and may still commit (a session left in its transaction, or a prepared
- * transaction), and two sessions cannot both take the last key.  A later
- * transaction of the role that creates a key waits for the one holding
- * the lock to end (bounded by its lock_timeout), and then counts what that
- * one committed; using keys that exist takes no lock.  A key whose ttl has
- * passed does not count, purged or not.
+ * Protocol.  A creator by use first makes its row (inserts it, or writes
+ * the revived version of an expired one): every wait a key's creation may
+ * involve (for another transaction's row or insertion of the key) is over
+ * by then.  Then it takes a lock on the role (this database, the role,
+ * IDGEN_SEQ_ROLE_LOCK_CLASS), takes the estimate or counts, and releases
+ * the lock at once; a refusal releases it with the (sub)transaction's
+ * abort, after the rows it made are marked aborted.  The count
+ * (count_role_keys) takes a new snapshot under the lock and counts the
+ * role's live keys other than the one being created whose row is either
+ * visible to that snapshot (committed, or this transaction's) or was
+ * inserted by a transaction still in progress for it, open or prepared,
+ * and not aborted.  An administrative function that creates a key adds it
+ * to the estimate under the same lock, after it made the row.
+ *
+ * Why the limit holds.  Take the keys of a role that are live and
+ * committed together at some moment, and among the creations by use that
+ * made them, the one C that took the role lock last.  Every other key of
+ * the set that a creation by use made was made before C's snapshot: its
+ * creator made the row first, then held the lock before C.  So was every
+ * key made before the limit was set, or by an administrator before C
+ * counted (those made after are not the limit's to bound).  Such a key's
+ * row version, or a later one of the key, was visible to C's snapshot, or
+ * was inserted by a transaction in progress for it that does not abort
+ * (it commits, as the key is in the set): C counted the key, once.  A
+ * creation within the estimate is covered too: the estimate was an exact
+ * count made under the lock, and every key made since added one under the
+ * lock after its row was made (a row made after the count read past its
+ * place is not in the count, and is added; one made before is in it, and
+ * added again: too high, never too low).  C was accepted only with fewer
+ * other keys than the limit: the set holds at most the limit, plus the
+ * keys administrators made after C.  A snapshot, not a dirty read,
+ * decides for committed rows: a row another transaction updates and
+ * commits while the count reads is neither missed (the version the
+ * snapshot sees stays) nor counted twice (a version inserted by a
+ * transaction in progress counts only for a key of which the snapshot
+ * sees no live version of the role).  A transaction that began after the
+ * snapshot counts as in progress: its rows are counted too, which is only
+ * conservative.
+ *
+ * Why no deadlock.  The role lock is held only while this backend counts
+ * or reads the estimate: it never waits for a lock or a transaction
+ * meanwhile (the index the count reads is locked before), so no cycle of
+ * waits can pass through it, whatever the callers' transactions hold.  A creator never waits for another
+ * creator's transaction either: it counts that one's keys as they stand.
+ *
+ * The price: a key counted while its transaction was in progress may yet
+ * roll back, and a creator that counted it at the limit was refused
+ * although the role would have stayed below it.  A creator is never
+ * refused by the keys of a transaction refused before it took the lock
+ * (that one's abort came first, unless it caught the error in a
+ * subtransaction and went on), so of several concurrent creators
+ * competing for the last keys, the last to be refused saw only keys that
+ * commit.  Using keys that exist takes no lock and counts nothing.  A key
+ * whose ttl has passed does not count, purged or not.
  */
 /* "sr" in ASCII: not "sq" (key_locktag), whose hash fields could match. */
 #define IDGEN_SEQ_ROLE_LOCK_CLASS	0x7372
 
 static void
-lock_role(Oid role)
+role_locktag(LOCKTAG *tag, Oid role)
 {
-	LOCKTAG		tag;
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, (uint32) role, IDGEN_SEQ_ROLE_LOCK_CLASS);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
-}
-
-static void
-check_keys_per_role(const IdgenFunction *fn, text *key, TimestampTz now)
-{
-	Oid			role = GetUserId();	/* before the switch to the owner */
-	int64		limit = idgen_seq_max_keys_per_role;
-	Datum		arg;
-	IdgenSqlContext cx;
-	Portal		portal;
-	uint64		fetched;
-	int64		keys = 0;
-
-	if (limit <= 0)
-		return;
-	lock_role(role);
-	if (idgen_seq_role_keys_take(role, limit, now))
-		return;
-	arg = ObjectIdGetDatum(role);
-	idgen_sql_begin(fn, &statements, &cx);
-	/* The latest committed keys, whatever the isolation level. */
-	portal = idgen_sql_open(&cx, Q_ROLE_KEYS, &arg, NULL, true);
-	do
-	{
-		SPI_cursor_fetch(portal, true, SEQ_SCAN_BATCH);
-		fetched = SPI_processed;
-		for (uint64 i = 0; i < fetched && keys < limit; i++)
-			if (!read_ttl_passed(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, now))
-				keys++;
-		SPI_freetuptable(SPI_tuptable);
-	} while (fetched == SEQ_SCAN_BATCH && keys < limit);
-	SPI_cursor_close(portal);
-	idgen_sql_end(&cx);
-	idgen_seq_role_keys_counted(role, limit, keys, now);
-	if (keys >= limit)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg_plural("role \"%s\" has reached its limit of %d per-key sequence",
-							   "role \"%s\" has reached its limit of %d per-key sequences",
-							   idgen_seq_max_keys_per_role,
-							   GetUserNameFromId(role, false), idgen_seq_max_keys_per_role),
-				 errdetail("Sequence key \"%s\" was not created: idgen_seq_next creates a key only for a role with fewer live keys than idgen.seq_max_keys_per_role.",
-						   text_to_cstring(key)),
-				 errhint("An administrator can drop the keys the role no longer uses with idgen_seq_drop(), or raise idgen.seq_max_keys_per_role for the role.")));
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, 0, (uint32) role, IDGEN_SEQ_ROLE_LOCK_CLASS);
 }
 
 /*
- * An administrative function is creating a key: not limited, but counted
- * in the caller's estimate, when the limit is on (in every session of a
- * role it is set for with ALTER ROLE).
+ * A btree index (oid_ops, valid, not partial) whose first column is
+ * created_by, for count_role_keys to read only the role's rows, locked
+ * (AccessShareLock) until the transaction ends; InvalidOid if there is
+ * none (the table's rows are read then).
+ */
+static Oid
+created_by_index(Relation rel)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+	Oid			found = InvalidOid;
+
+	foreach(lc, indexes)
+	{
+		Relation	irel = index_open(lfirst_oid(lc), AccessShareLock);
+		Form_pg_index ix = irel->rd_index;
+
+		if (irel->rd_rel->relam == BTREE_AM_OID && ix->indisvalid &&
+			ix->indnkeyatts >= 1 && ix->indkey.values[0] == SEQ_COL_CREATED_BY &&
+			irel->rd_opfamily[0] == OID_BTREE_FAM_OID &&
+			heap_attisnull(irel->rd_indextuple, Anum_pg_index_indpred, NULL))
+			found = RelationGetRelid(irel);
+		index_close(irel, OidIsValid(found) ? NoLock : AccessShareLock);
+		if (OidIsValid(found))
+			break;
+	}
+	list_free(indexes);
+	return found;
+}
+
+/* A key, as the hash table of count_role_keys holds it. */
+typedef struct RoleKeyTag
+{
+	int			keylen;
+	char		key[IDGEN_SEQ_MAX_KEY];	/* not terminated, zero-padded */
+} RoleKeyTag;
+
+static void
+role_key_tag(RoleKeyTag *tag, text *key)
+{
+	memset(tag, 0, sizeof(*tag));
+	tag->keylen = Min(VARSIZE_ANY_EXHDR(key), IDGEN_SEQ_MAX_KEY);
+	memcpy(tag->key, VARDATA_ANY(key), tag->keylen);
+}
+
+/* Whether the key in 'slot' is 'key', and its row in 'row'. */
+static bool
+slot_key_is(TupleTableSlot *slot, text *key, IdgenSeqRow *row)
+{
+	text	   *k;
+
+	slot_getallattrs(slot);
+	idgen_seq_row_from_values(row, slot->tts_values, slot->tts_isnull);
+	k = DatumGetTextPP(slot->tts_values[SEQ_COL_KEY - 1]);
+	return VARSIZE_ANY_EXHDR(k) == VARSIZE_ANY_EXHDR(key) &&
+		memcmp(VARDATA_ANY(k), VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key)) == 0;
+}
+
+/*
+ * Whether the version of 'key' visible to 'snap' is a live key of 'role'
+ * (then count_role_keys counted it already).
+ */
+static bool
+live_for_snapshot(IdgenSeqTable *t, TupleTableSlot *slot, const RoleKeyTag *tag, Oid role,
+				  Snapshot snap, TimestampTz now)
+{
+	text	   *key = cstring_to_text_with_len(tag->key, tag->keylen);
+	ScanKeyData skey;
+	IndexScanDesc scan;
+	IdgenSeqRow row;
+	bool		live = false;
+
+	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   t->idx->rd_indcollation[0], F_TEXTEQ, PointerGetDatum(key));
+	scan = idgen_index_beginscan(t->rel, t->idx, snap, 1, 0);
+	index_rescan(scan, &skey, 1, NULL, 0);
+	if (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		(void) slot_key_is(slot, key, &row);
+		live = row.created_by == role && !idgen_seq_ttl_passed(&row, now);
+	}
+	index_endscan(scan);
+	pfree(key);
+	return live;
+}
+
+/*
+ * The live keys of 'role' other than 'key', up to 'limit', as "Keys per
+ * role" defines them: the version of a key visible to a snapshot taken
+ * now, or one that a transaction in progress for it inserted.  Every
+ * version is read (SnapshotAny) and judged here; the keys of the latter
+ * kind are gathered in a hash table, and each counts unless the snapshot
+ * sees a live version of it for the role (counted already).
+ */
+static int64
+count_role_keys(IdgenSeqTable *t, Oid idx, Oid role, text *key, int64 limit, TimestampTz now)
+{
+	Snapshot	snap;
+	ScanKeyData skey;
+	SysScanDesc scan;
+	HASHCTL		ctl = {0};
+	HTAB	   *pending;
+	HASH_SEQ_STATUS status;
+	RoleKeyTag *tag;
+	TupleTableSlot *probe;
+	int64		keys = 0;
+
+	ctl.keysize = sizeof(RoleKeyTag);
+	ctl.entrysize = sizeof(RoleKeyTag);
+	ctl.hcxt = CurrentMemoryContext;
+	pending = hash_create("idgen role keys in progress", 64, &ctl,
+						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+	/* This transaction's rows so far, SPI's included. */
+	CommandCounterIncrement();
+	snap = RegisterSnapshot(GetLatestSnapshot());
+	ScanKeyInit(&skey, SEQ_COL_CREATED_BY, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(role));
+	scan = systable_beginscan(t->rel, idx, OidIsValid(idx), SnapshotAny, 1, &skey);
+	while (keys < limit && systable_getnext(scan) != NULL)
+	{
+		TupleTableSlot *slot = scan->slot;
+		bool		should_free;
+		HeapTuple	tup;
+		TransactionId xmin;
+		IdgenSeqRow row;
+		RoleKeyTag	k;
+
+		if (slot_key_is(slot, key, &row) || idgen_seq_ttl_passed(&row, now))
+			continue;
+		if (table_tuple_satisfies_snapshot(t->rel, slot, snap))
+		{
+			keys++;
+			continue;
+		}
+		/* A 4-byte field, read without the buffer's content lock. */
+		tup = ExecFetchSlotHeapTuple(slot, false, &should_free);
+		xmin = HeapTupleHeaderGetRawXmin(tup->t_data);
+		if (should_free)
+			heap_freetuple(tup);
+		if (!TransactionIdIsNormal(xmin) || TransactionIdIsCurrentTransactionId(xmin) ||
+			!XidInMVCCSnapshot(xmin, snap) || TransactionIdDidAbort(xmin))
+			continue;
+		role_key_tag(&k, DatumGetTextPP(slot->tts_values[SEQ_COL_KEY - 1]));
+		(void) hash_search(pending, &k, HASH_ENTER, NULL);
+	}
+	systable_endscan(scan);
+
+	probe = table_slot_create(t->rel, NULL);
+	hash_seq_init(&status, pending);
+	while ((tag = (RoleKeyTag *) hash_seq_search(&status)) != NULL)
+	{
+		if (keys >= limit)
+		{
+			hash_seq_term(&status);
+			break;
+		}
+		if (!live_for_snapshot(t, probe, tag, role, snap, now))
+			keys++;
+	}
+	ExecDropSingleTupleTableSlot(probe);
+	hash_destroy(pending);
+	UnregisterSnapshot(snap);
+	return keys;
+}
+
+/*
+ * idgen_seq_next has made the row of a key it creates (in table 't'): the
+ * role's other live keys must be fewer than the limit, or the call fails.
+ */
+static void
+check_keys_per_role(IdgenSeqTable *t, text *key, TimestampTz now)
+{
+	Oid			role = GetUserId();
+	int64		limit = idgen_seq_max_keys_per_role;
+	LOCKTAG		tag;
+	bool		taken;
+	bool		looked = false;
+	Oid			idx = InvalidOid;
+	int64		keys;
+
+	if (limit <= 0)
+		return;
+	role_locktag(&tag, role);
+	for (;;)
+	{
+		(void) LockAcquire(&tag, ExclusiveLock, false, false);
+		taken = idgen_seq_role_keys_take(role, limit, now);
+		if (taken || looked)
+			break;
+
+		/*
+		 * A count: lock the index it reads first, not under the role's
+		 * lock, under which nothing may wait (a DROP INDEX CONCURRENTLY
+		 * could hold it).
+		 */
+		LockRelease(&tag, ExclusiveLock, false);
+		idx = created_by_index(t->rel);
+		looked = true;
+	}
+	if (!taken)
+	{
+		keys = count_role_keys(t, idx, role, key, limit, now);
+		idgen_seq_role_keys_counted(role, limit, keys, now);
+		/* The lock is released by the abort, once this row is aborted. */
+		if (keys >= limit)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg_plural("role \"%s\" has reached its limit of %d per-key sequence",
+								   "role \"%s\" has reached its limit of %d per-key sequences",
+								   idgen_seq_max_keys_per_role,
+								   GetUserNameFromId(role, false), idgen_seq_max_keys_per_role),
+					 errdetail("Sequence key \"%s\" was not created: idgen_seq_next creates a key only for a role with fewer live keys than idgen.seq_max_keys_per_role, counting those its open and prepared transactions created.",
+							   text_to_cstring(key)),
+					 errhint("An administrator can drop the keys the role no longer uses with idgen_seq_drop(), or raise idgen.seq_max_keys_per_role for the role.")));
+	}
+	LockRelease(&tag, ExclusiveLock, false);
+}
+
+/*
+ * An administrative function has made the row of a key it creates: not
+ * limited, but added to the caller's estimate, under the role's lock (see
+ * "Keys per role"), when the limit is on (in every session of a role it is
+ * set for with ALTER ROLE).
  */
 static void
 created_by_admin(void)
 {
-	if (idgen_seq_max_keys_per_role > 0)
-		idgen_seq_role_keys_created(GetUserId());
+	LOCKTAG		tag;
+
+	if (idgen_seq_max_keys_per_role <= 0)
+		return;
+	role_locktag(&tag, GetUserId());
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	idgen_seq_role_keys_created(GetUserId());
+	LockRelease(&tag, ExclusiveLock, false);
 }
 
 /*
@@ -663,6 +881,20 @@ held_written(ApplyState *s, const IdgenSeqRow *row)
 }
 
 /*
+ * This transaction made the row of a key it creates (inserted, or revived
+ * an expired one): idgen_seq_next checks the role's limit, an
+ * administrative function counts the key for it ("Keys per role").
+ */
+static void
+key_created(ApplyState *s)
+{
+	if (s->next)
+		check_keys_per_role(&s->t, s->key, s->now);
+	else
+		created_by_admin();
+}
+
+/*
  * Apply 'op' to the key's row under its row lock, inserting the row if there
  * is none.  A row whose ttl has passed counts as absent.  'op' may run more
  * than once (on the defaults for an insert that lost a race, then on the
@@ -704,18 +936,14 @@ apply_to_row(void *arg)
 			s->applied = idgen_seq_ttl_passed(&row, s->now) ? APPLIED_NEW : APPLIED_EXISTED;
 			/* A cached key served from its row: its segments are behind now. */
 			s->from_cached_row = row.cache > 0;
+			/* Using (or setting) a forgotten key creates it again. */
 			if (s->applied == APPLIED_NEW)
-			{
-				/* Using (or setting) a forgotten key creates it again. */
-				if (s->next)
-					check_keys_per_role(&s->fn, s->key, s->now);
-				else
-					created_by_admin();
 				idgen_seq_row_defaults(&row, s->now);
-			}
 			if (s->op(&row, s->applied == APPLIED_EXISTED, s->now, s->arg))
 			{
 				idgen_seq_write_row(&s->t, &row);
+				if (s->applied == APPLIED_NEW)
+					key_created(s);
 				held_written(s, &row);
 			}
 			return;
@@ -724,16 +952,13 @@ apply_to_row(void *arg)
 		/* A new key (or one deleted meanwhile): insert it. */
 		if (misses == IDGEN_SEQ_MAX_MISSES)
 			key_not_found(s->key, s->violation);
-		if (s->next)
-			check_keys_per_role(&s->fn, s->key, s->now);
 		idgen_seq_row_defaults(&row, s->now);
 		(void) s->op(&row, false, s->now, s->arg);
 		s->t.blocker = InvalidTransactionId;	/* a wait to insert: for whom, unknown */
 		if (insert_row(&s->fn, &s->t, s->key, &row, &s->violation))
 		{
+			key_created(s);
 			held_written(s, &row);
-			if (!s->next)
-				created_by_admin();
 			s->applied = APPLIED_NEW;
 			return;
 		}

@@ -1,11 +1,14 @@
 # Scenario: idgen.seq_max_keys_per_role (here 10) is not passed by a
 # role's open transactions.  Twelve sessions of one role each create ten
 # keys in a transaction and wait at a barrier before they commit; the
-# barrier opens once all twelve wait (for it, or for one another).  Then
-# eight transactions of the role each create ten keys and are prepared,
-# one after the other (the second and later with a lock_timeout, as a
-# prepared transaction never ends by itself), and every prepared one is
-# committed.  Each time, the role has at most 10 committed keys.
+# barrier opens once each of the twelve waits there or has been refused
+# (a creation counts the keys of the role's transactions in progress and
+# waits for none of them).  Then eight transactions of the role each
+# create ten keys and are prepared, one after the other: the second and
+# later count the first one's keys, prepared (across a restart), and are
+# refused; every prepared one is committed.  Each time, the role has at
+# most 10 committed keys.  Last, a count that reads the table (its index
+# on created_by dropped) refuses one more key.
 use strict;
 use warnings;
 
@@ -49,11 +52,14 @@ COMMIT;
 });
 		push @workers, $w;
 	}
-	# Every session waits: at the barrier, or for the role.
+	# Every session waits at the barrier, or was refused and has ended its
+	# transaction.
 	$node->poll_query_until('postgres', qq{
 		SELECT count(*) = $sessions FROM pg_stat_activity
-		WHERE usename = 'keymaker' AND wait_event_type = 'Lock'})
-	  or die 'the sessions did not all wait';
+		WHERE usename = 'keymaker'
+		  AND ((wait_event_type = 'Lock' AND query LIKE '%pg_advisory_xact_lock_shared%')
+		    OR (state = 'idle' AND query LIKE 'COMMIT%'))})
+	  or die 'the sessions did not all wait or end';
 	$ctl->query_safe('SELECT pg_advisory_unlock(42)');
 	$ctl->quit;
 	# Every session has ended its transaction (committed or refused).
@@ -76,25 +82,28 @@ $node->safe_psql('postgres',
 	my @refused;
 	for my $k (1 .. $prepared)
 	{
-		my $timeout = $k == 1 ? '' : "SET lock_timeout = '100ms';";
 		my ($ret, $out, $err) = $node->psql('postgres', qq{
-			$timeout
 			BEGIN;
 			SELECT count(idgen_seq_next('p${k}_' || g)) FROM generate_series(1, 10) g;
 			PREPARE TRANSACTION 'keys_$k';
 		}, on_error_stop => 1, extra_params => [ '-U', 'keymaker' ]);
 		push @refused, $k if $ret != 0;
-		like($err, qr/lock timeout/, "prepared transaction $k waits for the first")
+		# A prepared transaction's keys count after a restart too.
+		$node->restart if $k == 1;
+		like($err, qr/has reached its limit of 10 per-key sequences/,
+			"transaction $k counts the keys of the first, prepared")
 		  if $k > 1;
 	}
-	is(scalar(@refused), $prepared - 1, 'every transaction after the first prepared one waited for it');
+	is(scalar(@refused), $prepared - 1, 'every transaction after the first prepared one was refused');
 	$node->safe_psql('postgres', "COMMIT PREPARED 'keys_$_'")
 	  for grep { my $k = $_; !grep { $_ == $k } @refused } 1 .. $prepared;
 	is($node->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0',
 		'every prepared transaction committed');
 	is(keys_of('p'), '10', "$prepared prepared transactions of a role limited to 10 keys: 10 keys");
 
-	# Once the first has committed, the next one counts its keys.
+	# Once the first has committed, the next one counts its keys; without
+	# the index on created_by, by reading the table.
+	$node->safe_psql('postgres', 'DROP INDEX idgen_seq_created_by_idx');
 	my ($ret, $out, $err) = $node->psql('postgres', q{
 		BEGIN;
 		SELECT idgen_seq_next('p_after');
