@@ -80,6 +80,12 @@ extern int	idgen_clock_wait_ms;
 extern int	idgen_takeover_max_lead_ms;
 extern void idgen_clock_init(void);
 
+/* active.c: primaries that replicate to each other (active-active) */
+extern int	idgen_active_nodes;
+extern int	idgen_active_node;
+extern void idgen_active_init(void);
+extern void idgen_active_node_check(void);
+
 /* lease.c */
 extern int	idgen_worker_quarantine_ms;
 extern void idgen_lease_init(void);
