@@ -39,15 +39,51 @@
  * cycling means values come again, and across nodes they may come from
  * another node.
  *
+ * Identity claims
+ *	  Two servers with one Snowflake identity issue the same IDs, and in
+ *	  active-active no registry can stop them (a registry is one server's
+ *	  database).  So every primary announces its identity in a table of
+ *	  idgen's own, idgen_identity_claim, one row per server (keyed by its
+ *	  system identifier), which replication carries to the others with the
+ *	  data: the idgen purge process writes this server's row in every
+ *	  database with idgen, at each purge (idgen_identity_announce), so that
+ *	  a node that subscribes later receives it too.  A trigger on the table, enabled
+ *	  ALWAYS so that it fires in replication's workers too, looks at every
+ *	  row written: another server's claim to this server's identity stops
+ *	  this server's Snowflake generation, with an error naming both servers
+ *	  (idgen_identity_clash_error), a WARNING in the log, and the clash in
+ *	  idgen_info().  So does the announcement, when it finds such a claim
+ *	  already there.  The stop lasts until the server restarts (see
+ *	  IdgenIdentityClash in idgen_shmem.h for the shared state).  Only an
+ *	  identity from the settings is announced: one leased from a registry
+ *	  is the registry's to keep unique.  The table is not dumped: a restored
+ *	  copy announces its own identity.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "common/int.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "postmaster/postmaster.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_layout.h"
 #include "idgen_seq.h"
+#include "idgen_shmem.h"
+#include "idgen_sql.h"
+
+PG_FUNCTION_INFO_V1(idgen_identity_announce);
+PG_FUNCTION_INFO_V1(idgen_identity_claim_check);
 
 #define IDGEN_MAX_ACTIVE_NODES		1024
 
@@ -151,6 +187,231 @@ idgen_seq_node_view(const IdgenSeqRow *row, const char *key, IdgenSeqRow *view)
 	}
 	view->value = next;
 	view->called = false;
+}
+
+/* ----------
+ * Identity claims
+ * ----------
+ */
+enum
+{
+	Q_RETRACT,
+	Q_ANNOUNCE,
+	Q_OTHER_CLAIM,
+	NUM_QUERIES
+};
+
+static const IdgenStatement statement_list[NUM_QUERIES] = {
+	/*
+	 * This server's claim, written anew at every announcement: a delete and
+	 * an insert, not an update, because replication skips the update of a
+	 * row the subscriber does not have (a subscription made after the
+	 * first announcement, without copying data), while it applies an
+	 * insert; the delete before it is skipped there, or removes the old
+	 * row first.  announced_at says when a server last announced.
+	 */
+	[Q_RETRACT] = {
+		"DELETE FROM %1$s.idgen_identity_claim WHERE system_identifier OPERATOR(pg_catalog.=) $1",
+		1, {INT8OID}
+	},
+	[Q_ANNOUNCE] = {
+		"INSERT INTO %1$s.idgen_identity_claim "
+		"(system_identifier, datacenter_id, worker_id, instance, announced_at) "
+		"VALUES ($1, $2, $3, $4, $5)",
+		5, {INT8OID, INT4OID, INT4OID, TEXTOID, TIMESTAMPTZOID}
+	},
+	/* another server's claim to the same identity */
+	[Q_OTHER_CLAIM] = {
+		"SELECT system_identifier, instance, announced_at FROM %1$s.idgen_identity_claim "
+		"WHERE datacenter_id OPERATOR(pg_catalog.=) $1 AND worker_id OPERATOR(pg_catalog.=) $2 "
+		"AND system_identifier OPERATOR(pg_catalog.<>) $3 "
+		"ORDER BY announced_at LIMIT 1",
+		3, {INT4OID, INT4OID, INT8OID}
+	},
+};
+
+static SPIPlanPtr plans[NUM_QUERIES];
+static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid, ""};
+
+/*
+ * Whether this server announces its identity: preloaded, a valid layout,
+ * an identity from the settings.
+ */
+static bool
+identity_announced(void)
+{
+	return idgen_shared != NULL && idgen_layout.valid && !idgen_shared->identity_leased;
+}
+
+/* How this server is named in claims and messages. */
+static const char *
+instance_name(void)
+{
+	if (cluster_name != NULL && cluster_name[0] != '\0')
+		return psprintf("%s (port %d)", cluster_name, PostPortNumber);
+	return psprintf("port %d", PostPortNumber);
+}
+
+/* The system identifier as a bigint column holds it. */
+static int64
+own_sysid(void)
+{
+	return (int64) GetSystemIdentifier();
+}
+
+/*
+ * Another server's claim to this identity was found: stop generating.
+ * The first one found is kept and logged; later ones change nothing.
+ */
+static void
+clash_found(int64 other_sysid, const char *other_instance, TimestampTz other_announced_at)
+{
+	IdgenIdentityClash *c = &idgen_shared->clash;
+	bool		first = false;
+
+	SpinLockAcquire(&c->mutex);
+	if (pg_atomic_read_u32(&c->clashed) == 0)
+	{
+		c->other_sysid = (uint64) other_sysid;
+		strlcpy(c->other_instance, other_instance, sizeof(c->other_instance));
+		c->other_announced_at = other_announced_at;
+		c->seen_at = GetCurrentTimestamp();
+		strlcpy(c->database, get_database_name(MyDatabaseId) ? get_database_name(MyDatabaseId) : "?",
+				sizeof(c->database));
+		pg_atomic_write_u32(&c->clashed, 1);
+		first = true;
+	}
+	SpinLockRelease(&c->mutex);
+	if (first)
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("another server claims this server's Snowflake identity (datacenter %d, worker %d): Snowflake generation stops",
+						idgen_layout.datacenter_id, idgen_layout.worker_id),
+				 errdetail("Server " UINT64_FORMAT " (%s) announced it at %s; this server is " UINT64_FORMAT " (%s).",
+						   (uint64) other_sysid, other_instance, timestamptz_to_str(other_announced_at),
+						   (uint64) own_sysid(), instance_name()),
+				 errhint("Give one of the two servers another \"idgen.worker_id\" or \"idgen.datacenter_id\" and restart both.")));
+}
+
+/* The error of a Snowflake call on a server whose identity clashed. */
+void
+idgen_identity_clash_error(void)
+{
+	IdgenIdentityClash copy;
+
+	SpinLockAcquire(&idgen_shared->clash.mutex);
+	copy = idgen_shared->clash;
+	SpinLockRelease(&idgen_shared->clash.mutex);
+	idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_ERRORS, 1);
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_IN_USE),
+			 errmsg("this server's Snowflake identity (datacenter %d, worker %d) is also claimed by another server",
+					idgen_layout.datacenter_id, idgen_layout.worker_id),
+			 errdetail("Server " UINT64_FORMAT " (%s) announced it at %s, and this server " UINT64_FORMAT " (%s) learnt of it at %s in database \"%s\"; their IDs would be the same.",
+					   copy.other_sysid, copy.other_instance, timestamptz_to_str(copy.other_announced_at),
+					   (uint64) own_sysid(), instance_name(), timestamptz_to_str(copy.seen_at),
+					   copy.database),
+			 errhint("Give one of the two servers another \"idgen.worker_id\" or \"idgen.datacenter_id\" and restart both; idgen_info() shows the clash.")));
+}
+
+/* The clash for idgen_info(), or NULL when there is none. */
+char *
+idgen_identity_clash_text(void)
+{
+	IdgenIdentityClash copy;
+
+	if (idgen_shared == NULL || pg_atomic_read_u32(&idgen_shared->clash.clashed) == 0)
+		return NULL;
+	SpinLockAcquire(&idgen_shared->clash.mutex);
+	copy = idgen_shared->clash;
+	SpinLockRelease(&idgen_shared->clash.mutex);
+	return psprintf("server " UINT64_FORMAT " (%s) claims this identity since %s (seen at %s in database \"%s\"); Snowflake generation is stopped",
+					copy.other_sysid, copy.other_instance, timestamptz_to_str(copy.other_announced_at),
+					timestamptz_to_str(copy.seen_at), copy.database);
+}
+
+/*
+ * idgen_identity_announce() returns bigint
+ *		Write this server's claim to its identity into idgen_identity_claim
+ *		anew, then look for another server's
+ *		claim to it: 1 if there is one (generation stops), else 0.  The idgen
+ *		purge process calls it in every database at each purge.  Nothing on
+ *		a standby, or without an identity of its own to announce.
+ */
+Datum
+idgen_identity_announce(PG_FUNCTION_ARGS)
+{
+	IdgenFunction fn;
+	IdgenSqlContext cx;
+	Datum		args[5];
+	int64		found = 0;
+
+	if (!identity_announced() || RecoveryInProgress())
+		PG_RETURN_INT64(0);
+	idgen_lookup_function(fcinfo, &fn);
+	idgen_sql_begin(&fn, &statements, &cx);
+	args[0] = Int64GetDatum(own_sysid());
+	(void) idgen_sql_run(&cx, Q_RETRACT, args, NULL);
+	args[1] = Int32GetDatum(idgen_layout.datacenter_id);
+	args[2] = Int32GetDatum(idgen_layout.worker_id);
+	args[3] = CStringGetTextDatum(instance_name());
+	args[4] = TimestampTzGetDatum(GetCurrentTimestamp());
+	(void) idgen_sql_run(&cx, Q_ANNOUNCE, args, NULL);
+	args[0] = Int32GetDatum(idgen_layout.datacenter_id);
+	args[1] = Int32GetDatum(idgen_layout.worker_id);
+	args[2] = Int64GetDatum(own_sysid());
+	if (idgen_sql_run_latest(&cx, Q_OTHER_CLAIM, args, NULL) > 0)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int64		sysid = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		char	   *instance = SPI_getvalue(tup, desc, 2);
+		TimestampTz at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
+
+		clash_found(sysid, instance ? instance : "?", at);
+		found = 1;
+	}
+	idgen_sql_end(&cx);
+	PG_RETURN_INT64(found);
+}
+
+/*
+ * Trigger on idgen_identity_claim, AFTER INSERT OR UPDATE FOR EACH ROW,
+ * enabled ALWAYS: a row that claims this server's identity for another
+ * server, written by replication or by hand, stops this server's
+ * generation.  It never raises an error: in a replication worker, an error
+ * would stop the replication of every table.
+ */
+Datum
+idgen_identity_claim_check(PG_FUNCTION_ARGS)
+{
+	TriggerData *td = (TriggerData *) fcinfo->context;
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull[5];
+	Datum		v[5];
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_AFTER(td->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(td->tg_event) || TRIGGER_FIRED_BY_DELETE(td->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("idgen_identity_claim_check() must be an AFTER INSERT OR UPDATE row trigger")));
+	if (!identity_announced())
+		return PointerGetDatum(NULL);
+	tup = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple;
+	desc = RelationGetDescr(td->tg_relation);
+	if (desc->natts != 5)
+		elog(ERROR, "idgen_identity_claim has %d columns, not 5", desc->natts);
+	heap_deform_tuple(tup, desc, v, isnull);
+	if (isnull[0] || isnull[1] || isnull[2])
+		return PointerGetDatum(NULL);
+	if (DatumGetInt64(v[0]) != own_sysid() &&
+		DatumGetInt32(v[1]) == idgen_layout.datacenter_id &&
+		DatumGetInt32(v[2]) == idgen_layout.worker_id)
+		clash_found(DatumGetInt64(v[0]), isnull[3] ? "?" : TextDatumGetCString(v[3]),
+					isnull[4] ? 0 : DatumGetTimestampTz(v[4]));
+	return PointerGetDatum(NULL);
 }
 
 /* Define the settings. */

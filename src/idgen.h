@@ -85,6 +85,8 @@ extern int	idgen_active_nodes;
 extern int	idgen_active_node;
 extern void idgen_active_init(void);
 extern void idgen_active_node_check(void);
+pg_noreturn extern void idgen_identity_clash_error(void);
+extern char *idgen_identity_clash_text(void);
 
 /* lease.c */
 extern int	idgen_worker_quarantine_ms;

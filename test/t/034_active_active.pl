@@ -14,6 +14,13 @@
 #    step modulo N * step), both nodes hold the same rows, and no apply
 #    worker logged an error.  Before the values were interleaved by node,
 #    the partition alone handed out every value twice.
+#  - Two nodes with one identity (worker id 30 on both): each announces
+#    it in idgen_identity_claim, replication carries the claim to the
+#    other, and both stop Snowflake generation with an error naming the
+#    other server (55006), without an apply error.  On one node, on every
+#    version: its own claim appears, a claim written by hand for another
+#    server stops it, idgen_info() and the log show it, a restart finds the
+#    claim again, and once the claim is deleted a restart generates again.
 #  - Three nodes in a mesh (each subscribes to the two others), the same
 #    load on all three, with one node's subscriptions paused for a while.
 use strict;
@@ -29,7 +36,7 @@ use IdgenTest;
 # Node 1 of 3 hands out the values start + (3k + 1) * step only, from its
 # row's value on, whoever wrote it.
 my $one = idgen_node('one', 'idgen.active_nodes' => 3, 'idgen.active_node' => 1,
-	'idgen.worker_id' => 20);
+	'idgen.worker_id' => 20, 'idgen.purge_interval' => "'1s'");
 is($one->safe_psql('postgres', "SELECT string_agg(idgen_seq_next('t')::text, ',') FROM generate_series(1, 3)"),
 	'2,5,8', 'one node: a transactional key takes every third value, from start + step');
 is($one->safe_psql('postgres', "SELECT string_agg(v::text, ',') FROM idgen_seq_next('b', 4) v"),
@@ -57,6 +64,48 @@ is($one->safe_psql('postgres', "SELECT string_agg(worker_id::text, ',' ORDER BY 
 	'1,4,7', 'one node: leases the worker ids of its class only');
 like(sql_error($one, "SELECT * FROM idgen_worker_acquire('h', '1 hour', max_workers => 1)"),
 	qr/22023.*max_workers 1 leaves no worker id to this node/s, 'one node: max_workers below its class refused');
+# Identity claims: the server announces its own at each purge; another
+# server's claim to it, here written by hand as replication would, stops
+# Snowflake generation with an error naming both servers, and idgen_info()
+# shows it.
+my $sysid = $one->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+ok($one->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM idgen_identity_claim WHERE system_identifier = $sysid
+		   AND datacenter_id = 0 AND worker_id = 20"),
+	'one node: the server announces its identity');
+is($one->safe_psql('postgres', 'SELECT identity_clash IS NULL FROM idgen_info()'), 't',
+	'one node: no clash shown before another claim');
+$one->safe_psql('postgres', 'SELECT idgen_snowflake()');
+$one->safe_psql('postgres',
+	"INSERT INTO idgen_identity_claim VALUES (4242, 0, 21, 'elsewhere (port 1)', now())");
+$one->safe_psql('postgres', 'SELECT idgen_snowflake()');
+is($one->safe_psql('postgres', 'SELECT identity_clash IS NULL FROM idgen_info()'), 't',
+	'one node: a claim to another identity changes nothing');
+$one->safe_psql('postgres',
+	"INSERT INTO idgen_identity_claim VALUES (4243, 0, 20, 'twin (port 2)', now())");
+like(sql_error($one, 'SELECT idgen_snowflake()'),
+	qr/55006.*identity \(datacenter 0, worker 20\) is also claimed by another server.*Server 4243 \(twin \(port 2\)\).*this server $sysid/s,
+	'one node: another claim to its identity stops generation, naming both servers');
+like($one->safe_psql('postgres', 'SELECT identity_clash FROM idgen_info()'),
+	qr/server 4243 \(twin \(port 2\)\) claims this identity/, 'one node: idgen_info() shows the clash');
+ok($one->log_contains(qr/WARNING:  another server claims this server's Snowflake identity/),
+	'one node: and the log');
+isnt($one->safe_psql('postgres', 'SELECT idgen_uuid7()'), '', 'one node: UUIDv7 goes on');
+# after a restart, the announcement finds the claim that is still there
+$one->restart;
+ok($one->poll_query_until('postgres', 'SELECT identity_clash IS NOT NULL FROM idgen_info()'),
+	'one node: after a restart, the announcement finds the other claim again');
+$one->safe_psql('postgres', 'DELETE FROM idgen_identity_claim WHERE system_identifier = 4243');
+$one->restart;
+my $restarted = $one->safe_psql('postgres', 'SELECT now()');
+# an announcement after the restart has looked for other claims
+$one->poll_query_until('postgres',
+	"SELECT announced_at > '$restarted' FROM idgen_identity_claim WHERE system_identifier = $sysid")
+  or die 'no announcement after the restart';
+$one->safe_psql('postgres', 'SELECT idgen_snowflake()');
+is($one->safe_psql('postgres', 'SELECT identity_clash IS NULL FROM idgen_info()'), 't',
+	'one node: the claim deleted, a restart generates again');
+
 $one->append_conf('postgresql.conf', "idgen.active_node = 3\n");
 $one->restart;
 like(sql_error($one, "SELECT idgen_seq_next('t')"),
@@ -252,6 +301,39 @@ is($two[1]->safe_psql('postgres', 'SELECT string_agg(key || value, \',\' ORDER B
 	'two nodes: the keys\' rows agree');
 no_crash_logged($_, 'two nodes: no crash') for @two;
 $_->stop for @two;
+
+# --- two nodes with one identity -------------------------------------------
+# Both with worker id 30: each announces it, replication carries the claim
+# to the other, and both stop generating with an error naming the other.
+my @twins;
+for my $r (0 .. 1)
+{
+	my $node = idgen_node("twin_$r", %common, 'idgen.worker_id' => 30,
+		_init => { allows_streaming => 'logical' });
+	$node->safe_psql('postgres', "CREATE PUBLICATION p_$r FOR ALL TABLES");
+	push @twins, $node;
+}
+for my $r (0 .. 1)
+{
+	my $o = 1 - $r;
+	my $conn = $twins[$o]->connstr . ' dbname=postgres';
+	$twins[$r]->safe_psql('postgres',
+		"CREATE SUBSCRIPTION s_${r}_from_$o CONNECTION '$conn' PUBLICATION p_$o
+		 WITH (origin = none, copy_data = false)");
+}
+for my $r (0 .. 1)
+{
+	my $other = $twins[1 - $r]->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+	ok($twins[$r]->poll_query_until('postgres', 'SELECT identity_clash IS NOT NULL FROM idgen_info()'),
+		"twins: node $r sees the clash");
+	like(sql_error($twins[$r], 'SELECT idgen_snowflake()'),
+		qr/55006.*identity \(datacenter 0, worker 30\) is also claimed by another server.*Server $other /s,
+		"twins: node $r stopped generating, naming the other server");
+	is($twins[$r]->safe_psql('postgres',
+			'SELECT coalesce(sum(apply_error_count + sync_error_count), 0) FROM pg_stat_subscription_stats'),
+		'0', "twins: no apply error on node $r");
+}
+$_->stop for @twins;
 
 # --- three nodes -----------------------------------------------------------
 my @three = make_nodes('three', 3);
