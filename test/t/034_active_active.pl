@@ -13,7 +13,10 @@
 #    handed out twice, every value of a node is of its class (start + r *
 #    step modulo N * step), both nodes hold the same rows, and no apply
 #    worker logged an error.  Before the values were interleaved by node,
-#    the partition alone handed out every value twice.
+#    the partition alone handed out every value twice.  Public ID keys
+#    rotated on both nodes during the partition make different versions,
+#    and every form decodes on both nodes after catch-up.  Worker leases
+#    taken during the partition: each id on one node only.
 #  - Two nodes with one identity (worker id 30 on both): each announces
 #    it in idgen_identity_claim, replication carries the claim to the
 #    other, and both stop Snowflake generation with an error naming the
@@ -64,6 +67,12 @@ is($one->safe_psql('postgres', "SELECT string_agg(worker_id::text, ',' ORDER BY 
 	'1,4,7', 'one node: leases the worker ids of its class only');
 like(sql_error($one, "SELECT * FROM idgen_worker_acquire('h', '1 hour', max_workers => 1)"),
 	qr/22023.*max_workers 1 leaves no worker id to this node/s, 'one node: max_workers below its class refused');
+# Public ID keys: node 1 of 3 makes the versions 2, 5, 8, ... only.
+is($one->safe_psql('postgres', 'SELECT idgen_public_rotate()'), '2', 'one node: its first key version');
+is($one->safe_psql('postgres', 'SELECT idgen_public_rotate()'), '5', 'one node: its next one');
+is($one->safe_psql('postgres', 'SELECT idgen_private(idgen_public(12345))'), '12345',
+	'one node: forms decode');
+
 # Identity claims: the server announces its own at each purge; another
 # server's claim to it, here written by hand as replication would, stops
 # Snowflake generation with an error naming both servers, and idgen_info()
@@ -271,6 +280,15 @@ load(150, @two);
 # a partition: neither node sees the other's values while both go on
 set_subscriptions($_, 'DISABLE') for @two;
 load(50, @two);
+# public ID keys rotated on both nodes during the partition: node 0 makes
+# version 1, node 1 version 2; forms of each node, made then
+my %form;
+for my $r (0 .. 1)
+{
+	$two[$r]->safe_psql('postgres', 'SELECT idgen_public_rotate()');
+	$form{$r} = $two[$r]->safe_psql('postgres', "SELECT idgen_public(1000 + $r)");
+}
+
 # worker leases during the partition: each node leases all it can of
 # the ids 0 to 3
 my %leased;
@@ -292,6 +310,21 @@ set_subscriptions($_, 'ENABLE') for @two;
 load(50, @two);
 catch_up(@two);
 check('two nodes', @two);
+# every form decodes on every node to its ID, and the current key is the
+# same everywhere
+for my $r (0 .. 1)
+{
+	for my $o (0 .. 1)
+	{
+		my ($ret, $out, $err) = $two[$o]->psql('postgres', "SELECT idgen_private('$form{$r}')");
+		is($out, 1000 + $r, "two nodes: a form made on node $r during the partition decodes on node $o")
+		  or diag($err);
+	}
+}
+is($two[1]->safe_psql('postgres', "SELECT idgen_public(7)"), $two[0]->safe_psql('postgres', "SELECT idgen_public(7)"),
+	'two nodes: after catch-up both encode with the same key');
+ok(!$two[$_]->log_contains(qr/arrived with another key/), "two nodes: no key version retired on node $_")
+  for 0 .. 1;
 my $leases = 'SELECT string_agg(id || holder, \',\' ORDER BY id) FROM idgen_worker_lease';
 is($two[1]->safe_psql('postgres', $leases), $two[0]->safe_psql('postgres', $leases),
 	'two nodes: the lease tables agree');
