@@ -67,6 +67,23 @@ is($one->safe_psql('postgres', "SELECT string_agg(worker_id::text, ',' ORDER BY 
 	'1,4,7', 'one node: leases the worker ids of its class only');
 like(sql_error($one, "SELECT * FROM idgen_worker_acquire('h', '1 hour', max_workers => 1)"),
 	qr/22023.*max_workers 1 leaves no worker id to this node/s, 'one node: max_workers below its class refused');
+# pglogical and Spock add a TRUNCATE trigger to every new table, idgen's
+# too: idgen's direct writes of idgen_seq skip nothing of it, so it is
+# accepted; a row trigger still is not.
+$one->safe_psql('postgres', q{
+	CREATE FUNCTION queue_truncate() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NULL; END$$;
+	CREATE TRIGGER queue_truncate_trigger AFTER TRUNCATE ON idgen_seq
+		FOR EACH STATEMENT EXECUTE FUNCTION queue_truncate();
+	ALTER TABLE idgen_seq ENABLE ALWAYS TRIGGER queue_truncate_trigger;
+});
+is($one->safe_psql('postgres', "SELECT idgen_seq_next('tr')"), '2',
+	'one node: a TRUNCATE trigger on idgen_seq is accepted');
+$one->safe_psql('postgres', 'CREATE TRIGGER row_trigger AFTER INSERT ON idgen_seq
+	FOR EACH ROW EXECUTE FUNCTION queue_truncate()');
+like(sql_error($one, "SELECT idgen_seq_next('tr')"), qr/55000.*table "idgen_seq" has been altered/s,
+	'one node: a row trigger is not');
+$one->safe_psql('postgres', 'DROP TRIGGER row_trigger ON idgen_seq; DROP TRIGGER queue_truncate_trigger ON idgen_seq');
+
 # Public ID keys: node 1 of 3 makes the versions 2, 5, 8, ... only.
 is($one->safe_psql('postgres', 'SELECT idgen_public_rotate()'), '2', 'one node: its first key version');
 is($one->safe_psql('postgres', 'SELECT idgen_public_rotate()'), '5', 'one node: its next one');
