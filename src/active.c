@@ -2,7 +2,9 @@
  *
  * active.c
  *	  Several primaries that replicate to each other (active-active): the
- *	  values of per-key sequences, interleaved by node.
+ *	  values of per-key sequences interleaved by node, and each server's
+ *	  claim to its Snowflake identity.  Worker leases (lease.c) and public
+ *	  ID key versions (public.c) are dealt out by the same node number.
  *
  * Each primary advances its own copy of a key's row, and logical
  * replication merges the copies (the replica trigger on idgen_seq keeps the
@@ -46,10 +48,10 @@
  *	  idgen's own, idgen_identity_claim, one row per server (keyed by its
  *	  system identifier), which replication carries to the others with the
  *	  data: the idgen purge process writes this server's row in every
- *	  database with idgen, at each purge (idgen_identity_announce), so that
- *	  a node that subscribes later receives it too.  A trigger on the table, enabled
- *	  ALWAYS so that it fires in replication's workers too, looks at every
- *	  row written: another server's claim to this server's identity stops
+ *	  database with idgen, at each purge (idgen_identity_announce), so
+ *	  that a node that subscribes later receives it too.  A trigger on the
+ *	  table, enabled ALWAYS so that it fires in replication's workers too,
+ *	  looks at every row written: another server's claim to this server's identity stops
  *	  this server's Snowflake generation, with an error naming both servers
  *	  (idgen_identity_clash_error), a WARNING in the log, and the clash in
  *	  idgen_info().  So does the announcement, when it finds such a claim
