@@ -13,6 +13,7 @@ EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).
 
 MODULE_big = idgen
 OBJS = \
+	src/active.o \
 	src/bgworker.o \
 	src/clock.o \
 	src/horizon.o \

@@ -822,7 +822,8 @@ CREATE FUNCTION @extschema@.idgen_info(
     OUT max_database_workers int,
     OUT database_workers_refused bigint,
     OUT databases_waiting name[],
-    OUT databases_waiting_since timestamptz)
+    OUT databases_waiting_since timestamptz,
+    OUT identity_clash text)
 RETURNS record
 AS 'MODULE_PATHNAME', 'idgen_info'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;
@@ -1142,6 +1143,46 @@ COMMENT ON FUNCTION @extschema@.idgen_seq_replica_trigger() IS
     'trigger on idgen_seq, fires in logical replication only: merges a publisher''s keys, values never lowered';
 COMMENT ON FUNCTION @extschema@.idgen_worker_lease_replica_trigger() IS
     'trigger on idgen_worker_lease, fires in logical replication only: keeps the lease that ends later';
+
+-- Identity claims (active.c, docs/active-active.md): each primary writes
+-- its Snowflake identity here, one row per server (its system identifier),
+-- from the idgen purge process; replication carries the rows to the other
+-- nodes with the data.  A trigger enabled ALWAYS (it fires in replication's
+-- workers too) stops this server's Snowflake generation when a row claims
+-- its identity for another server.  Not dumped: a restored copy claims its
+-- own identity, and must not meet the claim of the server it was copied
+-- from.  Private to the extension's owner, as the other tables.
+CREATE TABLE @extschema@.idgen_identity_claim (
+    system_identifier bigint PRIMARY KEY,
+    datacenter_id int NOT NULL,
+    worker_id int NOT NULL,
+    instance text NOT NULL,
+    -- when the server last wrote it (anew at every purge)
+    announced_at timestamptz NOT NULL
+);
+REVOKE ALL ON @extschema@.idgen_identity_claim FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.idgen_identity_announce()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idgen_identity_announce'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION @extschema@.idgen_identity_announce() FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.idgen_identity_claim_check()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'idgen_identity_claim_check'
+LANGUAGE C;
+CREATE TRIGGER idgen_identity_claim_check
+    AFTER INSERT OR UPDATE ON @extschema@.idgen_identity_claim
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.idgen_identity_claim_check();
+ALTER TABLE @extschema@.idgen_identity_claim ENABLE ALWAYS TRIGGER idgen_identity_claim_check;
+
+COMMENT ON TABLE @extschema@.idgen_identity_claim IS
+    'each server''s Snowflake identity, one row per server, carried by logical replication; another server''s claim to this one''s stops its generation';
+COMMENT ON FUNCTION @extschema@.idgen_identity_announce() IS
+    'write this server''s identity claim and look for another server''s claim to it (the idgen purge process calls it)';
+COMMENT ON FUNCTION @extschema@.idgen_identity_claim_check() IS
+    'trigger on idgen_identity_claim, enabled ALWAYS: another server''s claim to this server''s identity stops its generation';
 
 -- Public IDs (public.c): a keyed permutation of IDs, for showing them
 -- outside.  The keys, one row per version, belong to the extension's owner

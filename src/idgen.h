@@ -80,6 +80,14 @@ extern int	idgen_clock_wait_ms;
 extern int	idgen_takeover_max_lead_ms;
 extern void idgen_clock_init(void);
 
+/* active.c: primaries that replicate to each other (active-active) */
+extern int	idgen_active_nodes;
+extern int	idgen_active_node;
+extern void idgen_active_init(void);
+extern void idgen_active_node_check(void);
+pg_noreturn extern void idgen_identity_clash_error(void);
+extern char *idgen_identity_clash_text(void);
+
 /* lease.c */
 extern int	idgen_worker_quarantine_ms;
 extern void idgen_lease_init(void);

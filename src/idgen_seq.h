@@ -221,4 +221,7 @@ extern void idgen_seq_cache_report(void (*emit) (void *arg, const IdgenSeqCacheR
 /* seq_worker.c */
 extern void idgen_seq_worker_init(void);
 
+/* active.c: values interleaved by node (active-active) */
+extern void idgen_seq_node_view(const IdgenSeqRow *row, const char *key, IdgenSeqRow *view);
+
 #endif							/* IDGEN_SEQ_H */

@@ -128,6 +128,22 @@ typedef struct IdgenRegistryStatus
 } IdgenRegistryStatus;
 
 /*
+ * Another server's claim to this server's identity (active.c).  'clashed'
+ * is set once, after the rest is filled in under 'mutex', and never
+ * cleared until the server restarts; generators read it without a lock.
+ */
+typedef struct IdgenIdentityClash
+{
+	pg_atomic_uint32 clashed;
+	slock_t		mutex;
+	uint64		other_sysid;	/* the other server's system identifier */
+	char		other_instance[64];
+	TimestampTz other_announced_at;
+	TimestampTz seen_at;		/* when this server learnt of it */
+	char		database[NAMEDATALEN];	/* where the claim was found */
+} IdgenIdentityClash;
+
+/*
  * Worker-id leases this server granted since it started, per database and
  * worker id (lease.c), under 'lock': when the lease table is dropped and
  * created again, an id the new table has no row for rests until the old
@@ -203,6 +219,9 @@ typedef struct IdgenShared
 	IdgenLeaseLine lease;
 	bool		identity_leased;
 	IdgenRegistryStatus registry;
+
+	/* another server claiming this server's identity (active.c) */
+	IdgenIdentityClash clash;
 
 	IdgenKeeperStatus keeper;
 	bool		horizon_restored;	/* read from the file at start */

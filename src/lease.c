@@ -1098,12 +1098,50 @@ report_all_taken(const LeaseScan *scan, int32 tries)
 	if (scan->own < tries)
 		appendStringInfo(&detail, " %s",
 						 _("One is this server's own identity (\"idgen.datacenter_id\", \"idgen.worker_id\")."));
+	if (idgen_active_nodes > 1)
+		appendStringInfo(&detail, _(" This node (\"idgen.active_node\" = %d) leases only the ids that are %d modulo \"idgen.active_nodes\" (%d)."),
+						 idgen_active_node, idgen_active_node, idgen_active_nodes);
 	ereport(ERROR,
 			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 			 errmsg("all %d worker ids are taken", tries),
 			 errdetail_internal("%s", detail.data),
 			 errhint("Release leases that are no longer used, or pass a larger max_workers (up to " INT64_FORMAT ").",
 					 layout_space())));
+}
+
+/*
+ * Active-active (idgen.active_nodes > 1): the lease tables of the nodes
+ * merge by replication, and a node cannot see another's lease before it
+ * arrives, so two nodes could lease one id at once, during a lag or a
+ * partition.  So the id space is dealt out as per-key sequence values are
+ * (active.c): node r leases only the ids congruent to r modulo the number
+ * of nodes, and refuses a claim of another node's.  A lease arriving from
+ * another node is of that node's ids, and stays busy here until it ends
+ * and rests, as any lease.
+ */
+static void
+refuse_other_node(const LeaseRequest *req)
+{
+	if (idgen_active_nodes <= 1)
+		return;
+	idgen_active_node_check();
+	if (req->want >= 0 && req->want % idgen_active_nodes != idgen_active_node)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("worker id (datacenter %d, worker %d) is not leased by this node",
+						datacenter_of((int32) req->want), worker_of((int32) req->want)),
+				 errdetail("With \"idgen.active_nodes\" = %d, node %d leases the ids whose number (datacenter_id << \"idgen.worker_bits\" | worker_id) is %d modulo %d; this one is node " INT64_FORMAT "'s.",
+						   idgen_active_nodes, idgen_active_node, idgen_active_node,
+						   idgen_active_nodes, req->want % idgen_active_nodes),
+				 errhint("Lease it on that node, or claim an id of this node's.")));
+	if (req->want < 0 && req->max_workers <= idgen_active_node)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_workers %d leaves no worker id to this node", req->max_workers),
+				 errdetail("With \"idgen.active_nodes\" = %d, node %d leases the ids %d, %d, ... only.",
+						   idgen_active_nodes, idgen_active_node, idgen_active_node,
+						   idgen_active_node + idgen_active_nodes),
+				 errhint("Pass a max_workers above %d.", idgen_active_node)));
 }
 
 /* The registry never leases its own identity, even when asked for it. */
@@ -1367,6 +1405,7 @@ lease_acquire(FunctionCallInfo fcinfo, const LeaseRequest *req)
 	scan.ended_before = free_before(scan.now);
 	scan.own = id_of(idgen_layout.datacenter_id, idgen_layout.worker_id);
 	refuse_own_id(req->want, scan.own);
+	refuse_other_node(req);
 
 	idgen_lookup_function(fcinfo, &fn);
 	scan.relid = lease_relid(&fn, "idgen_worker_lease");
@@ -1390,6 +1429,9 @@ lease_acquire(FunctionCallInfo fcinfo, const LeaseRequest *req)
 
 		CHECK_FOR_INTERRUPTS();
 		if (id == scan.own || (req->want < 0 && was_busy(&scan, id)))
+			continue;
+		/* active-active: this node's ids only (refuse_other_node) */
+		if (idgen_active_nodes > 1 && id % idgen_active_nodes != idgen_active_node)
 			continue;
 		switch (claim_id(&scan, req, id, &grant, &fresh_from))
 		{

@@ -200,17 +200,25 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 	},
 	/*
 	 * Above every version ever made: rows are never deleted
-	 * (idgen_public_key_guard), retired ones included.  No row past the
-	 * last version: the table's CHECK would refuse it quoting the row, key
-	 * and all.
+	 * (idgen_public_key_guard), retired ones included.  Of those, the first
+	 * of this node's ($3 of $2 nodes, idgen.active_node and
+	 * idgen.active_nodes; 0 of 1 on a single server): the versions v with
+	 * (v - 1) modulo $2 = $3, so that rotations on several primaries that
+	 * replicate to each other make different versions, never one version
+	 * with two keys; the newest is current everywhere once all arrived.
+	 * No row past the last version: the table's CHECK would refuse it
+	 * quoting the row, key and all.
 	 */
 	[Q_ADD] = {
 		"INSERT INTO %1$s.idgen_public_key (version, key, created_at) "
-		"SELECT COALESCE(pg_catalog.max(version), 0) OPERATOR(pg_catalog.+) 1, $1, pg_catalog.now() "
-		"FROM %1$s.idgen_public_key "
-		"HAVING COALESCE(pg_catalog.max(version), 0) OPERATOR(pg_catalog.<) " CppAsString2(PUBLIC_MAX_VERSION) " "
+		"SELECT n.v, $1, pg_catalog.now() "
+		"FROM (SELECT (s.m OPERATOR(pg_catalog.+) 1) OPERATOR(pg_catalog.+) "
+		"((($3 OPERATOR(pg_catalog.-) s.m) OPERATOR(pg_catalog.%%) $2 OPERATOR(pg_catalog.+) $2) "
+		"OPERATOR(pg_catalog.%%) $2) AS v "
+		"FROM (SELECT COALESCE(pg_catalog.max(version), 0) AS m FROM %1$s.idgen_public_key) s) n "
+		"WHERE n.v OPERATOR(pg_catalog.<=) " CppAsString2(PUBLIC_MAX_VERSION) " "
 		"RETURNING version",
-		1, {BYTEAOID}
+		3, {BYTEAOID, INT4OID, INT4OID}
 	},
 	[Q_OTHERS_LIVE] = {
 		"SELECT pg_catalog.count(*) FILTER (WHERE version OPERATOR(pg_catalog.<>) $1), "
@@ -605,7 +613,7 @@ idgen_public_rotate(PG_FUNCTION_ARGS)
 	IdgenFunction fn;
 	IdgenSqlContext cx;
 	bytea	   *key = palloc(VARHDRSZ + PUBLIC_KEY_BYTES);
-	Datum		arg;
+	Datum		args[3];
 	int32		version = 0;
 	bool		isnull;
 
@@ -617,12 +625,24 @@ idgen_public_rotate(PG_FUNCTION_ARGS)
 	idgen_lookup_function(fcinfo, &fn);
 	idgen_sql_begin(&fn, &statements, &cx);
 	(void) idgen_sql_run(&cx, Q_LOCK, NULL, NULL);
-	arg = PointerGetDatum(key);
+	args[0] = PointerGetDatum(key);
+	args[1] = Int32GetDatum(idgen_active_nodes);
+	args[2] = Int32GetDatum(idgen_active_node);
+	if (idgen_active_nodes > 1)
+		idgen_active_node_check();
 	/* Above every version committed, under the lock, whatever the isolation level. */
-	if (idgen_sql_run_latest(&cx, Q_ADD, &arg, NULL) > 0)
+	if (idgen_sql_run_latest(&cx, Q_ADD, args, NULL) > 0)
 		version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	idgen_sql_end(&cx);
 	memset(VARDATA(key), 0, PUBLIC_KEY_BYTES);
+	if (version == 0 && idgen_active_nodes > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("this node's public ID key versions are all used"),
+				 errdetail("With \"idgen.active_nodes\" = %d, node %d makes only the versions %d, %d, ... up to %d, above every version made, so that two nodes never make one version with two keys.",
+						   idgen_active_nodes, idgen_active_node, idgen_active_node + 1,
+						   idgen_active_node + 1 + idgen_active_nodes, PUBLIC_MAX_VERSION),
+				 errhint("Rotate on a node whose versions are left, or re-key the forms by hand: store the IDs, not their public forms.")));
 	if (version == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

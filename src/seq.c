@@ -1052,15 +1052,27 @@ static bool
 op_next(IdgenSeqRow *row, bool existed, TimestampTz now, void *arg)
 {
 	NextArgs   *a = (NextArgs *) arg;
-	int64		v = row->value;
-	bool		called = row->called;
+	IdgenSeqRow nv;
+	int64		v;
+	bool		called;
+
+	/*
+	 * The values this node may hand out (active.c): with idgen.active_nodes
+	 * above 1, every N-th one, from the row's value on; the row itself.
+	 */
+	if (idgen_active_nodes > 1)
+		idgen_seq_node_view(row, text_to_cstring(a->key), &nv);
+	else
+		nv = *row;
+	v = nv.value;
+	called = nv.called;
 
 	/* The values first: a call that would pass the limit changes nothing. */
 	for (int i = 0; i < a->count; i++)
 	{
 		if (!called)
 			called = true;		/* v is the first value (start, or setval's) */
-		else if (!idgen_seq_advance(row, v, &v))
+		else if (!idgen_seq_advance(&nv, v, &v))
 			idgen_seq_limit_reached(text_to_cstring(a->key), row->step,
 									row->step > 0 ? row->max_value : row->min_value,
 									a->count);

@@ -1757,7 +1757,15 @@ int64
 idgen_seq_cache_reserve(IdgenSeqRequest *r, const IdgenSeqRow *row)
 {
 	SeqSegment	s = {0};
+	const IdgenSeqRow *stored = row;
+	IdgenSeqRow nv;
 
+	/* this node's values only (active.c): a segment of its class */
+	if (idgen_active_nodes > 1)
+	{
+		idgen_seq_node_view(row, r->key, &nv);
+		row = &nv;
+	}
 	r->step = row->step;
 	r->min_value = row->min_value;
 	r->max_value = row->max_value;
@@ -1769,7 +1777,7 @@ idgen_seq_cache_reserve(IdgenSeqRequest *r, const IdgenSeqRow *row)
 	{
 		/* at its limit: the limit reached, for the error */
 		r->first = row->step > 0 ? row->max_value : row->min_value;
-		return row->value;
+		return stored->value;
 	}
 	r->count = segment_fit(r->first, row->step, row->min_value, row->max_value, row->cycle,
 						   r->size, &r->final);

@@ -31,6 +31,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "executor/executor.h"
@@ -198,7 +199,10 @@ idgen_seq_open_table(const IdgenFunction *fn, IdgenSeqTable *t)
  * replication's workers, where it merges the rows a publisher sends
  * (idgen--0.1.0.sql, "Logical replication"), and does nothing in ordinary
  * use, so idgen's direct writes lose nothing by not firing it.  Any other
- * trigger would be skipped by them.
+ * row trigger would be skipped by them.  Triggers on TRUNCATE only are
+ * accepted: no row write fires them, so idgen's writes skip nothing of
+ * theirs (pglogical and Spock add one to every new table, to replicate a
+ * TRUNCATE).
  */
 static bool
 only_own_triggers(Relation rel)
@@ -208,8 +212,13 @@ only_own_triggers(Relation rel)
 	for (int i = 0; td != NULL && i < td->numtriggers; i++)
 	{
 		Trigger    *tg = &td->triggers[i];
-		char	   *fname = get_func_name(tg->tgfoid);
+		char	   *fname;
 
+		if (TRIGGER_FOR_TRUNCATE(tg->tgtype) &&
+			!TRIGGER_FOR_INSERT(tg->tgtype) && !TRIGGER_FOR_UPDATE(tg->tgtype) &&
+			!TRIGGER_FOR_DELETE(tg->tgtype))
+			continue;
+		fname = get_func_name(tg->tgfoid);
 		if (strcmp(tg->tgname, "idgen_seq_replica") != 0 || fname == NULL ||
 			strcmp(fname, "idgen_seq_replica_trigger") != 0 ||
 			get_func_namespace(tg->tgfoid) != RelationGetNamespace(rel))

@@ -391,6 +391,8 @@ purge_once(IdgenSeqRequest *req)
 		record_use(&ext, req, idgen_seq_cache_collect_used(req, idgen_seq_cache_keys));
 		deleted += purge_step(ext.nspid, "idgen_seq_purge");
 		deleted += purge_step(ext.nspid, "idgen_worker_purge");
+		/* this server's identity claim (active.c): not a deletion */
+		(void) purge_step(ext.nspid, "idgen_identity_announce");
 	}
 	end_work();
 	return deleted;

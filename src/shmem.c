@@ -75,6 +75,12 @@
  *	  The end of recovery raises the generator words with compare-and-swap
  *	  (never down), so the protocol above holds.
  *
+ * clash: another server's claim to this identity (active.c): its details
+ *	  written under clash.mutex, then 'clashed' set (a spinlock release is a
+ *	  barrier), never cleared.  Generators read 'clashed' without a lock; one
+ *	  that read it just before it was set issues the IDs of that moment, as
+ *	  it would have a moment earlier.
+ *
  * lease_fences: the fences of dropped lease tables, the sessions seen gone
  *	  and the last lease token, under lease_fences.lock, by the lease
  *	  functions (lease.c).
@@ -211,6 +217,8 @@ idgen_shmem_startup(void)
 		s->replay.lift_lead_ms = 0;
 
 		idgen_registry_shmem_init(s);
+		pg_atomic_init_u32(&s->clash.clashed, 0);
+		SpinLockInit(&s->clash.mutex);
 		idgen_start_generators(s);
 		for (int i = 0; i < s->nslots; i++)
 			for (int k = 0; k < IDGEN_NUM_KINDS; k++)

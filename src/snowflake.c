@@ -80,6 +80,9 @@ snowflake_next(uint32 gene)
 		.end_of_time = l->end_of_time,
 	};
 
+	/* another server claimed this identity too (active.c) */
+	if (unlikely(pg_atomic_read_u32(&idgen_shared->clash.clashed) != 0))
+		idgen_identity_clash_error();
 	if (unlikely(idgen_shared->identity_leased))
 		last_id = idgen_leased_next(&idgen_shared->genes[gene], &c, gene);
 	else

@@ -202,8 +202,8 @@ idgen_info(PG_FUNCTION_ARGS)
 {
 	const IdgenLayout *l = &idgen_layout;
 	TupleDesc	tupdesc;
-	Datum		values[38];
-	bool		nulls[38] = {0};
+	Datum		values[39];
+	bool		nulls[39] = {0};
 	int			i = 0;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -344,6 +344,16 @@ idgen_info(PG_FUNCTION_ARGS)
 	else
 	{
 		for (int n = 0; n < 5; n++)
+			nulls[i++] = true;
+	}
+
+	/* Another server claiming this identity (active.c). */
+	{
+		char	   *clash = idgen_identity_clash_text();
+
+		if (clash != NULL)
+			values[i++] = CStringGetTextDatum(clash);	/* identity_clash */
+		else
 			nulls[i++] = true;
 	}
 

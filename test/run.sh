@@ -44,7 +44,7 @@ SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HOST_VERSION=15
 HOST_PG_CONFIG=/usr/lib/postgresql/$HOST_VERSION/bin/pg_config
 PACKAGES=(postgresql-15 postgresql-server-dev-15 libpq-dev libipc-run-perl faketime pgbouncer gdb make gcc
-	postgresql-15-auto-failover debootstrap zstd)
+	postgresql-15-auto-failover postgresql-15-pglogical debootstrap zstd)
 
 log() { printf '\n=== %s\n' "$*"; }
 

@@ -122,14 +122,15 @@ for my $s ([ 'sa', $pub_a, 'pa' ], [ 'sb', $pub_b, 'pb' ])
 }
 
 # The initial sync: every table of both subscriptions ready (orders,
-# idgen_seq, idgen_worker_lease and idgen_public_key of each).  A conflict
+# idgen_seq, idgen_worker_lease, idgen_public_key and idgen_identity_claim
+# of each).  A conflict
 # makes a table's sync worker fail and start again forever, so wait a
 # bounded time and show what the subscriber logged.
 my $synced = 0;
 for (1 .. 60)
 {
 	last if $synced = $sub->safe_psql('postgres',
-		q{SELECT count(*) = 8 AND bool_and(srsubstate = 'r') FROM pg_subscription_rel}) eq 't';
+		q{SELECT count(*) = 10 AND bool_and(srsubstate = 'r') FROM pg_subscription_rel}) eq 't';
 	sleep 1;
 }
 ok($synced, 'the initial sync of both subscriptions completed (every table ready)')

@@ -1,0 +1,434 @@
+/*-------------------------------------------------------------------------
+ *
+ * active.c
+ *	  Several primaries that replicate to each other (active-active): the
+ *	  values of per-key sequences interleaved by node, and each server's
+ *	  claim to its Snowflake identity.  Worker leases (lease.c) and public
+ *	  ID key versions (public.c) are dealt out by the same node number.
+ *
+ * Each primary advances its own copy of a key's row, and logical
+ * replication merges the copies (the replica trigger on idgen_seq keeps the
+ * value further on in the key's direction).  Two primaries that advanced
+ * one counter apart, concurrently or during a lag or a partition, would
+ * hand out the same values.  So with idgen.active_nodes = N > 1, the values a
+ * key can take are dealt out to N nodes: node r (idgen.active_node) hands out
+ * only the values v with
+ *
+ *		v = start + (k * N + r) * step		for some integer k,
+ *
+ * that is, v congruent to start + r * step modulo N * |step|.  No two nodes
+ * share a class, so no value is handed out by two nodes, whatever reaches
+ * which node when; no coordination is needed.  Each node goes on from the
+ * value its row holds, whoever wrote it (its own last value, or a greater
+ * one merged from another node): the next value is the first of its own
+ * class past it.  The merge rule stays "further on wins", and it respects
+ * the classes because a node never takes a value from the row, only a
+ * position to go on from.
+ *
+ * The rounding happens where a key is advanced, on a copy of the row
+ * (idgen_seq_node_view): op_next in seq.c for transactional keys, and
+ * idgen_seq_cache_reserve in seq_cache.c for cached ones' segments.  The
+ * row written back keeps its options as they were; its value is the
+ * node's last value handed out (or reserved).  Nothing else changes: with
+ * N = 1, the default, the view is the row itself.
+ *
+ * Both settings are fixed at server start: values already handed out (and
+ * cached segments already reserved) belong to the classes of the settings
+ * they were made under, and a change of N moves every class.  N is chosen
+ * once, at least the number of nodes there will ever be.
+ *
+ * A key that cycles goes on from its other limit, outside the node's class:
+ * cycling means values come again, and across nodes they may come from
+ * another node.
+ *
+ * Identity claims
+ *	  Two servers with one Snowflake identity issue the same IDs, and in
+ *	  active-active no registry can stop them (a registry is one server's
+ *	  database).  So every primary announces its identity in a table of
+ *	  idgen's own, idgen_identity_claim, one row per server (keyed by its
+ *	  system identifier), which replication carries to the others with the
+ *	  data: the idgen purge process writes this server's row in every
+ *	  database with idgen, at each purge (idgen_identity_announce), so
+ *	  that a node that subscribes later receives it too.  A trigger on the
+ *	  table, enabled ALWAYS so that it fires in replication's workers too,
+ *	  looks at every row written: another server's claim to this server's identity stops
+ *	  this server's Snowflake generation, with an error naming both servers
+ *	  (idgen_identity_clash_error), a WARNING in the log, and the clash in
+ *	  idgen_info().  So does the announcement, when it finds such a claim
+ *	  already there.  The stop lasts until the server restarts (see
+ *	  IdgenIdentityClash in idgen_shmem.h for the shared state).  Only an
+ *	  identity from the settings is announced: one leased from a registry
+ *	  is the registry's to keep unique.  The table is not dumped: a restored
+ *	  copy announces its own identity.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "common/int.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "postmaster/postmaster.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+
+#include "idgen.h"
+#include "idgen_layout.h"
+#include "idgen_seq.h"
+#include "idgen_shmem.h"
+#include "idgen_sql.h"
+
+PG_FUNCTION_INFO_V1(idgen_identity_announce);
+PG_FUNCTION_INFO_V1(idgen_identity_claim_check);
+
+#define IDGEN_MAX_ACTIVE_NODES		1024
+
+int			idgen_active_nodes = 1;
+int			idgen_active_node = 0;
+
+/*
+ * Raise an error if this node's number is not among the nodes: nothing that
+ * depends on it (per-key sequence values, worker ids leased) is handed out.
+ */
+void
+idgen_active_node_check(void)
+{
+	if (idgen_active_node >= idgen_active_nodes)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("idgen.active_node (%d) must be less than idgen.active_nodes (%d)",
+						idgen_active_node, idgen_active_nodes),
+				 errdetail("Nodes are numbered from 0; per-key sequences and worker leases hand out nothing until it is."),
+				 errhint("Give each node its own idgen.active_node from 0 to %d in postgresql.conf and restart it.",
+						 idgen_active_nodes - 1)));
+}
+
+/* x modulo m, in 0 .. m - 1, for m > 0 */
+static uint64
+floor_mod(int64 x, uint64 m)
+{
+	if (x >= 0)
+		return (uint64) x % m;
+	/* -(x + 1) + 1 is |x| without overflow at PG_INT64_MIN */
+	return (m - ((uint64) -(x + 1) + 1) % m) % m;
+}
+
+/*
+ * The copy of 'row' this node advances: its step N times the key's, and its
+ * position (value, called) the first value of the node's class after the
+ * row's value (at or after it, if nothing was handed out), as a value not
+ * yet handed out.  At the key's limit, the row's own position with the
+ * node's step, whose next value passes the limit (or cycles).
+ */
+void
+idgen_seq_node_view(const IdgenSeqRow *row, const char *key, IdgenSeqRow *view)
+{
+	uint64		astep;
+	uint64		m;
+	uint64		cls;
+	int64		from;
+	int64		next;
+	uint64		delta;
+	bool		past;
+
+	*view = *row;
+	if (idgen_active_nodes <= 1)
+		return;
+	idgen_active_node_check();
+
+	astep = row->step > 0 ? (uint64) row->step : (uint64) -(row->step + 1) + 1;
+	if (astep > (uint64) PG_INT64_MAX / (uint64) idgen_active_nodes)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("step of sequence key \"%s\" is too large for idgen.active_nodes (%d)",
+						key, idgen_active_nodes),
+				 errdetail("Each node counts step times idgen.active_nodes, which must fit in bigint."),
+				 errhint("Configure a smaller step with idgen_seq_configure().")));
+	m = astep * (uint64) idgen_active_nodes;
+	view->step = row->step > 0 ? (int64) m : -(int64) m;
+
+	/* the node's class: start + r * step, modulo m (|r * step| < m) */
+	cls = (floor_mod(row->start, m) +
+		   floor_mod((int64) idgen_active_node * row->step, m)) % m;
+
+	/* the first candidate: the row's value, or the one after it */
+	from = row->value;
+	if (row->called &&
+		(row->step > 0 ? pg_add_s64_overflow(from, 1, &from) :
+		 pg_sub_s64_overflow(from, 1, &from)))
+		return;					/* at bigint's end: the view passes the limit */
+
+	if (row->step > 0)
+	{
+		delta = (cls + m - floor_mod(from, m)) % m;
+		past = pg_add_s64_overflow(from, (int64) delta, &next) || next > row->max_value;
+	}
+	else
+	{
+		delta = (floor_mod(from, m) + m - cls) % m;
+		past = pg_sub_s64_overflow(from, (int64) delta, &next) || next < row->min_value;
+	}
+	if (past)
+	{
+		/*
+		 * No value of the class is left before the limit: from the row's
+		 * value, called, the node's next step passes it (the limit's error,
+		 * or a cycle).  A row not called yet is at a value of no use here;
+		 * its limit stands in for it.
+		 */
+		if (!row->called)
+			view->value = row->step > 0 ? row->max_value : row->min_value;
+		view->called = true;
+		return;
+	}
+	view->value = next;
+	view->called = false;
+}
+
+/* ----------
+ * Identity claims
+ * ----------
+ */
+enum
+{
+	Q_RETRACT,
+	Q_ANNOUNCE,
+	Q_OTHER_CLAIM,
+	NUM_QUERIES
+};
+
+static const IdgenStatement statement_list[NUM_QUERIES] = {
+	/*
+	 * This server's claim, written anew at every announcement: a delete and
+	 * an insert, not an update, because replication skips the update of a
+	 * row the subscriber does not have (a subscription made after the
+	 * first announcement, without copying data), while it applies an
+	 * insert; the delete before it is skipped there, or removes the old
+	 * row first.  announced_at says when a server last announced.
+	 */
+	[Q_RETRACT] = {
+		"DELETE FROM %1$s.idgen_identity_claim WHERE system_identifier OPERATOR(pg_catalog.=) $1",
+		1, {INT8OID}
+	},
+	[Q_ANNOUNCE] = {
+		"INSERT INTO %1$s.idgen_identity_claim "
+		"(system_identifier, datacenter_id, worker_id, instance, announced_at) "
+		"VALUES ($1, $2, $3, $4, $5)",
+		5, {INT8OID, INT4OID, INT4OID, TEXTOID, TIMESTAMPTZOID}
+	},
+	/* another server's claim to the same identity */
+	[Q_OTHER_CLAIM] = {
+		"SELECT system_identifier, instance, announced_at FROM %1$s.idgen_identity_claim "
+		"WHERE datacenter_id OPERATOR(pg_catalog.=) $1 AND worker_id OPERATOR(pg_catalog.=) $2 "
+		"AND system_identifier OPERATOR(pg_catalog.<>) $3 "
+		"ORDER BY announced_at LIMIT 1",
+		3, {INT4OID, INT4OID, INT8OID}
+	},
+};
+
+static SPIPlanPtr plans[NUM_QUERIES];
+static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid, ""};
+
+/*
+ * Whether this server announces its identity: preloaded, a valid layout,
+ * an identity from the settings.
+ */
+static bool
+identity_announced(void)
+{
+	return idgen_shared != NULL && idgen_layout.valid && !idgen_shared->identity_leased;
+}
+
+/* How this server is named in claims and messages. */
+static const char *
+instance_name(void)
+{
+	if (cluster_name != NULL && cluster_name[0] != '\0')
+		return psprintf("%s (port %d)", cluster_name, PostPortNumber);
+	return psprintf("port %d", PostPortNumber);
+}
+
+/* The system identifier as a bigint column holds it. */
+static int64
+own_sysid(void)
+{
+	return (int64) GetSystemIdentifier();
+}
+
+/*
+ * Another server's claim to this identity was found: stop generating.
+ * The first one found is kept and logged; later ones change nothing.
+ */
+static void
+clash_found(int64 other_sysid, const char *other_instance, TimestampTz other_announced_at)
+{
+	IdgenIdentityClash *c = &idgen_shared->clash;
+	bool		first = false;
+
+	SpinLockAcquire(&c->mutex);
+	if (pg_atomic_read_u32(&c->clashed) == 0)
+	{
+		c->other_sysid = (uint64) other_sysid;
+		strlcpy(c->other_instance, other_instance, sizeof(c->other_instance));
+		c->other_announced_at = other_announced_at;
+		c->seen_at = GetCurrentTimestamp();
+		strlcpy(c->database, get_database_name(MyDatabaseId) ? get_database_name(MyDatabaseId) : "?",
+				sizeof(c->database));
+		pg_atomic_write_u32(&c->clashed, 1);
+		first = true;
+	}
+	SpinLockRelease(&c->mutex);
+	if (first)
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("another server claims this server's Snowflake identity (datacenter %d, worker %d): Snowflake generation stops",
+						idgen_layout.datacenter_id, idgen_layout.worker_id),
+				 errdetail("Server " UINT64_FORMAT " (%s) announced it at %s; this server is " UINT64_FORMAT " (%s).",
+						   (uint64) other_sysid, other_instance, timestamptz_to_str(other_announced_at),
+						   (uint64) own_sysid(), instance_name()),
+				 errhint("Give one of the two servers another \"idgen.worker_id\" or \"idgen.datacenter_id\" and restart both.")));
+}
+
+/* The error of a Snowflake call on a server whose identity clashed. */
+void
+idgen_identity_clash_error(void)
+{
+	IdgenIdentityClash copy;
+
+	SpinLockAcquire(&idgen_shared->clash.mutex);
+	copy = idgen_shared->clash;
+	SpinLockRelease(&idgen_shared->clash.mutex);
+	idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_ERRORS, 1);
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_IN_USE),
+			 errmsg("this server's Snowflake identity (datacenter %d, worker %d) is also claimed by another server",
+					idgen_layout.datacenter_id, idgen_layout.worker_id),
+			 errdetail("Server " UINT64_FORMAT " (%s) announced it at %s, and this server " UINT64_FORMAT " (%s) learnt of it at %s in database \"%s\"; their IDs would be the same.",
+					   copy.other_sysid, copy.other_instance, timestamptz_to_str(copy.other_announced_at),
+					   (uint64) own_sysid(), instance_name(), timestamptz_to_str(copy.seen_at),
+					   copy.database),
+			 errhint("Give one of the two servers another \"idgen.worker_id\" or \"idgen.datacenter_id\" and restart both; idgen_info() shows the clash.")));
+}
+
+/* The clash for idgen_info(), or NULL when there is none. */
+char *
+idgen_identity_clash_text(void)
+{
+	IdgenIdentityClash copy;
+
+	if (idgen_shared == NULL || pg_atomic_read_u32(&idgen_shared->clash.clashed) == 0)
+		return NULL;
+	SpinLockAcquire(&idgen_shared->clash.mutex);
+	copy = idgen_shared->clash;
+	SpinLockRelease(&idgen_shared->clash.mutex);
+	return psprintf("server " UINT64_FORMAT " (%s) claims this identity since %s (seen at %s in database \"%s\"); Snowflake generation is stopped",
+					copy.other_sysid, copy.other_instance, timestamptz_to_str(copy.other_announced_at),
+					timestamptz_to_str(copy.seen_at), copy.database);
+}
+
+/*
+ * idgen_identity_announce() returns bigint
+ *		Write this server's claim to its identity into idgen_identity_claim
+ *		anew, then look for another server's
+ *		claim to it: 1 if there is one (generation stops), else 0.  The idgen
+ *		purge process calls it in every database at each purge.  Nothing on
+ *		a standby, or without an identity of its own to announce.
+ */
+Datum
+idgen_identity_announce(PG_FUNCTION_ARGS)
+{
+	IdgenFunction fn;
+	IdgenSqlContext cx;
+	Datum		args[5];
+	int64		found = 0;
+
+	if (!identity_announced() || RecoveryInProgress())
+		PG_RETURN_INT64(0);
+	idgen_lookup_function(fcinfo, &fn);
+	idgen_sql_begin(&fn, &statements, &cx);
+	args[0] = Int64GetDatum(own_sysid());
+	(void) idgen_sql_run(&cx, Q_RETRACT, args, NULL);
+	args[1] = Int32GetDatum(idgen_layout.datacenter_id);
+	args[2] = Int32GetDatum(idgen_layout.worker_id);
+	args[3] = CStringGetTextDatum(instance_name());
+	args[4] = TimestampTzGetDatum(GetCurrentTimestamp());
+	(void) idgen_sql_run(&cx, Q_ANNOUNCE, args, NULL);
+	args[0] = Int32GetDatum(idgen_layout.datacenter_id);
+	args[1] = Int32GetDatum(idgen_layout.worker_id);
+	args[2] = Int64GetDatum(own_sysid());
+	if (idgen_sql_run_latest(&cx, Q_OTHER_CLAIM, args, NULL) > 0)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int64		sysid = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		char	   *instance = SPI_getvalue(tup, desc, 2);
+		TimestampTz at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
+
+		clash_found(sysid, instance ? instance : "?", at);
+		found = 1;
+	}
+	idgen_sql_end(&cx);
+	PG_RETURN_INT64(found);
+}
+
+/*
+ * Trigger on idgen_identity_claim, AFTER INSERT OR UPDATE FOR EACH ROW,
+ * enabled ALWAYS: a row that claims this server's identity for another
+ * server, written by replication or by hand, stops this server's
+ * generation.  It never raises an error: in a replication worker, an error
+ * would stop the replication of every table.
+ */
+Datum
+idgen_identity_claim_check(PG_FUNCTION_ARGS)
+{
+	TriggerData *td = (TriggerData *) fcinfo->context;
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull[5];
+	Datum		v[5];
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_AFTER(td->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(td->tg_event) || TRIGGER_FIRED_BY_DELETE(td->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("idgen_identity_claim_check() must be an AFTER INSERT OR UPDATE row trigger")));
+	if (!identity_announced())
+		return PointerGetDatum(NULL);
+	tup = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple;
+	desc = RelationGetDescr(td->tg_relation);
+	if (desc->natts != 5)
+		elog(ERROR, "idgen_identity_claim has %d columns, not 5", desc->natts);
+	heap_deform_tuple(tup, desc, v, isnull);
+	if (isnull[0] || isnull[1] || isnull[2])
+		return PointerGetDatum(NULL);
+	if (DatumGetInt64(v[0]) != own_sysid() &&
+		DatumGetInt32(v[1]) == idgen_layout.datacenter_id &&
+		DatumGetInt32(v[2]) == idgen_layout.worker_id)
+		clash_found(DatumGetInt64(v[0]), isnull[3] ? "?" : TextDatumGetCString(v[3]),
+					isnull[4] ? 0 : DatumGetTimestampTz(v[4]));
+	return PointerGetDatum(NULL);
+}
+
+/* Define the settings. */
+void
+idgen_active_init(void)
+{
+	DefineCustomIntVariable("idgen.active_nodes",
+							"Sets how many primaries hand out per-key sequence values (active-active).",
+							"With N > 1, node r hands out only every N-th value of each key, from start + r * step. "
+							"The same on every node; fixed for the life of the keys.",
+							&idgen_active_nodes, 1, 1, IDGEN_MAX_ACTIVE_NODES,
+							idgen_startup_context(), 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("idgen.active_node",
+							"Sets this primary's number among idgen.active_nodes, from 0.",
+							"Each primary has its own.",
+							&idgen_active_node, 0, 0, IDGEN_MAX_ACTIVE_NODES - 1,
+							idgen_startup_context(), 0, NULL, NULL, NULL);
+}
