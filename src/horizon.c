@@ -528,10 +528,10 @@ keeper_exit(int code, Datum arg)
 /*
  * At start, say so when the horizon is further ahead of the clock than the
  * keeper keeps it.  Called once the server is out of recovery, and only if
- * no recovery ended on the way: after crash recovery, a promotion or
- * point-in-time recovery, what generators start from comes from WAL, and
- * the end of recovery says so itself (horizon_wal.c); a line from here
- * would contradict it.
+ * the end of recovery took nothing over: after crash recovery, a promotion
+ * or point-in-time recovery that replayed idgen's records, what generators
+ * start from comes from WAL, and the end of recovery says so itself
+ * (horizon_wal.c); a line from here would contradict it.
  */
 static void
 log_start_lead(TimestampTz horizon)
@@ -610,8 +610,13 @@ idgen_keeper_main(Datum main_arg)
 		 */
 		if (start_lead_pending && !RecoveryInProgress())
 		{
+			bool		took_over;
+
+			SpinLockAcquire(&idgen_shared->replay.mutex);
+			took_over = idgen_shared->replay.lifted_at != 0;
+			SpinLockRelease(&idgen_shared->replay.mutex);
 			start_lead_pending = false;
-			if (!idgen_shared->recovery_ended)
+			if (!took_over)
 				log_start_lead(horizon);
 		}
 

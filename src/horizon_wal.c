@@ -343,8 +343,13 @@ idgen_rmgr_cleanup(void)
 	 * server and however fast takeovers followed each other.  The replayed
 	 * horizon covers the IDs the WAL read vouches for, whatever the clocks
 	 * say.  Crash recovery too: a server promoted and crashed before its
-	 * first horizon record replays only its old primary's.
+	 * first horizon record replays only its old primary's.  But crash
+	 * recovery that replayed no record (wal_level = minimal) has nothing
+	 * to take over: the generators started above the horizon file, and a
+	 * clock behind it is met by the clock policy, as after a restart.
 	 */
+	if (!promotion && replayed == 0)
+		return;
 	horizon = Max(replayed,
 				  now + ((TimestampTz) idgen_horizon_lead_ms + idgen_max_drift_ms) * 1000);
 
