@@ -605,8 +605,8 @@ idgen_keeper_main(Datum main_arg)
 		}
 
 		/*
-		 * Out of recovery (RecoveryInProgress has a barrier, and the end
-		 * of recovery sets recovery_ended before it says so).
+		 * Once out of recovery: the end of recovery records its takeover
+		 * (lifted_at) before RecoveryInProgress() turns false.
 		 */
 		if (start_lead_pending && !RecoveryInProgress())
 		{
