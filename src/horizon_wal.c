@@ -84,7 +84,7 @@
  *	  clock, as the keeper does while its point is at most
  *	  idgen.horizon_lead ahead (horizon.c), which by the invariant it is.
  *	  The same holds for the horizon file a restart starts from.  So leads
- *	  stay below C after any number of promotions and crash restarts in
+ *	  stay at most C after any number of promotions and crash restarts in
  *	  any order; before, each started at a horizon up to C beyond its
  *	  holder's lead, and leads added up.  A clock that was behind its
  *	  last holder's starts further ahead, and that lead slews away.
