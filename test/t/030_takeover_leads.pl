@@ -16,11 +16,12 @@
 #     after each, the IDs are at most idgen.horizon_lead + idgen.max_drift
 #     (1 100 ms) ahead of the clock.
 #
-# The first two run with idgen.horizon_lead = 30s: the horizons in WAL are
-# then up to 30 s ahead, so a promotion that started at a replayed horizon
-# (as before) would start at or below the IDs of the holder it follows
-# whatever the machine's speed, where with the default lead of 1 s that
-# takes a promotion within about a second.  Each runs three times where
+# The first two run with idgen.horizon_lead = 10s: the horizons in WAL are
+# then 5 to 10 s ahead, so a promotion that started at a replayed horizon
+# (as before) started at or below the IDs of the holder it follows
+# whatever the machine's speed (every promoted server's IDs sorted below
+# some old ones), where with the default lead of 1 s that takes a
+# promotion within about a second.  Each runs three times where
 # test/run.sh runs 019's failovers ten times (IDGEN_FAILOVER_ROUNDS), once
 # elsewhere.
 use strict;
@@ -42,7 +43,7 @@ sub primary
 	my ($name) = @_;
 	$seq++;
 	my $node = idgen_node("${name}_$seq", _init => { allows_streaming => 1 },
-		'idgen.worker_id' => 1, 'idgen.horizon_lead' => "'30s'", restart_after_crash => 'on');
+		'idgen.worker_id' => 1, 'idgen.horizon_lead' => "'10s'", restart_after_crash => 'on');
 	push @nodes, $node;
 	return $node;
 }
@@ -56,6 +57,10 @@ sub standby_of
 	my $node = PostgreSQL::Test::Cluster->new("${name}_$seq");
 	$node->init_from_backup($upstream, "backup$seq", has_streaming => 1);
 	$node->start;
+	# A horizon of $upstream's written after the backup (renewed every
+	# 5 s): it is what the standby starts above when promoted.
+	$node->poll_query_until('postgres', 'SELECT wal_records > 0 FROM idgen_info()')
+	  or die "$name replayed no horizon record";
 	push @nodes, $node;
 	return $node;
 }
@@ -177,9 +182,6 @@ sub double_failover
 	my $p = primary('p');
 	my $s = standby_of($p, 's');
 	my $s1 = standby_of($p, 's1');
-	# Both have a horizon of P's (renewed every 15 s), the same one.
-	$s1->poll_query_until('postgres', 'SELECT wal_records > 0 FROM idgen_info()')
-	  or die 's1 replayed no horizon record';
 	my ($ids, $uuids) = run_then_die($p, 1);
 	$s->promote;
 	my ($ids2, $uuids2) = run_then_die($s, $delay);
