@@ -46,10 +46,12 @@
  *	  horizon file ahead of its clock, when the clock has not gone back
  *	  since the file was written (shmem.c).  If its clock is behind T, the rule
  *	  above would make it wait until its clock reaches T.  Instead it keeps
- *	  a takeover point that starts at T and advances with the monotonic
- *	  clock at half the pace of real time, whatever the wall clock does:
+ *	  a takeover point that starts idgen.max_drift before T (generators
+ *	  issue up to that far ahead of it, so the first ID is just above T)
+ *	  and advances with the monotonic clock at half the pace of real time,
+ *	  whatever the wall clock does:
  *
- *	    point(t) = T + (mono(t) - mono(takeover)) / 2
+ *	    point(t) = T - max_drift + (mono(t) - mono(takeover)) / 2
  *
  *	  While the point is ahead of the wall clock by at most
  *	  takeover_max_lead, generators go by the point instead of the wall
@@ -63,7 +65,11 @@
  *	  as above, with a message that names the takeover, until the wall
  *	  clock reaches T.  The point only decides how far ahead generators may
  *	  run: they never pass the durable horizon, which the keeper keeps ahead
- *	  of the point as it keeps it ahead of the clock.
+ *	  of the point as it keeps it ahead of the clock.  As the point runs
+ *	  slower than the clock, no ID issued after a takeover is further ahead
+ *	  of the clock than the first one was: that, and where the end of
+ *	  recovery starts (horizon_wal.c), keeps leads bounded however many
+ *	  takeovers follow each other.
  *
  *-------------------------------------------------------------------------
  */
@@ -295,17 +301,20 @@ idgen_issued_bound(bool uuid7)
  * 'horizon': raise every Snowflake generator word (and, with 'uuid7', the
  * UUIDv7 word) so that its next tick starts after it, then record it so
  * that generators may continue from there ahead of the clock (see the file
- * header).  The point starts at 'horizon', or where the words already are
- * if that is later (after a restart they start above the horizon file),
- * so that generators never wait for it.  Only ever upwards, by
- * compare-and-swap, so a generator running at the same moment loses
- * nothing: shmem.c's argument holds for any upward move.  Returns how far
- * the point is ahead of the clock, in ms.
+ * header).  The first ID is just above 'horizon', or above where the
+ * words already are if that is later (after a restart they start above
+ * the horizon file), and the point starts idgen.max_drift before it, so
+ * that generators issue it at once and never run further ahead of the
+ * clock than it.  Only ever upwards, by compare-and-swap, so a generator
+ * running at the same moment loses nothing: shmem.c's argument holds for
+ * any upward move.  Returns how far the first ID is ahead of the clock, in
+ * ms.
  */
 int64
 idgen_take_over(TimestampTz horizon, bool uuid7, IdgenTakeoverCause cause)
 {
 	const IdgenLayout *l = &idgen_layout;
+	TimestampTz start;
 	TimestampTz point;
 
 	if (l->valid)
@@ -315,10 +324,20 @@ idgen_take_over(TimestampTz horizon, bool uuid7, IdgenTakeoverCause cause)
 	if (uuid7)
 		raise_word(&idgen_shared->uuid7_tick.value,
 				   idgen_horizon_start_tick(horizon, IDGEN_UNIX_EPOCH, IDGEN_UUID7_TICK_BITS));
-	point = Max(horizon, idgen_issued_bound(uuid7) - 1000);
+	start = Max(horizon, idgen_issued_bound(uuid7) - 1000);
+
+	/*
+	 * Generators may issue up to idgen.max_drift ahead of the point, so the
+	 * point is that much behind the first ID: the IDs issued from here are
+	 * then at most (start - now) ahead of the clock at any later time, as
+	 * the point runs slower than the clock.  That is what keeps every
+	 * holder's IDs within idgen.horizon_lead + idgen.max_drift of its clock
+	 * when clocks agree (horizon_wal.c, end of recovery).
+	 */
+	point = start - (TimestampTz) idgen_max_drift_ms * 1000;
 	idgen_shared->takeover_cause = cause;
 	raise_word(&idgen_shared->takeover.value, (uint64) (2 * point - monotonic_us()));
-	return (point - GetCurrentTimestamp()) / 1000;
+	return (start - GetCurrentTimestamp()) / 1000;
 }
 
 /*

@@ -24,10 +24,11 @@
  * horizon then makes generation wait or fail with the clock-back error, as
  * at run time.
  *
- * In recovery the keeper persists horizons too (redo may need the file
- * ahead, and a standby with an identity of its own generates), but none
- * of them is in WAL.  So it publishes them only while this server may
- * generate in recovery, and not at all once recovery has ended: the end
+ * In recovery the keeper persists horizons only on a standby with an
+ * identity of its own, which generates (redo writes the replayed ones into
+ * the file), and none of them is in WAL.  So it publishes them only while
+ * this server may generate in recovery, and not at all once recovery has
+ * ended: the end
  * of recovery (horizon_wal.c) lowers the published horizon to the highest
  * one replayed from WAL and sets recovery_ended, under file_lock, which
  * the keeper holds to publish; a round that began in recovery then
@@ -46,7 +47,16 @@
  * max_drift_ms + horizon_lead_ms / 2 ahead of the clock, the keeper persists
  * now + max_drift_ms + horizon_lead_ms: about two writes a second with the
  * defaults, while the horizon stays at least lead/2 - interval = 400 ms
- * beyond anything a generator may issue.
+ * beyond anything a generator may issue.  After a takeover generators run
+ * ahead of a takeover point instead of the clock (clock.c); while that is
+ * at most horizon_lead ahead of the clock, the horizon still goes no
+ * further than now + max_drift_ms + horizon_lead_ms, so that no horizon
+ * in WAL is more than that ahead of its writer's clock: a successor that
+ * starts above it then starts no further ahead either, and leads do not
+ * add up over takeovers (horizon_wal.c, end of recovery).  The margin
+ * beyond the generators is then smaller, lead minus the point's lead,
+ * which is back to lead/2 one horizon_lead after the takeover; the keeper
+ * renews every round meanwhile.
  *
  * The file also records when it was written, by this server's clock.  At
  * start, a horizon ahead of the clock that has not gone back since is
@@ -444,6 +454,15 @@ keeper_round(ClockPair *last)
 	 * takeover point while that is within idgen.takeover_max_lead of it
 	 * (clock.c), so the horizon is kept at least lead/2 beyond that, and
 	 * renewed to lead beyond it.
+	 *
+	 * But never beyond clock + lead + max_drift while the point is at most
+	 * lead ahead of the clock, which is all it ever is when clocks agree:
+	 * a successor starts at or above a horizon it replayed, so a horizon
+	 * further ahead would raise its lead, and every takeover would add to
+	 * the next one's (see the file header).  Right after a takeover the
+	 * margin is then less than lead/2; it comes back as the point slows
+	 * down.  A point further ahead comes from a clock that was behind its
+	 * last holder's; the horizon keeps its whole margin then.
 	 */
 	{
 		TimestampTz takeover = idgen_takeover_point();
@@ -452,13 +471,30 @@ keeper_round(ClockPair *last)
 			takeover - cur.wall <= (TimestampTz) idgen_takeover_max_lead_ms * 1000)
 			base = takeover;
 	}
+
+	/*
+	 * In recovery, only a server that may generate publishes a horizon
+	 * (publish), so only it needs one in the file: redo writes the
+	 * replayed ones.  This also keeps the keeper from renaming files in
+	 * the data directory while the startup process fsyncs it at the start
+	 * of crash or archive recovery, which would log that the temporary
+	 * file has gone.
+	 */
+	if (!logged && !idgen_recovery_may_generate())
+		return;
+
 	if (horizon - base < lead_us / 2 + drift_us)
 	{
-		TimestampTz target = Max(horizon, base + lead_us + drift_us);
+		TimestampTz target = base - cur.wall > lead_us ?
+			base + lead_us + drift_us : cur.wall + lead_us + drift_us;
 		/* While writes keep failing, say why every 10 s, not every round. */
 		bool		say = failing_since == 0 ||
 			cur.wall - failing_logged >= 10 * USECS_PER_SEC;
-		bool		ok = idgen_horizon_persist(target, say ? LOG : DEBUG1);
+		bool		ok;
+
+		if (target <= horizon)
+			return;				/* the clock has not moved since the last one */
+		ok = idgen_horizon_persist(target, say ? LOG : DEBUG1);
 
 		/* Into WAL, and to synchronous standbys, before anyone uses it. */
 		if (ok && logged && !idgen_wal_log_horizon(target))
@@ -551,16 +587,18 @@ keeper_exit(int code, Datum arg)
 
 /*
  * At start, say so when the horizon is further ahead of the clock than the
- * keeper keeps it.  Not on a standby or in point-in-time recovery: what they
- * generate from comes from WAL at the end of recovery.
+ * keeper keeps it.  Called once the server is out of recovery, and only if
+ * the end of recovery took nothing over: after crash recovery, a promotion
+ * or point-in-time recovery that replayed idgen's records, what generators
+ * start from comes from WAL, and the end of recovery says so itself
+ * (horizon_wal.c); a line from here would contradict it.
  */
 static void
 log_start_lead(TimestampTz horizon)
 {
 	int64		lead_ms = (horizon - GetCurrentTimestamp()) / 1000;
 
-	if (lead_ms <= idgen_horizon_lead_ms ||
-		access(STANDBY_SIGNAL_FILE, F_OK) == 0 || access(RECOVERY_SIGNAL_FILE, F_OK) == 0)
+	if (lead_ms <= idgen_horizon_lead_ms)
 		return;
 	if (idgen_shared->takeover_cause == IDGEN_TAKEOVER_RESTART)
 		ereport(LOG,
@@ -584,6 +622,7 @@ idgen_keeper_main(Datum main_arg)
 	IdgenKeeperStatus *k;
 	ClockPair	last = {0};
 	TimestampTz horizon;
+	bool		start_lead_pending = true;
 	MemoryContext round_context;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -609,7 +648,6 @@ idgen_keeper_main(Datum main_arg)
 			 errdetail("The durable horizon is %s; it is kept %d ms ahead of the clock, checked every %d ms.",
 					   horizon != 0 ? timestamptz_to_str(horizon) : "not set",
 					   idgen_horizon_lead_ms, idgen_horizon_interval_ms)));
-	log_start_lead(horizon);
 
 	round_context = AllocSetContextCreate(TopMemoryContext, "idgen keeper",
 										  ALLOCSET_DEFAULT_SIZES);
@@ -624,6 +662,22 @@ idgen_keeper_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		/*
+		 * Once out of recovery: the end of recovery records its takeover
+		 * (lifted_at) before RecoveryInProgress() turns false.
+		 */
+		if (start_lead_pending && !RecoveryInProgress())
+		{
+			bool		took_over;
+
+			SpinLockAcquire(&idgen_shared->replay.mutex);
+			took_over = idgen_shared->replay.lifted_at != 0;
+			SpinLockRelease(&idgen_shared->replay.mutex);
+			start_lead_pending = false;
+			if (!took_over)
+				log_start_lead(horizon);
 		}
 
 		old = MemoryContextSwitchTo(round_context);

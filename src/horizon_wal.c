@@ -65,12 +65,32 @@
  *	  (horizon.c), and generators wait for its first, which it is woken to
  *	  write as soon as WAL may be written.
  *	  Then raises every generator word (each gene's, and UUIDv7's) so that
- *	  its next tick starts after the replayed horizon and, at the end of
- *	  archive recovery (a promotion, the end of point-in-time recovery),
- *	  after this server's clock plus idgen.max_drift: the promoted server
- *	  issues nothing its primary may have issued, whatever its own clock
- *	  says, and with clocks in agreement nothing the primary issued since
- *	  its last horizon reached this server, however fast the promotion.
+ *	  its next tick starts after the replayed horizon and after this
+ *	  server's clock plus idgen.horizon_lead + idgen.max_drift (C below):
+ *	  the promoted server issues nothing its primary may have issued,
+ *	  whatever its own clock says, and with clocks in agreement nothing any
+ *	  earlier holder of the identity issued, however little of its WAL
+ *	  reached this server and however fast takeovers followed each other.
+ *	  That rests on one invariant, with clocks in agreement:
+ *
+ *	    every ID any holder issues at time t is at most t + C
+ *
+ *	  It holds for the generators of a server that took nothing over (they
+ *	  issue up to max_drift ahead of the clock).  It holds after a takeover
+ *	  that starts at most C ahead of the clock, since the takeover point
+ *	  starts max_drift below the first ID and runs slower than the clock
+ *	  (clock.c).  And every takeover starts at most C ahead: this clock
+ *	  plus C, or a horizon that its writer made at most C ahead of its
+ *	  clock, as the keeper does while its point is at most
+ *	  idgen.horizon_lead ahead (horizon.c), which by the invariant it is.
+ *	  The same holds for the horizon file a restart starts from.  So leads
+ *	  stay at most C after any number of promotions and crash restarts in
+ *	  any order; before, each started at a horizon up to C beyond its
+ *	  holder's lead, and leads added up.  A clock that was behind its
+ *	  last holder's starts further ahead, and that lead slews away.
+ *	  Crash recovery starts at this clock plus C too: a server promoted
+ *	  and crashed before its first horizon record replays only its old
+ *	  primary's records, which may not cover what that primary issued.
  *	  If its clock is behind that by at most idgen.takeover_max_lead,
  *	  generators continue from there, ahead of the clock, the lead
  *	  shrinking until they are back on the clock; further behind, they
@@ -316,13 +336,22 @@ idgen_rmgr_cleanup(void)
 	idgen_keeper_wake();
 
 	/*
-	 * A primary may have issued IDs up to idgen.max_drift ahead of its
-	 * clock; with clocks in agreement, this one's clock plus that covers
-	 * them, however little WAL reached this server.
+	 * With clocks in agreement, no holder of this identity ever issued an
+	 * ID more than idgen.horizon_lead + idgen.max_drift ahead of its clock
+	 * (see the file header), so this clock plus that covers every ID any
+	 * earlier holder may have issued, however little WAL reached this
+	 * server and however fast takeovers followed each other.  The replayed
+	 * horizon covers the IDs the WAL read vouches for, whatever the clocks
+	 * say.  Crash recovery too: a server promoted and crashed before its
+	 * first horizon record replays only its old primary's.  But crash
+	 * recovery that replayed no record (wal_level = minimal) has nothing
+	 * to take over: the generators started above the horizon file, and a
+	 * clock behind it is met by the clock policy, as after a restart.
 	 */
-	horizon = promotion ? Max(replayed, now + (TimestampTz) idgen_max_drift_ms * 1000) : replayed;
-	if (horizon == 0)
+	if (!promotion && replayed == 0)
 		return;
+	horizon = Max(replayed,
+				  now + ((TimestampTz) idgen_horizon_lead_ms + idgen_max_drift_ms) * 1000);
 
 	lead_ms = idgen_take_over(horizon, true,
 							  promotion ? IDGEN_TAKEOVER_PROMOTION : IDGEN_TAKEOVER_CRASH_RECOVERY);
@@ -344,7 +373,13 @@ idgen_rmgr_cleanup(void)
 				 promotion ?
 				 errhint("Synchronize this server's clock with the old primary's.") :
 				 errhint("Check this server's time source: its clock is behind the IDs it issued before.")));
-	else if (lead_ms > idgen_max_drift_ms)
+	else if (horizon > replayed)
+		ereport(LOG,
+				(errmsg("idgen generators start above the horizon replayed from WAL, " INT64_FORMAT " ms ahead of this server's clock",
+						lead_ms),
+				 errdetail("No holder of this identity issued IDs more than \"idgen.horizon_lead\" + \"idgen.max_drift\" (%d ms) ahead of its clock; with clocks in agreement every ID issued before is below %s. Generation continues from there and returns to this clock at half speed.",
+						   idgen_horizon_lead_ms + idgen_max_drift_ms, timestamptz_to_str(horizon))));
+	else
 		ereport(LOG,
 				(errmsg("idgen generators start above the horizon replayed from WAL, " INT64_FORMAT " ms ahead of this server's clock",
 						lead_ms),
@@ -353,10 +388,6 @@ idgen_rmgr_cleanup(void)
 						   timestamptz_to_str(horizon), idgen_takeover_max_lead_ms) :
 				 errdetail("This server may have issued IDs up to %s before its restart; generation continues from there, ahead of this clock, and returns to it at half speed (\"idgen.takeover_max_lead\" is %d ms).",
 						   timestamptz_to_str(horizon), idgen_takeover_max_lead_ms)));
-	else
-		ereport(LOG,
-				(errmsg("idgen generators start above the horizon replayed from WAL, %s",
-						timestamptz_to_str(horizon))));
 }
 
 /* ----------

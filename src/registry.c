@@ -37,6 +37,8 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
 #include "access/htup_details.h"
 #include "access/xlog.h"
 #include "catalog/pg_authid.h"
@@ -240,7 +242,19 @@ idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 ge
 		SpinLockAcquire(&idgen_shared->registry.mutex);
 		copy = idgen_shared->registry;
 		SpinLockRelease(&idgen_shared->registry.mutex);
+		/*
+		 * Held, and the last renewal succeeded (a failed one changes the
+		 * state), yet the bound is behind this tick: the clock jumped
+		 * forward past it (an NTP step, a virtual machine resumed).  Ask
+		 * the registry process to renew now, which it does as its next
+		 * renewal is due by this clock, and wait for it the same way,
+		 * rather than tell clients that a lease renewed moments ago has
+		 * ended.  (SIGUSR1 sets a background worker's latch.)
+		 */
+		if (copy.state == IDGEN_IDENTITY_HELD && copy.pid != 0)
+			(void) kill(copy.pid, SIGUSR1);
 		if (copy.state == IDGEN_IDENTITY_STARTING ||
+			(copy.state == IDGEN_IDENTITY_HELD && copy.pid != 0) ||
 			(copy.state == IDGEN_IDENTITY_STANDBY && !RecoveryInProgress()))
 		{
 			TimestampTz now = GetCurrentTimestamp();

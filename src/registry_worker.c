@@ -775,6 +775,21 @@ registry_exit(int code, Datum arg)
 }
 
 /*
+ * SIGUSR1: a generator found the lease held but behind its clock, which
+ * jumped forward (registry.c); run the loop now, which renews the lease as
+ * its renewal is due by this clock.  (A background worker without a
+ * database connection ignores SIGUSR1 otherwise.)
+ */
+static void
+registry_sigusr1(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+/*
  * Main entry point of the registry worker.
  */
 void
@@ -786,6 +801,7 @@ idgen_registry_main(Datum main_arg)
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGUSR1, registry_sigusr1);
 	BackgroundWorkerUnblockSignals();
 
 	system_identifier = (int64) GetSystemIdentifier();

@@ -18,6 +18,8 @@
 #                  and crashes, per-key sequences, the registry, failover,
 #                  and the libpq stress client
 #   internal-errors  no SQLSTATE XX000 in any output or server log
+#   horizon-tmp    no server log names idgen.horizon.tmp (a file renamed
+#                  under the startup process's fsync of the data directory)
 #
 # Its last line is "PostgreSQL <version>: N passed, M failed"; it exits
 # non-zero if anything failed.
@@ -113,6 +115,21 @@ else
 	printf '%s\n' "$internal" | head -n 40
 	failed=$((failed + 1))
 	failures+=(internal-errors)
+fi
+
+# No server log says a file of idgen's vanished under it: the startup
+# process fsyncs every file of the data directory at the start of crash and
+# archive recovery, and a rename by the keeper meanwhile made it log
+# "could not open file "./idgen.horizon.tmp"" (not an error, but alarming).
+log "PostgreSQL $PG_VERSION: no message about idgen.horizon.tmp in any server log"
+vanished=$(grep -rn "idgen\.horizon\.tmp" "$WORK/src/log" "$WORK/src/tmp_check" 2>/dev/null | grep -v "regress_log_")
+if [ -z "$vanished" ] && [ "$logs" -gt 0 ]; then
+	echo "none, in $logs server and test logs"
+	passed=$((passed + 1))
+else
+	printf '%s\n' "$vanished" | head -n 40
+	failed=$((failed + 1))
+	failures+=(horizon-tmp)
 fi
 
 summary

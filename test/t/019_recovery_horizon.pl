@@ -193,9 +193,9 @@ sub crash_restart_then_failover
 # of its clock (here 2 s, with 4 IDs a millisecond, so that a steady load
 # borrows that far), and the standby, down for the primary's last second,
 # replayed a horizon below some of them.  Promoted at once, it starts
-# above its own clock plus idgen.max_drift, past everything the primary
-# issued.  (Before, it started at the replayed horizon, and issued the
-# primary's last IDs again.)
+# above its own clock plus idgen.horizon_lead + idgen.max_drift, past
+# everything the primary issued.  (Before, it started at the replayed
+# horizon, and issued the primary's last IDs again.)
 {
 	my %fast = ('idgen.max_drift' => "'2s'", 'idgen.timestamp_bits' => 51, 'idgen.sequence_bits' => 2);
 	my $p = idgen_node('fast_primary', _init => { allows_streaming => 1 }, 'idgen.worker_id' => 1, %fast);

@@ -6,9 +6,10 @@
 # the clock, and that lead kept), the next promotion would start a lead
 # further ahead, and IDs would drift away from real time with every
 # switchover.  Pinned here: over 20 switchovers no ID repeats or goes back,
-# the first ID after each promotion is less than idgen.horizon_lead +
-# idgen.max_drift ahead of the clock, and a clean restart at the end
-# generates at once, with no "clock moved backwards".
+# the first ID after each promotion is at most idgen.horizon_lead +
+# idgen.max_drift ahead of the clock (where every promotion starts, when
+# clocks agree), and a clean restart at the end generates at once, with no
+# "clock moved backwards".
 use strict;
 use warnings;
 
@@ -51,9 +52,9 @@ for my $n (1 .. $switchovers)
 	($primary, $standby) = ($standby, $primary);
 }
 is($went_back, 0, "$switchovers switchovers: every ID above every ID issued before");
-my @over = grep { $_ >= $bound_ms } @leads;
+my @over = grep { $_ > $bound_ms } @leads;
 is(scalar @over, 0,
-	"$switchovers switchovers: the first ID after each promotion less than $bound_ms ms ahead of the clock ("
+	"$switchovers switchovers: the first ID after each promotion at most $bound_ms ms ahead of the clock ("
 	  . join(', ', @leads) . ' ms)');
 
 # A clean restart generates at once: the IDs are not so far ahead of the
