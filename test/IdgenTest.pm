@@ -14,7 +14,7 @@ use File::Spec;
 
 use Exporter 'import';
 our @EXPORT = qw(idgen_node sql_error stress_client crash_twice faketime_clock hold_reindex
-  no_crash_logged start_load read_values compare_values doc_block repo_file kill_backend);
+  no_crash_logged start_load read_values compare_values generate_for doc_block repo_file kill_backend);
 
 # A new cluster with idgen preloaded and the extension created in database
 # "postgres".  %conf holds extra settings (name => value); a setting named
@@ -178,6 +178,24 @@ sub read_values
 	my @v = grep { $_ ne '' } map { chomp; $_ } <$fh>;
 	close $fh;
 	return @v;
+}
+
+# Generate Snowflake IDs and UUIDv7s on $node for $seconds (enough that
+# they span as many milliseconds as a server before it issued in); two
+# array references, the IDs and the UUIDs.
+sub generate_for
+{
+	my ($node, $seconds) = @_;
+	my (@ids, @uuids);
+	my $end = Time::HiRes::time() + $seconds;
+	while (Time::HiRes::time() < $end)
+	{
+		push @ids, split /\n/, $node->safe_psql('postgres',
+			'SELECT idgen_snowflake() FROM generate_series(1, 5000)');
+		push @uuids, split /\n/, $node->safe_psql('postgres',
+			'SELECT idgen_uuid7() FROM generate_series(1, 2000)');
+	}
+	return (\@ids, \@uuids);
 }
 
 # Compare the values a server issued ($new) with those issued before it

@@ -76,23 +76,6 @@ sub load
 	};
 }
 
-# Generate on $node for $seconds: enough IDs that they span as many
-# milliseconds as the server before it issued in.
-sub generate_for
-{
-	my ($node, $seconds) = @_;
-	my (@ids, @uuids);
-	my $end = time + $seconds;
-	while (time < $end)
-	{
-		push @ids, split /\n/, $node->safe_psql('postgres',
-			'SELECT idgen_snowflake() FROM generate_series(1, 5000)');
-		push @uuids, split /\n/, $node->safe_psql('postgres',
-			'SELECT idgen_uuid7() FROM generate_series(1, 2000)');
-	}
-	return (\@ids, \@uuids);
-}
-
 # Check that nothing in $new repeats or falls below $old.
 sub check_after
 {

@@ -96,22 +96,6 @@ sub run_then_die
 	return $done->();
 }
 
-# Generate on $node for $seconds.
-sub generate_for
-{
-	my ($node, $seconds) = @_;
-	my (@ids, @uuids);
-	my $end = time + $seconds;
-	while (time < $end)
-	{
-		push @ids, split /\n/, $node->safe_psql('postgres',
-			'SELECT idgen_snowflake() FROM generate_series(1, 5000)');
-		push @uuids, split /\n/, $node->safe_psql('postgres',
-			'SELECT idgen_uuid7() FROM generate_series(1, 2000)');
-	}
-	return (\@ids, \@uuids);
-}
-
 # Nothing in $new repeats or sorts below anything in $old.
 sub check_after
 {
