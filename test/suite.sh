@@ -122,7 +122,11 @@ fi
 # archive recovery, and a rename by the keeper meanwhile made it log
 # "could not open file "./idgen.horizon.tmp"" (not an error, but alarming).
 log "PostgreSQL $PG_VERSION: no message about idgen.horizon.tmp in any server log"
-vanished=$(grep -rn "idgen\.horizon\.tmp" "$WORK/src/log" "$WORK/src/tmp_check" 2>/dev/null | grep -v "regress_log_")
+# One is expected: test/t/008_horizon.pl makes idgen.horizon.tmp a directory
+# on purpose, to see the keeper log its failed write and go on.
+expected_tmp='/008_horizon_[a-z_]*\.log:[0-9]+:.*could not create file "idgen\.horizon\.tmp": Is a directory$'
+vanished=$(grep -rn "idgen\.horizon\.tmp" "$WORK/src/log" "$WORK/src/tmp_check" 2>/dev/null | grep -v "regress_log_" |
+	grep -vE "$expected_tmp")
 if [ -z "$vanished" ] && [ "$logs" -gt 0 ]; then
 	echo "none, in $logs server and test logs"
 	passed=$((passed + 1))
