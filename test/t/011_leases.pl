@@ -2,7 +2,7 @@
 #
 #  - 200 acquirers released together over 64 ids: exactly 64 succeed, each
 #    with its own id and token; the other 136 get the exhaustion error.
-#  - Churn: 32 pgbench clients acquire, hold, renew and release 16 ids for
+#  - Churn: 32 pgbench clients acquire, hold, renew and release 256 ids for
 #    a few seconds; a lease handed out twice would make its first holder's
 #    renewal fail ("lost") and abort that client.  Again while REINDEX
 #    CONCURRENTLY rebuilds the lease table's primary key.
@@ -71,8 +71,10 @@ INSERT INTO got SELECT :client_id, worker_id, datacenter_id, token
 # --- churn: acquire, hold, renew, release ----------------------------------
 # 32 pgbench clients run churn.sql (below) for $seconds: none may fail.  A
 # released lease's id rests until the lease's expiry (quarantine 0 here), so
-# the churn's leases are short, and it starts once the 64 leases above,
-# released, have expired.
+# the churn's leases are short, but not so short that a loaded machine's
+# pause between a claim and its renewal outlasts them (2 s; 100 ms did on
+# a loaded run), over 256 ids; it starts once the 64 leases above, released,
+# have expired.
 sub run_churn
 {
 	my ($name, $seconds) = @_;
@@ -89,7 +91,7 @@ sub run_churn
 		CREATE TABLE churn (client int, ok boolean);
 		CREATE FUNCTION try_acquire(holder text, OUT w int, OUT t bigint) LANGUAGE plpgsql AS $$
 		BEGIN
-			SELECT worker_id, token INTO w, t FROM idgen_worker_acquire(holder, ttl => '100 ms', max_workers => 16);
+			SELECT worker_id, token INTO w, t FROM idgen_worker_acquire(holder, ttl => '2 s', max_workers => 256);
 			INSERT INTO churn VALUES (0, true);
 		EXCEPTION WHEN program_limit_exceeded THEN
 			w := -1; t := -1;
@@ -111,7 +113,7 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 	my ($ok, $full) = split /\|/, $node->safe_psql('postgres',
 		'SELECT count(*) FILTER (WHERE ok), count(*) FILTER (WHERE NOT ok) FROM churn');
 	cmp_ok($ok, '>', 200, "churn: $ok leases acquired, renewed and released");
-	cmp_ok($full, '>', 0, "churn: the 16 ids ran out $full times (the clients contended)");
+	cmp_ok($full, '>', 0, "churn: the 256 ids ran out $full times (the clients contended)");
 }
 
 # --- churn while the primary key is rebuilt --------------------------------
