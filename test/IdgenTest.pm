@@ -14,7 +14,7 @@ use File::Spec;
 
 use Exporter 'import';
 our @EXPORT = qw(idgen_node sql_error stress_client crash_twice faketime_clock hold_reindex
-  no_crash_logged start_load read_values compare_values generate_for doc_block repo_file kill_backend);
+  no_crash_logged start_load read_values compare_values generate_for take_on_nodes doc_block repo_file kill_backend);
 
 # A new cluster with idgen preloaded and the extension created in database
 # "postgres".  %conf holds extra settings (name => value); a setting named
@@ -196,6 +196,32 @@ sub generate_for
 			'SELECT idgen_uuid7() FROM generate_series(1, 2000)');
 	}
 	return (\@ids, \@uuids);
+}
+
+# Two clients on each of @nodes at once, each running CALL take(r, $n) in
+# database "postgres" (r: the node's index in @nodes; the test defines the
+# procedure); one test per client that it finished without an error.
+sub take_on_nodes
+{
+	my ($n, @nodes) = @_;
+	my @h;
+	for my $r (0 .. $#nodes)
+	{
+		for (1 .. 2)
+		{
+			my ($out, $err) = ('', '');
+			push @h,
+			  [ IPC::Run::start(
+					[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $nodes[$r]->connstr('postgres'),
+					  '-c', "CALL take($r, $n)" ],
+					'>', \$out, '2>', \$err), \$err, $r ];
+		}
+	}
+	for my $c (@h)
+	{
+		$c->[0]->finish;
+		is(${ $c->[1] }, '', "a client on node $c->[2] finished without an error");
+	}
 }
 
 # Compare the values a server issued ($new) with those issued before it

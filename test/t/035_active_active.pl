@@ -217,31 +217,6 @@ sub make_nodes
 	return @nodes;
 }
 
-# Run the procedure on every node with two clients each, $n rounds per
-# client; wait for all of them.
-sub load
-{
-	my ($n, @nodes) = @_;
-	my @h;
-	for my $r (0 .. $#nodes)
-	{
-		for (1 .. 2)
-		{
-			my ($out, $err) = ('', '');
-			push @h,
-			  [ IPC::Run::start(
-					[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $nodes[$r]->connstr('postgres'),
-					  '-c', "CALL take($r, $n)" ],
-					'>', \$out, '2>', \$err), \$err, $r ];
-		}
-	}
-	for my $c (@h)
-	{
-		$c->[0]->finish;
-		is(${ $c->[1] }, '', "a client on node $c->[2] finished without an error");
-	}
-}
-
 sub set_subscriptions
 {
 	my ($node, $how) = @_;
@@ -300,10 +275,10 @@ sub check
 
 # --- two nodes -------------------------------------------------------------
 my @two = make_nodes('two', 2);
-load(150, @two);
+take_on_nodes(150, @two);
 # a partition: neither node sees the other's values while both go on
 set_subscriptions($_, 'DISABLE') for @two;
-load(50, @two);
+take_on_nodes(50, @two);
 # public ID keys rotated on both nodes during the partition: node 0 makes
 # version 1, node 1 version 2; forms of each node, made then
 my %form;
@@ -331,7 +306,7 @@ like(sql_error($two[1], "SELECT * FROM idgen_server_lease(42, 'other', '1 hour',
 	qr/worker id \(datacenter 0, worker 4\) is not leased by this node.*node 0's/s,
 	"two nodes: a claim of another node's id is refused");
 set_subscriptions($_, 'ENABLE') for @two;
-load(50, @two);
+take_on_nodes(50, @two);
 catch_up(@two);
 check('two nodes', @two);
 # every form decodes on every node to its ID, and the current key is the
@@ -394,9 +369,9 @@ $_->stop for @twins;
 
 # --- three nodes -----------------------------------------------------------
 my @three = make_nodes('three', 3);
-load(60, @three);
+take_on_nodes(60, @three);
 set_subscriptions($three[2], 'DISABLE');
-load(30, @three);
+take_on_nodes(30, @three);
 set_subscriptions($three[2], 'ENABLE');
 catch_up(@three);
 check('three nodes', @three);

@@ -101,27 +101,11 @@ for my $r (0 .. 1)
 }
 
 my $rows = 0;
+# Two clients on each node, $n rounds each (take_on_nodes); the rows made.
 sub load
 {
 	my ($n) = @_;
-	my @h;
-	for my $r (0 .. 1)
-	{
-		for (1 .. 2)
-		{
-			my ($out, $err) = ('', '');
-			push @h,
-			  [ IPC::Run::start(
-					[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $nodes[$r]->connstr('postgres'),
-					  '-c', "CALL take($r, $n)" ],
-					'>', \$out, '2>', \$err), \$err, $r ];
-		}
-	}
-	for my $c (@h)
-	{
-		$c->[0]->finish;
-		is(${ $c->[1] }, '', "a client on node $c->[2] finished without an error");
-	}
+	take_on_nodes($n, @nodes[0 .. 1]);
 	$rows += 4 * $n * 5;
 }
 
