@@ -179,8 +179,6 @@ typedef struct IdgenSeqCacheRow
 } IdgenSeqCacheRow;
 
 extern void idgen_seq_cache_init(void);
-extern Size idgen_seq_cache_shmem_size(void);
-extern void idgen_seq_cache_shmem_startup(void);
 extern bool idgen_seq_cache_available(void);
 extern char *idgen_seq_cache_why_not(bool *for_now);
 extern int	idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out,

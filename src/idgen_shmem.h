@@ -280,9 +280,30 @@ extern int64 idgen_take_over(TimestampTz horizon, bool uuid7, IdgenTakeoverCause
 extern TimestampTz idgen_issued_bound(bool uuid7);
 extern TimestampTz idgen_takeover_point(void);
 
+/*
+ * An area's own shared state (shmem.c).  An area that needs one registers
+ * it from its *_init(), when the library is being preloaded; shmem.c
+ * requests the space and the locks, and at every start (and after a crash)
+ * creates the area after the core segment and calls its startup.
+ */
+typedef struct IdgenShmemArea
+{
+	const char *name;			/* of the struct and of its LWLock tranche */
+	Size		(*size) (void);	/* bytes of the struct (settings are final) */
+	Size		(*extra_size) (void);	/* more, for its own hash tables; or NULL */
+	int			(*nlocks) (void);	/* LWLocks in its tranche; or NULL: none */
+	bool		own_segment;	/* not in idgen_info().shmem_bytes */
+	/*
+	 * Point the area's pointer at 'ptr' (cache-line aligned) and, unless
+	 * 'found', initialise it; 'locks' is the tranche (NULL without locks).
+	 */
+	void		(*startup) (void *ptr, bool found, LWLockPadded *locks);
+} IdgenShmemArea;
+
 /* shmem.c */
 extern IdgenShared *idgen_shared;
+extern void idgen_shmem_register(const IdgenShmemArea *area);
 extern void idgen_shmem_init(void);
-extern Size idgen_shmem_size(void);
+extern Size idgen_shmem_size(bool all);
 
 #endif							/* IDGEN_SHMEM_H */

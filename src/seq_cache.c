@@ -156,6 +156,7 @@
 
 #include "idgen.h"
 #include "idgen_seq.h"
+#include "idgen_shmem.h"
 
 /* Settings */
 int			idgen_seq_cache_keys = 1024;
@@ -389,31 +390,28 @@ struct_size(void)
 	return size;
 }
 
-Size
-idgen_seq_cache_shmem_size(void)
+/* The shared map of keys to entries, outside the struct. */
+static Size
+map_size(void)
 {
-	Size		size = 0;
-
-	size = add_size(size, PG_CACHE_LINE_SIZE);
-	size = add_size(size, struct_size());
-	size = add_size(size, hash_estimate_size(idgen_seq_cache_keys, sizeof(SeqCacheMapEntry)));
-	return size;
+	return hash_estimate_size(idgen_seq_cache_keys, sizeof(SeqCacheMapEntry));
 }
 
-void
-idgen_seq_cache_shmem_startup(void)
+/* map_lock, one per entry, roles_lock */
+static int
+nlocks(void)
 {
-	bool		found;
-	HASHCTL		info;
-	char	   *base;
+	return idgen_seq_cache_keys + 2;
+}
 
-	base = ShmemInitStruct("idgen seq cache", add_size(PG_CACHE_LINE_SIZE, struct_size()),
-						   &found);
-	cache = (SeqCacheShared *) TYPEALIGN(PG_CACHE_LINE_SIZE, base);
+static void
+shmem_startup(void *ptr, bool found, LWLockPadded *locks)
+{
+	HASHCTL		info;
+
+	cache = (SeqCacheShared *) ptr;
 	if (!found)
 	{
-		LWLockPadded *locks = GetNamedLWLockTranche("idgen seq cache");
-
 		cache->map_lock = &locks[0].lock;
 		cache->roles_lock = &locks[idgen_seq_cache_keys + 1].lock;
 		memset(cache->roles, 0, sizeof(cache->roles));
@@ -454,6 +452,15 @@ idgen_seq_cache_shmem_startup(void)
 	map = idgen_shmem_init_hash("idgen seq cache map", idgen_seq_cache_keys,
 								 &info, HASH_ELEM | HASH_BLOBS);
 }
+
+static const IdgenShmemArea seq_cache_area = {
+	.name = "idgen seq cache",
+	.size = struct_size,
+	.extra_size = map_size,
+	.nlocks = nlocks,
+	.own_segment = true,
+	.startup = shmem_startup,
+};
 
 /* ----------
  * Helpers
@@ -2052,4 +2059,7 @@ idgen_seq_cache_init(void)
 							 NULL,
 							 &idgen_seq_cache_prefetch, 0.1, 0.0, 1.0,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	if (process_shared_preload_libraries_in_progress)
+		idgen_shmem_register(&seq_cache_area);
 }

@@ -85,6 +85,12 @@
  *	  and the last lease token, under lease_fences.lock, by the lease
  *	  functions (lease.c).
  *
+ * Areas: state that only one area reads and writes lives in a struct of
+ *	  that area's own (its name is the struct's and its LWLock tranche's),
+ *	  registered by the area with idgen_shmem_register() and described, with
+ *	  its protocol, in the area's file.  The core segment above holds what
+ *	  the generators read on every call.
+ *
  * Crash and restart: the segment is created anew.  Generator words start
  *	  just above the horizon read from disk (horizon.c); statistics start from
  *	  zero.
@@ -105,13 +111,21 @@
 #include "idgen_shmem.h"
 #include "idgen_horizon.h"
 #include "idgen_registry.h"
-#include "idgen_seq.h"
 
 IdgenShared *idgen_shared = NULL;
 bool		idgen_preloaded = false;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/*
+ * The areas registered with idgen_shmem_register(), in order.  Filled in by
+ * _PG_init in the postmaster; every process inherits it.
+ */
+#define IDGEN_MAX_SHMEM_AREAS		8
+
+static const IdgenShmemArea *areas[IDGEN_MAX_SHMEM_AREAS];
+static int	nareas = 0;
 
 static void idgen_start_generators(IdgenShared *s);
 
@@ -141,12 +155,9 @@ genes_size(void)
 					 mul_size(sizeof(pg_atomic_uint64), idgen_ngenes()));
 }
 
-/*
- * Bytes of shared memory the segment needs, including the slack that lets
- * it start on a cache-line boundary.
- */
-Size
-idgen_shmem_size(void)
+/* The core segment's size, with the slack to start on a cache line. */
+static Size
+core_size(void)
 {
 	Size		size = PG_CACHE_LINE_SIZE;
 
@@ -156,16 +167,64 @@ idgen_shmem_size(void)
 	return size;
 }
 
+/* An area's struct, with the slack to start on a cache line. */
+static Size
+area_size(const IdgenShmemArea *area)
+{
+	return add_size(PG_CACHE_LINE_SIZE, area->size());
+}
+
+static int
+area_nlocks(const IdgenShmemArea *area)
+{
+	return area->nlocks ? area->nlocks() : 0;
+}
+
+/*
+ * Register an area's shared state; from its *_init(), in the postmaster,
+ * while the library is being preloaded.
+ */
+void
+idgen_shmem_register(const IdgenShmemArea *area)
+{
+	Assert(process_shared_preload_libraries_in_progress);
+	if (nareas >= IDGEN_MAX_SHMEM_AREAS)
+		elog(ERROR, "too many idgen shared-memory areas");
+	areas[nareas++] = area;
+}
+
+/*
+ * Bytes of shared memory idgen requests: the core segment and every area
+ * (with 'all' false, those reported as idgen's segment: without the areas
+ * that say they are a segment of their own), each with the slack that lets
+ * it start on a cache-line boundary.
+ */
+Size
+idgen_shmem_size(bool all)
+{
+	Size		size = core_size();
+
+	for (int i = 0; i < nareas; i++)
+	{
+		if (!all && areas[i]->own_segment)
+			continue;
+		size = add_size(size, area_size(areas[i]));
+		if (areas[i]->extra_size)
+			size = add_size(size, areas[i]->extra_size());
+	}
+	return size;
+}
+
 static void
 idgen_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(idgen_shmem_size());
+	RequestAddinShmemSpace(idgen_shmem_size(true));
 	RequestNamedLWLockTranche("idgen", 3);
-	RequestAddinShmemSpace(idgen_seq_cache_shmem_size());
-	/* map_lock, one per entry, roles_lock (seq_cache.c) */
-	RequestNamedLWLockTranche("idgen seq cache", idgen_seq_cache_keys + 2);
+	for (int i = 0; i < nareas; i++)
+		if (area_nlocks(areas[i]) > 0)
+			RequestNamedLWLockTranche(areas[i]->name, area_nlocks(areas[i]));
 }
 
 static void
@@ -179,7 +238,7 @@ idgen_shmem_startup(void)
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 
-	base = ShmemInitStruct("idgen", idgen_shmem_size(), &found);
+	base = ShmemInitStruct("idgen", core_size(), &found);
 	base = (char *) TYPEALIGN(PG_CACHE_LINE_SIZE, base);
 	idgen_shared = (IdgenShared *) base;
 
@@ -225,7 +284,17 @@ idgen_shmem_startup(void)
 				for (int c = 0; c < IDGEN_NUM_COUNTERS; c++)
 					pg_atomic_init_u64(&s->slots[i].counters[k][c], 0);
 	}
-	idgen_seq_cache_shmem_startup();
+
+	for (int i = 0; i < nareas; i++)
+	{
+		const IdgenShmemArea *area = areas[i];
+		char	   *ptr = ShmemInitStruct(area->name, area_size(area), &found);
+		LWLockPadded *locks = NULL;
+
+		if (!found && area_nlocks(area) > 0)
+			locks = GetNamedLWLockTranche(area->name);
+		area->startup((void *) TYPEALIGN(PG_CACHE_LINE_SIZE, ptr), found, locks);
+	}
 
 	LWLockRelease(AddinShmemInitLock);
 }

@@ -257,7 +257,7 @@ idgen_info(PG_FUNCTION_ARGS)
 		copy = *k;
 		SpinLockRelease(&k->mutex);
 
-		values[i++] = Int64GetDatum((int64) idgen_shmem_size());	/* shmem_bytes */
+		values[i++] = Int64GetDatum((int64) idgen_shmem_size(false));	/* shmem_bytes */
 		if (copy.pid != 0)
 			values[i++] = Int32GetDatum(copy.pid);	/* keeper_pid */
 		else
