@@ -75,20 +75,6 @@ idgen_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 	}
 }
 
-/*
- * The context of a setting fixed at server start.  A library loaded later
- * than shared_preload_libraries may not define PGC_POSTMASTER settings;
- * there such a setting is PGC_SIGHUP, still read only from the
- * configuration file (never SET in a session), and serves only the
- * functions that read IDs, since nothing is generated without shared
- * memory.
- */
-GucContext
-idgen_startup_context(void)
-{
-	return process_shared_preload_libraries_in_progress ? PGC_POSTMASTER : PGC_SIGHUP;
-}
-
 void
 _PG_init(void)
 {

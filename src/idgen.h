@@ -71,9 +71,6 @@ typedef enum IdgenCounter
 	IDGEN_NUM_COUNTERS
 } IdgenCounter;
 
-/* idgen.c */
-extern GucContext idgen_startup_context(void);
-
 /* clock.c: the clock policy's settings, read by several areas */
 extern int	idgen_max_drift_ms;
 extern int	idgen_clock_wait_ms;
@@ -105,6 +102,7 @@ extern void idgen_ttl_check(const Interval *ttl);
 
 /* shmem.c */
 extern bool idgen_preloaded;
+extern GucContext idgen_startup_context(void);
 extern void idgen_require_shmem(const char *funcname);
 
 /* stats.c */
