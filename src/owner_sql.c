@@ -138,6 +138,27 @@ idgen_extension_function(Oid nspid, const char *name)
 }
 
 /*
+ * The oid of the extension's table 'name' in the schema of 'fn': the one
+ * way idgen finds its tables (idgen_seq, idgen_worker_lease,
+ * idgen_public_key).  A relation's name is unique in its schema.  Missing
+ * (the extension being dropped, or its table detached by hand): an error,
+ * 42P01, or InvalidOid if 'missing_ok'.
+ */
+Oid
+idgen_extension_table(const IdgenFunction *fn, const char *name, bool missing_ok)
+{
+	Oid			relid = get_relname_relid(name, fn->nspid);
+
+	if (!OidIsValid(relid) && !missing_ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation \"%s.%s\" does not exist",
+						get_namespace_name(fn->nspid), name),
+				 errhint("Drop and create the extension again.")));
+	return relid;
+}
+
+/*
  * Forget the plans of 'st' if they were prepared for another schema, or
  * under another name of this one (ALTER SCHEMA ... RENAME).
  */

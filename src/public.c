@@ -327,7 +327,7 @@ public_keys(FunctionCallInfo fcinfo)
 
 	memset(&keys, 0, sizeof(keys));
 	keys.nspid = fn.nspid;
-	keys.relid = get_relname_relid("idgen_public_key", fn.nspid);
+	keys.relid = idgen_extension_table(&fn, "idgen_public_key", true);
 	if (OidIsValid(keys.relid))
 		check_key_triggers(keys.relid, fn.nspid);
 	/*
