@@ -106,3 +106,18 @@ stress:
 
 version:
 	@echo $(EXTVERSION)
+
+# Layout as PostgreSQL's own code (test/indent.sh, pg_bsd_indent): make
+# indent rewrites src/, make indent-check only reports; make typedefs
+# remakes src/typedefs.list from the built objects' debugging information.
+.PHONY: indent indent-check typedefs
+indent:
+	bash test/indent.sh
+
+indent-check:
+	bash test/indent.sh --check
+
+typedefs: $(OBJS)
+	objdump --dwarf=info $(OBJS) | \
+		awk '/DW_TAG_typedef/ { t = 1; next } t && /DW_AT_name/ { print $$NF; t = 0 }' | \
+		LC_ALL=C sort -u > src/typedefs.list
