@@ -76,7 +76,10 @@ my $pooler = IPC::Run::start([ $pgbouncer, "$tmp/pgbouncer.ini" ], '>', "$tmp/pg
 my $up = 0;
 for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
 {
-	my ($ret) = $bouncer->psql('postgres', 'SELECT 1');
+	# psql may end (no pgbouncer listening yet) before it reads the query
+	# from its standard input: IPC::Run then dies of the broken pipe
+	# (EPIPE), which is one more failed try.
+	my $ret = eval { ($bouncer->psql('postgres', 'SELECT 1'))[0] } // -1;
 	last if $up = ($ret == 0);
 	Time::HiRes::usleep(100_000);
 }
