@@ -22,6 +22,10 @@ OBJS = \
 	src/interval.o \
 	src/layout.o \
 	src/lease.o \
+	src/lease_acquire.o \
+	src/lease_fence.o \
+	src/lease_lock.o \
+	src/lease_renew.o \
 	src/owner_sql.o \
 	src/public.o \
 	src/registry.o \
