@@ -129,6 +129,40 @@ lock_lease(FunctionCallInfo fcinfo, IdgenSqlContext *cx, const IdgenFunction *fn
 }
 
 /*
+ * Refuse to renew the lease 'l' (locked) if it was released or its session
+ * gave it up; count it against its role's limit if its id has rested.
+ */
+static void
+refuse_renewal(IdgenSqlContext *cx, const Lease *l, int32 worker_id, TimestampTz now)
+{
+	if (l->released)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("worker lease lost: the lease of worker id %d with this token was released",
+						worker_id),
+				 errhint("Acquire a new lease.")));
+
+	/*
+	 * A lease renewed after its end is still the holder's while nobody has
+	 * taken its id (a server whose registry was down keeps its identity).
+	 * But once the id has rested it counts no more against
+	 * idgen.worker_max_per_role, so its renewal takes the id anew: counted
+	 * as an acquisition is (or leases of a microsecond, renewed after their
+	 * rest, would take every id past the limit).
+	 */
+	if (l->has_expiry && l->expires_at <= idgen_lease_free_before(now))
+		idgen_lease_check_role_limit(cx, l->relid, now);
+	/* A session-bound lease whose session gave its lock up has ended. */
+	if (l->session_bound && !idgen_lease_id_locked(l->id))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("worker lease lost: this session no longer holds the lock of worker id %d",
+						worker_id),
+				 errdetail("pg_advisory_unlock_all() or DISCARD ALL gave up the advisory lock that held the session-bound lease; it ended then."),
+				 errhint("Stop generating IDs with this worker id at once, and acquire a new lease.")));
+}
+
+/*
  * idgen_worker_renew(worker_id bigint, token bigint, ttl interval DEFAULT NULL,
  *					  horizon timestamptz DEFAULT NULL) returns timestamptz
  *		Extend the lease to now + ttl (the lease's own ttl if NULL), never
@@ -162,31 +196,7 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 	idgen_lookup_function(fcinfo, &fn);
 	idgen_sql_begin(&fn, &idgen_lease_statements, &cx);
 	lock_lease(fcinfo, &cx, &fn, worker_id, token, &l);
-	if (l.released)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("worker lease lost: the lease of worker id %d with this token was released",
-						worker_id),
-				 errhint("Acquire a new lease.")));
-
-	/*
-	 * A lease renewed after its end is still the holder's while nobody has
-	 * taken its id (a server whose registry was down keeps its identity).
-	 * But once the id has rested it counts no more against
-	 * idgen.worker_max_per_role, so its renewal takes the id anew: counted
-	 * as an acquisition is (or leases of a microsecond, renewed after their
-	 * rest, would take every id past the limit).
-	 */
-	if (l.has_expiry && l.expires_at <= idgen_lease_free_before(now))
-		idgen_lease_check_role_limit(&cx, l.relid, now);
-	/* A session-bound lease whose session gave its lock up has ended. */
-	if (l.session_bound && !idgen_lease_id_locked(l.id))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("worker lease lost: this session no longer holds the lock of worker id %d",
-						worker_id),
-				 errdetail("pg_advisory_unlock_all() or DISCARD ALL gave up the advisory lock that held the session-bound lease; it ended then."),
-				 errhint("Stop generating IDs with this worker id at once, and acquire a new lease.")));
+	refuse_renewal(&cx, &l, worker_id, now);
 	idgen_lease_check_horizon_holder(horizon, l.server);
 	args[0] = Int64GetDatum(token);
 	args[1] = TimestampTzGetDatum(now);
@@ -211,6 +221,8 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 	idgen_lease_check_horizon_reach(horizon, n ? now : DatumGetTimestampTz(expires));
 	if (n)
 		PG_RETURN_NULL();
+	/* A renewal never moves the expiry earlier (LEASE_Q_RENEW). */
+	Assert(!l.has_expiry || DatumGetTimestampTz(expires) >= l.expires_at);
 	idgen_lease_fence_note(l.relid, l.id, DatumGetTimestampTz(expires), horizon);
 	PG_RETURN_DATUM(expires);
 }
@@ -220,7 +232,7 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
  *						horizon timestamptz DEFAULT NULL) returns boolean
  *		End the lease now for its holder (a renewal fails from then on);
  *		false if it had been released already.  Its id still rests until the
- *		lease's expiry plus the quarantine (see the file header).  With
+ *		lease's expiry plus the quarantine (see lease.c).  With
  *		'horizon' (a server's lease only), the holder has stopped and issued
  *		no ID at or beyond it: the id's horizon comes down to it, or to
  *		where the lease began, and the lease ends now for its id too.
