@@ -44,23 +44,23 @@
  * of the SQL user's either: lastval() is not touched.
  *
  * Concurrency
- *	  Every change to the row of id N happens under the advisory lock
- *	  on N (lease_lock.c).  An acquirer only
- *	  try-locks (two acquirers never wait for each other: the second skips
- *	  the id the first is claiming); renew and release wait for it (so a
- *	  renewal racing a re-acquisition sees the new token and fails).  The
- *	  claim itself is INSERT ... ON CONFLICT DO UPDATE ... WHERE the lease
- *	  has ended, which re-checks on the latest row version, so a lease
- *	  committed after the acquirer's snapshot is never overwritten.
+ *	  Every change to the row of id N happens under the advisory lock on N
+ *	  (lease_lock.c).  An acquirer only try-locks (two acquirers never wait
+ *	  for each other: the second skips the id the first is claiming); renew
+ *	  and release wait for it (so a renewal racing a re-acquisition sees the
+ *	  new token and fails).  The claim itself is INSERT ... ON CONFLICT DO
+ *	  UPDATE ... WHERE the lease has ended, which re-checks on the latest
+ *	  row version, so a lease committed after the acquirer's snapshot is
+ *	  never overwritten.
  *
  *	  A lease bound to its session is also held with a session-level lock
  *	  on the same key, released when the session ends (or the acquiring
  *	  (sub)transaction aborts, or the lease is released).  Whoever can lock
  *	  such an id knows the session is gone and ends the lease then: the
- *	  purge (the idgen purge process, every idgen.purge_interval) or an acquirer
- *	  passing by; the quarantine runs from that moment, which shared memory
- *	  keeps (lease_fence.c) so that an acquirer whose transaction fails
- *	  does not take it back with its rollback.
+ *	  purge (the idgen purge process, every idgen.purge_interval) or an
+ *	  acquirer passing by; the quarantine runs from that moment, which
+ *	  shared memory keeps (lease_fence.c) so that an acquirer whose
+ *	  transaction fails does not take it back with its rollback.
  *
  * Horizons
  *	  A server's lease (idgen_server_lease, registry.c) carries a horizon:
@@ -87,9 +87,10 @@
  * Tokens
  *	  A new token is the next tick of the UUIDv7 clock, but above every
  *	  token in the table and every token given out since the server
- *	  started (lease_fence.c): a table restored onto a server whose clock is behind the
- *	  one that made it still gets tokens above its own, so a store that
- *	  fences holders by the highest token never takes an old holder back.
+ *	  started (lease_fence.c): a table restored onto a server whose clock
+ *	  is behind the one that made it still gets tokens above its own, so a
+ *	  store that fences holders by the highest token never takes an old
+ *	  holder back.
  *
  *-------------------------------------------------------------------------
  */
@@ -130,9 +131,9 @@ int			idgen_worker_max_per_role = 0;
 	"COALESCE((" LEASE_END("") " OPERATOR(pg_catalog.<=) " ts "), false)"
 
 /*
- * The horizon an ended lease's holders can have reached (see "Horizons"
- * below): the one they reported, but no further than the lease's end plus
- * the reach ($13).  NULL stays NULL (LEAST alone would ignore it).
+ * The horizon an ended lease's holders can have reached (see "Horizons" in
+ * the file header): the one they reported, but no further than the lease's
+ * end plus the reach ($13).  NULL stays NULL (LEAST alone would ignore it).
  */
 #define REACHED_HORIZON \
 	"CASE WHEN l.horizon IS NULL THEN NULL ELSE LEAST(l.horizon, " \

@@ -549,6 +549,9 @@ lease_acquire(FunctionCallInfo fcinfo, const LeaseRequest *req)
 
 	if (grant.id < 0)
 		report_all_taken(&scan, tries);
+	/* Never this server's own id; active-active: only this node's ids. */
+	Assert(grant.id != scan.own);
+	Assert(idgen_active_nodes <= 1 || grant.id % idgen_active_nodes == idgen_active_node);
 	if (req->session_bound)
 		idgen_lease_hold_for_session(scan.relid, grant.id);
 	return grant_row(fcinfo, &grant);

@@ -239,9 +239,9 @@ idgen_lease_release_for_session(Oid relid, int32 id)
 /*
  * If the session that holds the session-bound lease 'token' of 'id' is gone
  * (its lock can be taken), end the lease when that was first seen
- * (idgen_lease_session_gone_at: 'now', or earlier if an acquirer that failed saw it
- * before); that time, or 0 if the lease was not ended.  The quarantine runs
- * from then, whether or not this transaction commits.
+ * (idgen_lease_session_gone_at: 'now', or earlier if an acquirer that
+ * failed saw it before); that time, or 0 if the lease was not ended.  The
+ * quarantine runs from then, whether or not this transaction commits.
  */
 TimestampTz
 idgen_lease_end_session(IdgenSqlContext *cx, Oid relid, int32 id, int64 token, TimestampTz now)
