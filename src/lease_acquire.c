@@ -246,8 +246,8 @@ refuse_own_id(int64 want, int64 own)
 }
 
 /*
- * Read the ids below 'max_workers' that are not free now (LEASE_Q_BUSY), sorted,
- * and which of them are bound to a session, with their tokens.
+ * Read the ids below 'max_workers' that are not free now (LEASE_Q_BUSY),
+ * sorted, and which of them are bound to a session, with their tokens.
  */
 static void
 load_busy(LeaseScan *scan, int32 max_workers)
