@@ -52,9 +52,11 @@
  */
 #include "postgres.h"
 
+#include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
 #include "idgen_lease.h"
