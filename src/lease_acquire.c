@@ -485,6 +485,39 @@ grant_row(FunctionCallInfo fcinfo, const LeaseGrant *grant)
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, isnull));
 }
 
+/*
+ * Try to claim 'id' for 'req', into 'grant'; count why if it was passed
+ * over.  An id the caller named that cannot be claimed is an error.
+ */
+static void
+try_id(LeaseScan *scan, const LeaseRequest *req, int32 id, LeaseGrant *grant)
+{
+	TimestampTz fresh_from = 0;
+
+	if (id == scan->own || (req->want < 0 && was_busy(scan, id)))
+		return;
+	/* active-active: this node's ids only (refuse_other_node) */
+	if (idgen_active_nodes > 1 && id % idgen_active_nodes != idgen_active_node)
+		return;
+	switch (claim_id(scan, req, id, grant, &fresh_from))
+	{
+		case CLAIM_GRANTED:
+			break;
+		case CLAIM_LOCKED:
+			scan->nlocked++;
+			break;
+		case CLAIM_TAKEN:
+		case CLAIM_RESTING:
+			if (req->want >= 0)
+				report_taken(scan, id, req, fresh_from);
+			if (scan->now < fresh_from)
+				scan->nresting++;
+			else
+				scan->nlocked++;	/* taken after the scan began */
+			break;
+	}
+}
+
 /* Lease an id for 'req' and return the SQL result row, or raise why not. */
 static Datum
 lease_acquire(FunctionCallInfo fcinfo, const LeaseRequest *req)
@@ -518,32 +551,9 @@ lease_acquire(FunctionCallInfo fcinfo, const LeaseRequest *req)
 
 	for (int64 i = 0; i < tries && grant.id < 0; i++)
 	{
-		int32		id = req->want >= 0 ? (int32) req->want : (int32) ((start + i) % tries);
-		TimestampTz fresh_from = 0;
-
 		CHECK_FOR_INTERRUPTS();
-		if (id == scan.own || (req->want < 0 && was_busy(&scan, id)))
-			continue;
-		/* active-active: this node's ids only (refuse_other_node) */
-		if (idgen_active_nodes > 1 && id % idgen_active_nodes != idgen_active_node)
-			continue;
-		switch (claim_id(&scan, req, id, &grant, &fresh_from))
-		{
-			case CLAIM_GRANTED:
-				break;
-			case CLAIM_LOCKED:
-				scan.nlocked++;
-				break;
-			case CLAIM_TAKEN:
-			case CLAIM_RESTING:
-				if (req->want >= 0)
-					report_taken(&scan, id, req, fresh_from);
-				if (scan.now < fresh_from)
-					scan.nresting++;
-				else
-					scan.nlocked++; /* taken after the scan began */
-				break;
-		}
+		try_id(&scan, req,
+			   req->want >= 0 ? (int32) req->want : (int32) ((start + i) % tries), &grant);
 	}
 	idgen_sql_end(&scan.cx);
 
