@@ -22,6 +22,10 @@ OBJS = \
 	src/interval.o \
 	src/layout.o \
 	src/lease.o \
+	src/lease_acquire.o \
+	src/lease_fence.o \
+	src/lease_lock.o \
+	src/lease_renew.o \
 	src/owner_sql.o \
 	src/public.o \
 	src/registry.o \
@@ -56,7 +60,7 @@ SHLIB_LINK_INTERNAL = $(libpq)
 # Regression tests run on a temporary instance that preloads the library
 # (pg_cron's idiom), so no hand-configured server is needed.
 # seq_cache drops and creates the extension: leases after it would find the
-# ids leased before it resting (lease.c, "a dropped lease table"), so it
+# ids leased before it resting (lease_fence.c, "a dropped lease table"), so it
 # runs last.
 REGRESS = layout last generate errors params convert public uuid7 uuid7_core seq seq_txn seq_limits seq_options lease registry seq_cache
 REGRESS_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_regress \

@@ -692,7 +692,7 @@ AS 'MODULE_PATHNAME', 'idgen_worker_reset_horizon'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- A server's own identity, when this server is the registry of others
--- (idgen.registry on those): called by their "idgen registry" workers, and
+-- (idgen.registry on those): called by their "idgen registry" processes, and
 -- renewed and released with idgen_worker_renew / idgen_worker_release.
 CREATE FUNCTION @extschema@.idgen_server_lease(
     system_identifier bigint,
@@ -722,7 +722,7 @@ REVOKE ALL ON FUNCTION @extschema@.idgen_worker_acquire(text, interval, bigint, 
 -- the lease's expiry, even if it was released before, plus
 -- idgen.worker_quarantine; see lease.c) or free.  A session-bound lease is held while its
 -- session holds the id's advisory lock (classid 1768187749 = 0x69646765,
--- objsubid 26980 = 0x6964, see lease.c).
+-- objsubid 26980 = 0x6964, see lease_lock.c).
 CREATE VIEW @extschema@.idgen_worker_leases AS
     SELECT l.datacenter_id, l.worker_id, l.holder, l.token, l.session_bound,
            pg_catalog.pg_get_userbyid(l.acquired_by) AS acquired_by,

@@ -35,6 +35,7 @@
 #include "idgen.h"
 #include "idgen_layout.h"
 #include "idgen_horizon.h"
+#include "idgen_lease.h"
 #include "idgen_registry.h"
 #include "idgen_seq.h"
 #include "idgen_shmem.h"

@@ -5,7 +5,7 @@
  *	  and their counters, the settings and functions several areas use.
  *	  Each area has a header of its own (idgen_layout.h, idgen_shmem.h,
  *	  idgen_horizon.h, idgen_registry.h, idgen_remote.h, idgen_sql.h,
- *	  idgen_seq.h, idgen_bgworker.h); version differences are in compat.h.
+ *	  idgen_seq.h, idgen_lease.h, idgen_bgworker.h); version differences are in compat.h.
  *
  * The module map (files of one area share a prefix; the README's
  * Development section says more):
@@ -18,7 +18,7 @@
  *	  owner_sql.c, interval.c SQL as the extension's owner; ttl arithmetic
  *	  seq.c, seq_row.c        per-key sequences: SQL semantics; the row
  *	  seq_cache.c, seq_worker.c  cached segments; the "idgen purge" process
- *	  lease.c                 worker-id leases
+ *	  lease.c, lease_*.c      worker-id leases (the files: idgen_lease.h)
  *	  registry.c, registry_worker.c, remote.c  identity from a registry
  *
  *-------------------------------------------------------------------------
@@ -84,10 +84,6 @@ extern void idgen_active_init(void);
 extern void idgen_active_node_check(void);
 pg_noreturn extern void idgen_identity_clash_error(void);
 extern char *idgen_identity_clash_text(void);
-
-/* lease.c */
-extern int	idgen_worker_quarantine_ms;
-extern void idgen_lease_init(void);
 
 /* snowflake.c, uuid7.c: the session's last IDs, forgotten by DISCARD */
 extern void idgen_snowflake_forget_last(void);

@@ -144,53 +144,6 @@ typedef struct IdgenIdentityClash
 } IdgenIdentityClash;
 
 /*
- * Worker-id leases this server granted since it started, per database and
- * worker id (lease.c), under 'lock': when the lease table is dropped and
- * created again, an id the new table has no row for rests until the old
- * table's lease of it has ended.  Ids from IDGEN_LEASE_FENCE_IDS up share
- * the last entry.
- */
-#define IDGEN_LEASE_FENCE_DATABASES	16
-#define IDGEN_LEASE_FENCE_IDS		1024
-
-typedef struct IdgenLeaseFence
-{
-	Oid			dbid;			/* InvalidOid: a free slot */
-	Oid			relid;			/* the lease table of the latest grant */
-	/* per id: the end of its latest lease in that table, or 0 */
-	TimestampTz current[IDGEN_LEASE_FENCE_IDS + 1];
-	/* per id: the latest end of its leases in tables dropped since */
-	TimestampTz dropped[IDGEN_LEASE_FENCE_IDS + 1];
-} IdgenLeaseFence;
-
-/*
- * When a lease bound to a session was first seen to have lost its session
- * (its id's advisory lock free), per database, id and token (0: a lease of
- * a dropped table, known only from the fence): its quarantine runs from
- * then, even if the transaction that saw it rolls back.  A full table
- * forgets its oldest entry; a forgotten lease rests again from the next
- * time it is seen, which is later, so forgetting is safe.
- */
-#define IDGEN_LEASE_SESSION_ENDS	64
-
-typedef struct IdgenSessionEnd
-{
-	Oid			dbid;			/* InvalidOid: a free entry */
-	int32		id;
-	int64		token;
-	TimestampTz seen_at;
-} IdgenSessionEnd;
-
-typedef struct IdgenLeaseFences
-{
-	LWLock	   *lock;			/* rarely taken: a grant, renewal or claim */
-	IdgenLeaseFence db[IDGEN_LEASE_FENCE_DATABASES];
-	IdgenSessionEnd session_ends[IDGEN_LEASE_SESSION_ENDS];
-	/* the last lease token given out (lease.c: above every token in the table) */
-	int64		last_token;
-} IdgenLeaseFences;
-
-/*
  * The shared-memory segment.  See shmem.c for the locking protocol.
  */
 typedef struct IdgenShared
@@ -238,8 +191,6 @@ typedef struct IdgenShared
 	bool		fenced;
 
 	IdgenReplayStatus replay;
-
-	IdgenLeaseFences lease_fences;
 
 	/* the rest is written only at start, or under 'lock' */
 	LWLock	   *lock;			/* guards stats_base and stats_reset */

@@ -81,10 +81,6 @@
  *	  that read it just before it was set issues the IDs of that moment, as
  *	  it would have a moment earlier.
  *
- * lease_fences: the fences of dropped lease tables, the sessions seen gone
- *	  and the last lease token, under lease_fences.lock, by the lease
- *	  functions (lease.c).
- *
  * Areas: state that only one area reads and writes lives in a struct of
  *	  that area's own (its name is the struct's and its LWLock tranche's),
  *	  registered by the area with idgen_shmem_register() and described, with
@@ -221,7 +217,7 @@ idgen_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(idgen_shmem_size(true));
-	RequestNamedLWLockTranche("idgen", 3);
+	RequestNamedLWLockTranche("idgen", 2);
 	for (int i = 0; i < nareas; i++)
 		if (area_nlocks(areas[i]) > 0)
 			RequestNamedLWLockTranche(areas[i]->name, area_nlocks(areas[i]));
@@ -261,11 +257,6 @@ idgen_shmem_startup(void)
 		s->keeper.latch = NULL;
 		s->keeper.persists = s->keeper.failures = 0;
 		s->keeper.last_persist = s->keeper.last_failure = 0;
-
-		s->lease_fences.lock = &(GetNamedLWLockTranche("idgen"))[2].lock;
-		memset(s->lease_fences.db, 0, sizeof(s->lease_fences.db));
-		memset(s->lease_fences.session_ends, 0, sizeof(s->lease_fences.session_ends));
-		s->lease_fences.last_token = 0;
 
 		SpinLockInit(&s->replay.mutex);
 		s->replay.known = false;
