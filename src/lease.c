@@ -292,14 +292,7 @@ idgen_lease_run_id_tokens(IdgenSqlContext *cx, int q, Datum *args, int32 **ids, 
 Oid
 idgen_lease_relid(const IdgenFunction *fn)
 {
-	const char *name = "idgen_worker_lease";
-	Oid			relid = get_relname_relid(name, fn->nspid);
-
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation \"%s.%s\" does not exist", get_namespace_name(fn->nspid), name)));
-	return relid;
+	return idgen_extension_table(fn, "idgen_worker_lease", false);
 }
 
 /* ----------
