@@ -18,14 +18,15 @@ OBJS = \
 	src/clock.o \
 	src/horizon.o \
 	src/horizon_wal.o \
+	src/identity.o \
 	src/idgen.o \
 	src/interval.o \
+	src/keeper.o \
 	src/layout.o \
 	src/lease.o \
 	src/owner_sql.o \
 	src/public.o \
 	src/registry.o \
-	src/registry_worker.o \
 	src/remote.o \
 	src/seq.o \
 	src/seq_row.o \
@@ -39,7 +40,7 @@ OBJS = \
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
-# The registry process (src/registry_worker.c) talks to the registry server
+# The registry process (src/registry.c) talks to the registry server
 # with libpq (src/remote.c).
 PG_CPPFLAGS = -I$(libpq_srcdir)
 
