@@ -66,6 +66,9 @@ extern void idgen_identity_decode(const IdgenLayout *layout, uint64 id,
 								  int *datacenter_id, int *worker_id);
 extern uint64 idgen_lease_word(const IdgenLayout *layout, TimestampTz until,
 							   int datacenter_id, int worker_id);
+extern int64 idgen_identity_number(const IdgenLayout *layout, int datacenter_id, int worker_id);
+extern void idgen_identity_of_number(const IdgenLayout *layout, int64 number,
+									 int *datacenter_id, int *worker_id);
 extern bool idgen_lease_word_covers(const IdgenLayout *layout, uint64 w, uint64 ms);
 extern uint64 idgen_lease_word_identity(const IdgenLayout *layout, uint64 w);
 

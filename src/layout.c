@@ -382,6 +382,23 @@ idgen_identity_decode(const IdgenLayout *l, uint64 id, int *datacenter_id, int *
 }
 
 /*
+ * An identity as one number, (datacenter_id << worker_bits) | worker_id:
+ * the id of its row in idgen_worker_lease (lease.c), and back.
+ */
+int64
+idgen_identity_number(const IdgenLayout *l, int datacenter_id, int worker_id)
+{
+	return ((int64) datacenter_id << l->worker_bits) | worker_id;
+}
+
+void
+idgen_identity_of_number(const IdgenLayout *l, int64 number, int *datacenter_id, int *worker_id)
+{
+	*datacenter_id = (int) (number >> l->worker_bits);
+	*worker_id = (int) (number & (int64) low_mask(l->worker_bits));
+}
+
+/*
  * The lease word of an identity valid until 'until' (local time): 0, no
  * lease, if that is not after the epoch; a bound past the timestamp field
  * is its last millisecond.
