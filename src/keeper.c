@@ -82,6 +82,8 @@ publish(TimestampTz horizon, bool logged)
 	IdgenHorizonShared *h = idgen_horizon_shared;
 
 	LWLockAcquire(h->file_lock, LW_EXCLUSIVE);
+	/* Durable before generators may use it: the file has at least as much. */
+	Assert(horizon <= h->file_horizon);
 	if (logged || (!h->recovery_ended && idgen_recovery_may_generate()))
 	{
 		/* Only now may generators use it. */
