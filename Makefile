@@ -18,8 +18,10 @@ OBJS = \
 	src/clock.o \
 	src/horizon.o \
 	src/horizon_wal.o \
+	src/identity.o \
 	src/idgen.o \
 	src/interval.o \
+	src/keeper.o \
 	src/layout.o \
 	src/lease.o \
 	src/lease_acquire.o \
@@ -29,7 +31,6 @@ OBJS = \
 	src/owner_sql.o \
 	src/public.o \
 	src/registry.o \
-	src/registry_worker.o \
 	src/remote.o \
 	src/seq.o \
 	src/seq_row.o \
@@ -43,7 +44,7 @@ OBJS = \
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
-# The registry process (src/registry_worker.c) talks to the registry server
+# The registry process (src/registry.c) talks to the registry server
 # with libpq (src/remote.c).
 PG_CPPFLAGS = -I$(libpq_srcdir)
 

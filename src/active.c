@@ -50,16 +50,24 @@
  *	  data: the idgen purge process writes this server's row in every
  *	  database with idgen, at each purge (idgen_identity_announce), so
  *	  that a node that subscribes later receives it too.  A trigger on the
- *	  table, enabled ALWAYS so that it fires in replication's workers too,
+ *	  table, enabled ALWAYS so that it fires in replication's apply processes too,
  *	  looks at every row written: another server's claim to this server's identity stops
  *	  this server's Snowflake generation, with an error naming both servers
  *	  (idgen_identity_clash_error), a WARNING in the log, and the clash in
  *	  idgen_info().  So does the announcement, when it finds such a claim
  *	  already there.  The stop lasts until the server restarts (see
- *	  IdgenIdentityClash in idgen_shmem.h for the shared state).  Only an
+ *	  "Shared state" below).  Only an
  *	  identity from the settings is announced: one leased from a registry
  *	  is the registry's to keep unique.  The table is not dumped: a restored
  *	  copy announces its own identity.
+ *
+ * Shared state
+ *	  The clash's details live in this file's area, "idgen clash"
+ *	  (IdgenIdentityClash), written once under its spinlock 'mutex'; then
+ *	  the core segment's 'clashed' flag is set (a spinlock release is a
+ *	  barrier), and never cleared until the server restarts.  Generators
+ *	  read only the flag, without a lock; readers of the details take the
+ *	  mutex, after reading the flag set.
  *
  *-------------------------------------------------------------------------
  */
@@ -73,6 +81,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "postmaster/postmaster.h"
+#include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -91,6 +100,19 @@ PG_FUNCTION_INFO_V1(idgen_identity_claim_check);
 
 int			idgen_active_nodes = 1;
 int			idgen_active_node = 0;
+
+/* Another server's claim to this server's identity (see the file header). */
+typedef struct IdgenIdentityClash
+{
+	slock_t		mutex;
+	uint64		other_sysid;	/* the other server's system identifier */
+	char		other_instance[64];
+	TimestampTz other_announced_at;
+	TimestampTz seen_at;		/* when this server learnt of it */
+	char		database[NAMEDATALEN];	/* where the claim was found */
+} IdgenIdentityClash;
+
+static IdgenIdentityClash *clash = NULL;
 
 /*
  * Raise an error if this node's number is not among the nodes: nothing that
@@ -268,11 +290,11 @@ own_sysid(void)
 static void
 clash_found(int64 other_sysid, const char *other_instance, TimestampTz other_announced_at)
 {
-	IdgenIdentityClash *c = &idgen_shared->clash;
+	IdgenIdentityClash *c = clash;
 	bool		first = false;
 
 	SpinLockAcquire(&c->mutex);
-	if (pg_atomic_read_u32(&c->clashed) == 0)
+	if (pg_atomic_read_u32(&idgen_shared->clashed) == 0)
 	{
 		c->other_sysid = (uint64) other_sysid;
 		strlcpy(c->other_instance, other_instance, sizeof(c->other_instance));
@@ -280,7 +302,7 @@ clash_found(int64 other_sysid, const char *other_instance, TimestampTz other_ann
 		c->seen_at = GetCurrentTimestamp();
 		strlcpy(c->database, get_database_name(MyDatabaseId) ? get_database_name(MyDatabaseId) : "?",
 				sizeof(c->database));
-		pg_atomic_write_u32(&c->clashed, 1);
+		pg_atomic_write_u32(&idgen_shared->clashed, 1);
 		first = true;
 	}
 	SpinLockRelease(&c->mutex);
@@ -301,9 +323,9 @@ idgen_identity_clash_error(void)
 {
 	IdgenIdentityClash copy;
 
-	SpinLockAcquire(&idgen_shared->clash.mutex);
-	copy = idgen_shared->clash;
-	SpinLockRelease(&idgen_shared->clash.mutex);
+	SpinLockAcquire(&clash->mutex);
+	copy = *clash;
+	SpinLockRelease(&clash->mutex);
 	idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_ERRORS, 1);
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_IN_USE),
@@ -322,11 +344,11 @@ idgen_identity_clash_text(void)
 {
 	IdgenIdentityClash copy;
 
-	if (idgen_shared == NULL || pg_atomic_read_u32(&idgen_shared->clash.clashed) == 0)
+	if (idgen_shared == NULL || pg_atomic_read_u32(&idgen_shared->clashed) == 0)
 		return NULL;
-	SpinLockAcquire(&idgen_shared->clash.mutex);
-	copy = idgen_shared->clash;
-	SpinLockRelease(&idgen_shared->clash.mutex);
+	SpinLockAcquire(&clash->mutex);
+	copy = *clash;
+	SpinLockRelease(&clash->mutex);
 	return psprintf("server " UINT64_FORMAT " (%s) claims this identity since %s (seen at %s in database \"%s\"); Snowflake generation is stopped",
 					copy.other_sysid, copy.other_instance, timestamptz_to_str(copy.other_announced_at),
 					timestamptz_to_str(copy.seen_at), copy.database);
@@ -416,7 +438,27 @@ idgen_identity_claim_check(PG_FUNCTION_ARGS)
 	return PointerGetDatum(NULL);
 }
 
-/* Define the settings. */
+static Size
+clash_shmem_size(void)
+{
+	return sizeof(IdgenIdentityClash);
+}
+
+static void
+clash_shmem_startup(void *ptr, bool found, LWLockPadded *locks)
+{
+	clash = (IdgenIdentityClash *) ptr;
+	if (!found)
+		SpinLockInit(&clash->mutex);
+}
+
+static const IdgenShmemArea clash_area = {
+	.name = "idgen clash",
+	.size = clash_shmem_size,
+	.startup = clash_shmem_startup,
+};
+
+/* Define the settings; when preloading, register the clash's area. */
 void
 idgen_active_init(void)
 {
@@ -431,4 +473,7 @@ idgen_active_init(void)
 							"Each primary has its own.",
 							&idgen_active_node, 0, 0, IDGEN_MAX_ACTIVE_NODES - 1,
 							idgen_startup_context(), 0, NULL, NULL, NULL);
+
+	if (process_shared_preload_libraries_in_progress)
+		idgen_shmem_register(&clash_area);
 }

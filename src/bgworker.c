@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * bgworker.c
- *	  Registering idgen's background processes: the keeper (horizon.c), the
- *	  registry worker (registry.c) and "idgen purge" (seq_worker.c).
+ *	  Registering idgen's background processes: "idgen keeper" (keeper.c),
+ *	  "idgen registry" (registry.c) and "idgen purge" (seq_worker.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -13,12 +13,12 @@
 #include "idgen_bgworker.h"
 
 /*
- * Register one of idgen's background workers; called from _PG_init in the
- * postmaster.
+ * Register one of idgen's background processes; called from _PG_init in
+ * the postmaster.
  */
 void
-idgen_register_worker(const char *name, const char *function, int flags,
-					  BgWorkerStartTime start_time, int restart_seconds)
+idgen_register_process(const char *name, const char *function, int flags,
+					   BgWorkerStartTime start_time, int restart_seconds)
 {
 	BackgroundWorker worker;
 

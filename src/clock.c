@@ -44,7 +44,7 @@
  *	  over, registry.c) raises its generator words above the horizon T that
  *	  bounds the IDs issued before.  So does a server that starts with a
  *	  horizon file ahead of its clock, when the clock has not gone back
- *	  since the file was written (shmem.c).  If its clock is behind T, the rule
+ *	  since the file was written (horizon.c).  If its clock is behind T, the rule
  *	  above would make it wait until its clock reaches T.  Instead it keeps
  *	  a takeover point that starts idgen.max_drift before T (generators
  *	  issue up to that far ahead of it, so the first ID is just above T)
@@ -80,29 +80,21 @@
 #include "utils/guc.h"
 #include "portability/instr_time.h"
 #include "utils/timestamp.h"
+#include "storage/latch.h"
 #include "utils/wait_event.h"
 
 #include "idgen.h"
 #include "idgen_layout.h"
 #include "idgen_shmem.h"
-#include "idgen_horizon.h"
+#include "idgen_clock.h"
 
 /* Settings (the clock policy above). */
 int			idgen_max_drift_ms = 100;
 int			idgen_clock_wait_ms = 1000;
 int			idgen_takeover_max_lead_ms = 60 * 1000;
 
-/* Longest single sleep while waiting for the clock; interrupts between. */
-#define IDGEN_WAIT_SLICE_US		10000
-
 /* Sleep while waiting for the keeper to advance the horizon. */
 #define IDGEN_HORIZON_SLICE_US	1000
-
-static inline int64
-floor_div(int64 a, int64 b)
-{
-	return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
 
 /*
  * Read the wall clock, counting a reading behind the latest millisecond any
@@ -158,32 +150,47 @@ idgen_takeover_point(void)
 }
 
 /*
- * Why this server took over, for messages (the latest takeover's): what it
- * starts above, and whose clock to check.
+ * The detail and hint of the error of a generator held back by a takeover
+ * beyond idgen.takeover_max_lead (the latest takeover's cause): what it
+ * starts above, up to 'upto', and whose clock to check.
  */
-static void
-takeover_words(const char **what, const char **whose)
+static int
+takeover_detail(const char *upto)
 {
-	switch (idgen_shared->takeover_cause)
+	switch ((IdgenTakeoverCause) idgen_shared->takeover_cause)
 	{
 		case IDGEN_TAKEOVER_PROMOTION:
-			*what = "This server was promoted and starts above every ID its former primary may have issued";
-			*whose = "Synchronize this server's clock with the former primary's";
-			return;
+			return errdetail("This server was promoted and starts above every ID its former primary may have issued, up to %s. That is more than \"idgen.takeover_max_lead\" (%d ms) ahead of this server's clock.",
+							 upto, idgen_takeover_max_lead_ms);
 		case IDGEN_TAKEOVER_CRASH_RECOVERY:
-			*what = "After crash recovery this server starts above every ID it may have issued before, as its WAL says";
-			*whose = "Check this server's time source";
-			return;
+			return errdetail("After crash recovery this server starts above every ID it may have issued before, as its WAL says, up to %s. That is more than \"idgen.takeover_max_lead\" (%d ms) ahead of this server's clock.",
+							 upto, idgen_takeover_max_lead_ms);
 		case IDGEN_TAKEOVER_RESTART:
-			*what = "After its restart this server starts above every ID it may have issued before, as its horizon file says";
-			*whose = "Check this server's time source";
-			return;
+			return errdetail("After its restart this server starts above every ID it may have issued before, as its horizon file says, up to %s. That is more than \"idgen.takeover_max_lead\" (%d ms) ahead of this server's clock.",
+							 upto, idgen_takeover_max_lead_ms);
 		case IDGEN_TAKEOVER_REGISTRY:
 		case IDGEN_TAKEOVER_NONE:
 			break;
 	}
-	*what = "This server leased its identity from the registry and starts above every ID the last holder may have issued";
-	*whose = "Synchronize this server's clock with the last holder's";
+	return errdetail("This server leased its identity from the registry and starts above every ID the last holder may have issued, up to %s. That is more than \"idgen.takeover_max_lead\" (%d ms) ahead of this server's clock.",
+					 upto, idgen_takeover_max_lead_ms);
+}
+
+static int
+takeover_hint(void)
+{
+	switch ((IdgenTakeoverCause) idgen_shared->takeover_cause)
+	{
+		case IDGEN_TAKEOVER_PROMOTION:
+			return errhint("Synchronize this server's clock with the former primary's; generation resumes once this clock is within \"idgen.takeover_max_lead\" of the time above.");
+		case IDGEN_TAKEOVER_CRASH_RECOVERY:
+		case IDGEN_TAKEOVER_RESTART:
+			return errhint("Check this server's time source; generation resumes once this clock is within \"idgen.takeover_max_lead\" of the time above.");
+		case IDGEN_TAKEOVER_REGISTRY:
+		case IDGEN_TAKEOVER_NONE:
+			break;
+	}
+	return errhint("Synchronize this server's clock with the last holder's; generation resumes once this clock is within \"idgen.takeover_max_lead\" of the time above.");
 }
 
 pg_noreturn static void
@@ -196,21 +203,12 @@ clock_behind_error(const IdgenTickClock *c, uint64 last_tick, int64 now_ms)
 	idgen_count(c->kind, IDGEN_STAT_ERRORS, 1);
 	/* Ahead of the clock because of a takeover beyond its bound: say so. */
 	if (takeover > now + (TimestampTz) idgen_takeover_max_lead_ms * 1000)
-	{
-		const char *what;
-		const char *whose;
-
-		takeover_words(&what, &whose);
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("could not generate %s: the system clock is " INT64_FORMAT " ms behind the IDs this server must start above",
 						c->item, last_ms - now_ms),
-				 errdetail("%s, up to %s. That is more than \"idgen.takeover_max_lead\" (%d ms) ahead of this server's clock.",
-						   what, timestamptz_to_str(c->epoch + (TimestampTz) last_ms * 1000),
-						   idgen_takeover_max_lead_ms),
-				 errhint("%s; generation resumes once this clock is within \"idgen.takeover_max_lead\" of the time above.",
-						 whose)));
-	}
+				 takeover_detail(timestamptz_to_str(c->epoch + (TimestampTz) last_ms * 1000)),
+				 takeover_hint()));
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not generate %s: the system clock moved backwards by " INT64_FORMAT " ms",
@@ -248,10 +246,11 @@ horizon_error(const IdgenTickClock *c, int64 next_ms)
  * slower), the takeover is over: the word is cleared, by compare-and-swap
  * from the value read (a takeover raising it meanwhile wins), and later
  * calls take the fast path again.  A wall clock that steps back after that
- * is met by the clock policy, as on any server.
+ * is met by the clock policy, as on any server.  The keeper keeps the
+ * horizon ahead of the same time (keeper.c).
  */
-static inline TimestampTz
-effective_now(TimestampTz wall)
+TimestampTz
+idgen_generators_now(TimestampTz wall)
 {
 	uint64		base = pg_atomic_read_u64(&idgen_shared->takeover.value);
 	TimestampTz takeover;
@@ -274,6 +273,39 @@ raise_word(pg_atomic_uint64 *word, uint64 value)
 
 	while (old < value && !pg_atomic_compare_exchange_u64(word, &old, value))
 		;
+	Assert(pg_atomic_read_u64(word) >= value);
+}
+
+/*
+ * The generator word that makes the next tick start the first millisecond
+ * (of the generator's own epoch) that begins after 'horizon': every ID
+ * issued from it is above the horizon.
+ */
+uint64
+idgen_start_tick(TimestampTz horizon, TimestampTz epoch, int tick_bits)
+{
+	int64		ms;
+
+	if (horizon < epoch)
+		return 0;
+	ms = (horizon - epoch) / 1000 + 1;	/* first ms starting after it */
+	return ((uint64) ms << tick_bits) - 1;
+}
+
+/*
+ * Ask the keeper to run a round now: a generator waits for the horizon, or
+ * recovery has ended.  The keeper publishes its latch in the core segment
+ * (keeper.c) and clears it when it exits; a latch read just before that
+ * belongs to a PGPROC that may be reused, and setting it then only wakes
+ * that process once for nothing.
+ */
+void
+idgen_wake_keeper(void)
+{
+	Latch	   *latch = (Latch *) (uintptr_t) pg_atomic_read_u64(&idgen_shared->keeper_latch);
+
+	if (latch != NULL)
+		SetLatch(latch);
 }
 
 /*
@@ -320,10 +352,10 @@ idgen_take_over(TimestampTz horizon, bool uuid7, IdgenTakeoverCause cause)
 	if (l->valid)
 		for (int g = 0; g < idgen_shared->ngenes; g++)
 			raise_word(&idgen_shared->genes[g],
-					   idgen_horizon_start_tick(horizon, l->epoch, l->sequence_bits));
+					   idgen_start_tick(horizon, l->epoch, l->sequence_bits));
 	if (uuid7)
 		raise_word(&idgen_shared->uuid7_tick.value,
-				   idgen_horizon_start_tick(horizon, IDGEN_UNIX_EPOCH, IDGEN_UUID7_TICK_BITS));
+				   idgen_start_tick(horizon, IDGEN_UNIX_EPOCH, IDGEN_UUID7_TICK_BITS));
 	start = Max(horizon, idgen_issued_bound(uuid7) - 1000);
 
 	/*
@@ -335,9 +367,66 @@ idgen_take_over(TimestampTz horizon, bool uuid7, IdgenTakeoverCause cause)
 	 * when clocks agree (horizon_wal.c, end of recovery).
 	 */
 	point = start - (TimestampTz) idgen_max_drift_ms * 1000;
-	idgen_shared->takeover_cause = cause;
+	idgen_shared->takeover_cause = (int) cause;
 	raise_word(&idgen_shared->takeover.value, (uint64) (2 * point - monotonic_us()));
 	return (start - GetCurrentTimestamp()) / 1000;
+}
+
+/*
+ * Sleep 'us' (at most a slice) in a generator's wait, counted in its
+ * statistics and in '*waited_us'; interrupts are checked after it.
+ */
+static void
+clock_sleep(const IdgenTickClock *c, int64 us, int64 *waited_us)
+{
+	Assert(us > 0 && us <= IDGEN_WAIT_SLICE_US);
+	idgen_count(c->kind, IDGEN_STAT_WAITS, 1);
+	idgen_count(c->kind, IDGEN_STAT_WAIT_US, us);
+	pgstat_report_wait_start(WAIT_EVENT_PG_SLEEP);
+	pg_usleep(us);
+	pgstat_report_wait_end();
+	*waited_us += us;
+	CHECK_FOR_INTERRUPTS();
+}
+
+pg_noreturn static void
+field_run_out_error(const IdgenTickClock *c)
+{
+	idgen_count(c->kind, IDGEN_STAT_ERRORS, 1);
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("the %s timestamp field has run out", c->name),
+			 errdetail("The %d-bit field counted from %s ended at %s.",
+					   c->field_bits, c->epoch_name,
+					   timestamptz_to_str(c->end_of_time)),
+			 errhint("Configure a layout with more timestamp bits or a later epoch.")));
+}
+
+/* Whether millisecond 'ms' of clock 'c' starts after the durable horizon. */
+static inline bool
+beyond_horizon(const IdgenTickClock *c, int64 ms)
+{
+	return c->epoch + ms * 1000 >
+		(TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value);
+}
+
+/*
+ * The first tick of 'now_us' (microseconds from the epoch) on clock 'c':
+ * its millisecond shifted into place, with the fraction of the millisecond
+ * in the counter bits if the clock says so; 0 before the epoch.
+ */
+static inline uint64
+floor_tick(const IdgenTickClock *c, int64 now_us)
+{
+	int64		now_ms = idgen_floor_div(now_us, 1000);
+	uint64		tick;
+
+	if (now_ms <= 0)
+		return 0;
+	tick = (uint64) now_ms << c->tick_bits;
+	if (c->sub_ms)
+		tick |= ((uint64) (now_us - now_ms * 1000) << c->tick_bits) / 1000;
+	return tick;
 }
 
 /*
@@ -353,95 +442,60 @@ idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *c)
 	for (;;)
 	{
 		TimestampTz wall = read_clock(c->kind);
-		TimestampTz now = effective_now(wall);
-		int64		now_us = now - c->epoch;
-		int64		now_ms = floor_div(now_us, 1000);
-		int64		wall_ms = floor_div(wall - c->epoch, 1000);
-		uint64		floor_tick = 0;
-		uint64		next;
-		int64		next_ms;
-
-		if (now_ms > 0)
-		{
-			floor_tick = (uint64) now_ms << bits;
-			if (c->sub_ms)
-				floor_tick |= ((uint64) (now_us - now_ms * 1000) << bits) / 1000;
-		}
-		next = Max(old + 1, floor_tick);
-		next_ms = (int64) (next >> bits);
+		int64		now_us = idgen_generators_now(wall) - c->epoch;
+		int64		now_ms = idgen_floor_div(now_us, 1000);
+		uint64		next = Max(old + 1, floor_tick(c, now_us));
+		int64		next_ms = (int64) (next >> bits);
 
 		if (unlikely(next_ms - now_ms > idgen_max_drift_ms))
 		{
 			/* Sleep until now_ms >= next_ms - max_drift_ms. */
 			int64		need_us = (next_ms - idgen_max_drift_ms) * 1000 - now_us;
-			int64		slice_us = Min(need_us, IDGEN_WAIT_SLICE_US);
 
 			if (waited_us + need_us > (int64) idgen_clock_wait_ms * 1000)
 				clock_behind_error(c, old, now_ms);
-
-			idgen_count(c->kind, IDGEN_STAT_WAITS, 1);
-			idgen_count(c->kind, IDGEN_STAT_WAIT_US, slice_us);
-			pgstat_report_wait_start(WAIT_EVENT_PG_SLEEP);
-			pg_usleep(slice_us);
-			pgstat_report_wait_end();
-			waited_us += slice_us;
-			CHECK_FOR_INTERRUPTS();
+			clock_sleep(c, Min(need_us, IDGEN_WAIT_SLICE_US), &waited_us);
 			old = pg_atomic_read_u64(word);
 			continue;
 		}
 
 		if (unlikely((uint64) next_ms > c->max_ms))
-		{
-			idgen_count(c->kind, IDGEN_STAT_ERRORS, 1);
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("the %s timestamp field has run out", c->name),
-					 errdetail("The %d-bit field counted from %s ended at %s.",
-							   c->field_bits, c->epoch_name,
-							   timestamptz_to_str(c->end_of_time)),
-					 errhint("Configure a layout with more timestamp bits or a later epoch.")));
-		}
+			field_run_out_error(c);
 
 		/*
 		 * Never beyond the durable horizon (horizon.c).  If the keeper is
 		 * late, wake it and wait, within the same clock_wait_ms budget.
 		 */
-		if (unlikely(c->epoch + next_ms * 1000 >
-					 (TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value)))
+		if (unlikely(beyond_horizon(c, next_ms)))
 		{
 			if (waited_us + IDGEN_HORIZON_SLICE_US > (int64) idgen_clock_wait_ms * 1000)
 				horizon_error(c, next_ms);
-			idgen_keeper_wake();
-			idgen_count(c->kind, IDGEN_STAT_WAITS, 1);
-			idgen_count(c->kind, IDGEN_STAT_WAIT_US, IDGEN_HORIZON_SLICE_US);
-			pgstat_report_wait_start(WAIT_EVENT_PG_SLEEP);
-			pg_usleep(IDGEN_HORIZON_SLICE_US);
-			pgstat_report_wait_end();
-			waited_us += IDGEN_HORIZON_SLICE_US;
-			CHECK_FOR_INTERRUPTS();
+			idgen_wake_keeper();
+			clock_sleep(c, IDGEN_HORIZON_SLICE_US, &waited_us);
 			old = pg_atomic_read_u64(word);
 			continue;
 		}
 
 		/* On failure 'old' receives the current value; try again from it. */
+		Assert(next > old);
 		if (pg_atomic_compare_exchange_u64(word, &old, next))
 		{
 			/*
 			 * The keeper lowers the horizon to what has been issued when it
-			 * stops (horizon.c, keeper_fence), then reads the words.  Read
-			 * after the compare-and-swap (a full barrier), the horizon
+			 * stops (horizon.c, idgen_horizon_fence), then reads the words.
+			 * Read after the compare-and-swap (a full barrier), the horizon
 			 * tells whether this tick was taken before the keeper read the
 			 * words (it counted it) or after the horizon was lowered: then
 			 * the tick is given to nobody, and the loop waits for the
 			 * horizon as above.
 			 */
-			if (unlikely(c->epoch + next_ms * 1000 >
-						 (TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value)))
+			if (unlikely(beyond_horizon(c, next_ms)))
 			{
 				old = next;
 				continue;
 			}
-			if (next_ms > wall_ms && (int64) (old >> bits) < next_ms)
+			if (next_ms > idgen_floor_div(wall - c->epoch, 1000) &&
+				(int64) (old >> bits) < next_ms)
 				idgen_count(c->kind, IDGEN_STAT_BORROWED, 1);
 			idgen_count(c->kind, IDGEN_STAT_IDS, 1);
 			return next;

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * horizon.c
- *	  The durable horizon and the keeper background worker.
+ *	  The durable horizon: its file, its shared state, and where the
+ *	  generators start from it.
  *
  * The horizon is an instant H such that no identifier whose millisecond
  * starts after H has ever been issued.  It lives in two places:
@@ -12,60 +13,24 @@
  *	  idgen_shared->horizon   the copy generators read; raised only after
  *	                          the same value is on disk
  *
- * so every identifier ever issued is at or below the horizon on disk.  On a
- * primary the keeper also writes each new horizon into WAL, and waits for
- * synchronous standbys, before generators may use it (horizon_wal.c).  The
- * file is written by the keeper and, in recovery, by redo of those records
- * (the startup process): both through idgen_horizon_persist, under
- * file_lock, which only ever raises it.  After
- * a restart or a crash, the shared-memory startup hook reads the file and
- * starts every generator word just above it (idgen_horizon_start_tick), so
- * no identifier can repeat whatever the clock says; a clock behind the
- * horizon then makes generation wait or fail with the clock-back error, as
- * at run time.
- *
- * In recovery the keeper persists horizons only on a standby with an
- * identity of its own, which generates (redo writes the replayed ones into
- * the file), and none of them is in WAL.  So it publishes them only while
- * this server may generate in recovery, and not at all once recovery has
- * ended: the end
- * of recovery (horizon_wal.c) lowers the published horizon to the highest
- * one replayed from WAL and sets recovery_ended, under file_lock, which
- * the keeper holds to publish; a round that began in recovery then
- * publishes nothing, and the next round writes a horizon into WAL first.
- * From the first ID after any end of recovery, every ID is at or below a
- * horizon in this server's WAL.
- *
- * When the keeper is asked to stop (a shutdown), it stops generation at
- * what has been issued and makes that the horizon, in the file and in WAL
- * (keeper_fence): a standby promoted after a clean shutdown then starts
- * just above the last ID, not a lead ahead of it, and a restart starts
- * there too.
- *
- * The keeper wakes every idgen.horizon_interval.  Generators may run up
- * to idgen.max_drift ahead of the clock, so when the horizon is less than
- * max_drift_ms + horizon_lead_ms / 2 ahead of the clock, the keeper persists
- * now + max_drift_ms + horizon_lead_ms: about two writes a second with the
- * defaults, while the horizon stays at least lead/2 - interval = 400 ms
- * beyond anything a generator may issue.  After a takeover generators run
- * ahead of a takeover point instead of the clock (clock.c); while that is
- * at most horizon_lead ahead of the clock, the horizon still goes no
- * further than now + max_drift_ms + horizon_lead_ms, so that no horizon
- * in WAL is more than that ahead of its writer's clock: a successor that
- * starts above it then starts no further ahead either, and leads do not
- * add up over takeovers (horizon_wal.c, end of recovery).  The margin
- * beyond the generators is then smaller, lead minus the point's lead,
- * which is back to lead/2 one horizon_lead after the takeover; the keeper
- * renews every round meanwhile.
+ * so every identifier ever issued is at or below the horizon on disk.  The
+ * "idgen keeper" process (keeper.c) renews it; on a primary it also writes
+ * each new horizon into WAL, and waits for synchronous standbys, before
+ * generators may use it (horizon_wal.c).  The file is written by the
+ * keeper and, in recovery, by redo of those records (the startup process):
+ * both through idgen_horizon_persist, under file_lock, which only ever
+ * raises it.  After a restart or a crash, this area's shared-memory startup
+ * reads the file and starts every generator word just above it
+ * (idgen_start_tick, clock.c), so no identifier can repeat whatever the
+ * clock says; a clock behind the horizon then makes generation wait or
+ * fail with the clock-back error, as at run time.
  *
  * The file also records when it was written, by this server's clock.  At
  * start, a horizon ahead of the clock that has not gone back since is
- * taken over like a promoted standby's (shmem.c, clock.c): generators
- * continue above it at once and return to the clock at half speed.  A
- * clock that went back makes them wait for it, at most
- * idgen.horizon_lead plus the step, or fail with the clock-back error.
- * A generator that reaches the horizon because the keeper is late nudges
- * the keeper's latch and waits, within idgen.clock_wait, then fails.
+ * taken over like a promoted standby's (clock.c): generators continue
+ * above it at once and return to the clock at half speed.  A clock that
+ * went back makes them wait for it, at most idgen.horizon_lead plus the
+ * step, or fail with the clock-back error.
  *
  * A missing or corrupt file is not fatal: the server starts, logs a
  * WARNING that the durable horizon was lost, and generators start from the
@@ -75,6 +40,34 @@
  * horizon is written in a data directory and never removed: a missing
  * horizon file beside it was lost.
  *
+ * Shared state and its protocol
+ * -----------------------------
+ * The area "idgen horizon" (IdgenHorizonShared, idgen_horizon.h), created
+ * after the core segment, whose 'horizon', 'fenced' and generator words it
+ * sets at every start:
+ *
+ * horizon (core): the durable horizon; written by the keeper, after the
+ *	  same value is on disk and, after recovery, in WAL (a write barrier
+ *	  orders them), and upwards.  Generators read it without a lock: a
+ *	  stale value is smaller, so it can only make a generator wait, never
+ *	  let it pass the durable value.  It is lowered in two places, under
+ *	  file_lock: at the end of recovery (horizon_wal.c), before any
+ *	  generator of this identity may run, and when the keeper stops
+ *	  generation (idgen_horizon_fence), where generators check it again
+ *	  after their compare-and-swap (clock.c).
+ *
+ * file_horizon, recovery_ended, fenced (core): read and written only under
+ *	  file_lock, by whoever writes the file (the keeper, redo) and the end
+ *	  of recovery; clock.c reads 'fenced' without it, for its message only.
+ *
+ * restored: written once, at start, before any other process runs.
+ *
+ * keeper: the keeper's pid and counters, under keeper.mutex (keeper.c).
+ *	  Its latch is in the core segment (keeper_latch), where generators
+ *	  find it (clock.c).
+ *
+ * replay: what redo learnt from WAL, under replay.mutex (horizon_wal.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -83,27 +76,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "access/xlog.h"
 #include "miscadmin.h"
-#include "pgstat.h"
-#include "portability/instr_time.h"
 #include "port/pg_crc32c.h"
-#include "postmaster/bgworker.h"
-#include "postmaster/interrupt.h"
 #include "storage/fd.h"
-#include "storage/ipc.h"
-#include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
-#include "tcop/tcopprot.h"
 #include "utils/guc.h"
-#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_clock.h"
+#include "idgen_layout.h"
 #include "idgen_shmem.h"
 #include "idgen_horizon.h"
-#include "idgen_bgworker.h"
 
 #define HORIZON_FILE		"idgen.horizon"
 #define HORIZON_TMP_FILE	"idgen.horizon.tmp"
@@ -111,11 +96,11 @@
 #define HORIZON_MAGIC_1		"idgen horizon 1"
 #define HORIZON_MAGIC		"idgen horizon 2"
 
-PGDLLEXPORT void idgen_keeper_main(Datum main_arg);
-
 /* Settings */
 int			idgen_horizon_lead_ms = 1000;
 int			idgen_horizon_interval_ms = 100;
+
+IdgenHorizonShared *idgen_horizon_shared = NULL;
 
 /* ----------
  * The file: "idgen horizon 2 <horizon> <written at> <crc>\n", both times in
@@ -141,8 +126,8 @@ horizon_crc(const char *text, size_t len)
  * missing or not exactly what horizon_write writes.  Never throws: it runs
  * in the postmaster.
  */
-bool
-idgen_horizon_read(TimestampTz *horizon, TimestampTz *written_at, char *why, size_t whylen)
+static bool
+horizon_read(TimestampTz *horizon, TimestampTz *written_at, char *why, size_t whylen)
 {
 	char		buf[128];
 	char		body[96];
@@ -205,8 +190,8 @@ idgen_horizon_read(TimestampTz *horizon, TimestampTz *written_at, char *why, siz
  * Whether this data directory ever had a horizon: its file, or the mark
  * made before the first one was written.  Never throws (the postmaster).
  */
-bool
-idgen_horizon_ever_made(void)
+static bool
+horizon_ever_made(void)
 {
 	struct stat st;
 
@@ -314,213 +299,23 @@ bool
 idgen_horizon_persist(TimestampTz horizon, int elevel)
 {
 	bool		ok = true;
+	IdgenHorizonShared *h = idgen_horizon_shared;
 
-	LWLockAcquire(idgen_shared->file_lock, LW_EXCLUSIVE);
-	if (horizon > idgen_shared->file_horizon)
+	LWLockAcquire(h->file_lock, LW_EXCLUSIVE);
+	if (horizon > h->file_horizon)
 	{
 		ok = horizon_write(horizon, elevel);
 		if (ok)
-			idgen_shared->file_horizon = horizon;
+			h->file_horizon = horizon;
 	}
-	LWLockRelease(idgen_shared->file_lock);
+	LWLockRelease(h->file_lock);
 	return ok;
 }
 
 /*
- * The first tick a generator may issue after the horizon was 'horizon':
- * the word is set so that its next tick starts the first millisecond (of
- * the generator's own epoch) that begins after 'horizon'.
- */
-uint64
-idgen_horizon_start_tick(TimestampTz horizon, TimestampTz epoch, int tick_bits)
-{
-	int64		ms;
-
-	if (horizon < epoch)
-		return 0;
-	ms = (horizon - epoch) / 1000 + 1;	/* first ms starting after it */
-	return ((uint64) ms << tick_bits) - 1;
-}
-
-/*
- * Let generators use 'horizon', which is durable, and in WAL if 'logged'
- * (see the file header).
- */
-static void
-publish(TimestampTz horizon, bool logged)
-{
-	LWLockAcquire(idgen_shared->file_lock, LW_EXCLUSIVE);
-	if (logged || (!idgen_shared->recovery_ended && idgen_recovery_may_generate()))
-	{
-		/* Only now may generators use it. */
-		pg_write_barrier();
-		pg_atomic_write_u64(&idgen_shared->horizon.value, (uint64) horizon);
-		idgen_shared->fenced = false;
-	}
-	LWLockRelease(idgen_shared->file_lock);
-}
-
-/* Record the outcome of a persist attempt for idgen_info(). */
-static void
-note_persist(bool ok, TimestampTz now)
-{
-	IdgenKeeperStatus *k = &idgen_shared->keeper;
-
-	SpinLockAcquire(&k->mutex);
-	if (ok)
-	{
-		k->persists++;
-		k->last_persist = now;
-	}
-	else
-	{
-		k->failures++;
-		k->last_failure = now;
-	}
-	SpinLockRelease(&k->mutex);
-}
-
-/*
- * A wall-clock reading paired with a monotonic one: the wall clock stepped
- * when the two advance by different amounts between rounds.
- */
-typedef struct ClockPair
-{
-	TimestampTz wall;
-	instr_time	mono;
-	bool		valid;
-} ClockPair;
-
-/* Since when persisting has failed, and when that was last logged. */
-static TimestampTz failing_since = 0;
-static TimestampTz failing_logged = 0;
-
-/* Steps smaller than this are not reported (reading jitter). */
-#define CLOCK_STEP_REPORT_US	2000
-
-/*
- * One round of the keeper: notice clock steps, and renew the horizon if it
- * is less than half the lead ahead of the clock.
- */
-static void
-keeper_round(ClockPair *last)
-{
-	ClockPair	cur;
-	TimestampTz horizon = (TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value);
-	/* Read first: a round that began in recovery writes nothing into WAL. */
-	bool		logged = !RecoveryInProgress();
-	int64		lead_us = (int64) idgen_horizon_lead_ms * 1000;
-	int64		drift_us = (int64) idgen_max_drift_ms * 1000;
-	TimestampTz base;			/* what generators may run ahead of */
-
-	/*
-	 * Read the monotonic clock on both sides of the wall clock; a pair read
-	 * across a preemption (the two monotonic readings far apart) would look
-	 * like a step, so it is not compared.
-	 */
-	{
-		instr_time	after;
-
-		INSTR_TIME_SET_CURRENT(cur.mono);
-		cur.wall = GetCurrentTimestamp();
-		INSTR_TIME_SET_CURRENT(after);
-		INSTR_TIME_SUBTRACT(after, cur.mono);
-		cur.valid = INSTR_TIME_GET_MICROSEC(after) < CLOCK_STEP_REPORT_US / 4;
-	}
-	if (last->valid && cur.valid)
-	{
-		instr_time	mono_delta = cur.mono;
-		int64		step_us;
-
-		INSTR_TIME_SUBTRACT(mono_delta, last->mono);
-		step_us = (cur.wall - last->wall) - (int64) INSTR_TIME_GET_MICROSEC(mono_delta);
-		if (step_us <= -CLOCK_STEP_REPORT_US)
-			ereport(LOG,
-					(errmsg("idgen keeper detected that the system clock moved backwards by " INT64_FORMAT " ms",
-							-step_us / 1000),
-					 errdetail("The durable horizon stays at %s; generators continue, wait or fail as the clock policy says.",
-							   timestamptz_to_str(horizon))));
-		else if (step_us >= CLOCK_STEP_REPORT_US)
-			ereport(LOG,
-					(errmsg("idgen keeper detected that the system clock moved forwards by " INT64_FORMAT " ms",
-							step_us / 1000)));
-	}
-	if (cur.valid)
-		*last = cur;			/* else compare the next round with the last good pair */
-	base = cur.wall;
-
-	/*
-	 * Generators run up to max_drift_ms ahead of the clock, or of the
-	 * takeover point while that is within idgen.takeover_max_lead of it
-	 * (clock.c), so the horizon is kept at least lead/2 beyond that, and
-	 * renewed to lead beyond it.
-	 *
-	 * But never beyond clock + lead + max_drift while the point is at most
-	 * lead ahead of the clock, which is all it ever is when clocks agree:
-	 * a successor starts at or above a horizon it replayed, so a horizon
-	 * further ahead would raise its lead, and every takeover would add to
-	 * the next one's (see the file header).  Right after a takeover the
-	 * margin is then less than lead/2; it comes back as the point slows
-	 * down.  A point further ahead comes from a clock that was behind its
-	 * last holder's; the horizon keeps its whole margin then.
-	 */
-	{
-		TimestampTz takeover = idgen_takeover_point();
-
-		if (takeover > cur.wall &&
-			takeover - cur.wall <= (TimestampTz) idgen_takeover_max_lead_ms * 1000)
-			base = takeover;
-	}
-
-	/*
-	 * In recovery, only a server that may generate publishes a horizon
-	 * (publish), so only it needs one in the file: redo writes the
-	 * replayed ones.  This also keeps the keeper from renaming files in
-	 * the data directory while the startup process fsyncs it at the start
-	 * of crash or archive recovery, which would log that the temporary
-	 * file has gone.
-	 */
-	if (!logged && !idgen_recovery_may_generate())
-		return;
-
-	if (horizon - base < lead_us / 2 + drift_us)
-	{
-		TimestampTz target = base - cur.wall > lead_us ?
-			base + lead_us + drift_us : cur.wall + lead_us + drift_us;
-		/* While writes keep failing, say why every 10 s, not every round. */
-		bool		say = failing_since == 0 ||
-			cur.wall - failing_logged >= 10 * USECS_PER_SEC;
-		bool		ok;
-
-		if (target <= horizon)
-			return;				/* the clock has not moved since the last one */
-		ok = idgen_horizon_persist(target, say ? LOG : DEBUG1);
-
-		/* Into WAL, and to synchronous standbys, before anyone uses it. */
-		if (ok && logged && !idgen_wal_log_horizon(target))
-			return;				/* shutting down: the wait was cut short */
-
-		if (!ok && say)
-			failing_logged = cur.wall;
-		if (!ok && failing_since == 0)
-			failing_since = cur.wall;
-		if (ok && failing_since != 0)
-		{
-			ereport(LOG,
-					(errmsg("idgen keeper is writing the durable horizon again"),
-					 errdetail("Writes failed for " INT64_FORMAT " ms.",
-							   (cur.wall - failing_since) / 1000)));
-			failing_since = 0;
-		}
-		note_persist(ok, cur.wall);
-		if (ok)
-			publish(target, logged);
-	}
-}
-
-/*
- * At a request to stop: stop generation at what has been issued, and make
- * that the horizon, in the file and in WAL (see the file header).
+ * The keeper, at a request to stop: stop generation at what has been issued,
+ * and make that the horizon in the file; returns it, for the keeper to
+ * write into WAL (keeper.c).
  *
  * The keeper lowers the published horizon to the bound of the IDs issued,
  * then reads the generator words again.  A generator reads the horizon
@@ -530,194 +325,136 @@ keeper_round(ClockPair *last)
  * horizon and gives the tick to nobody: no ID returned is later than the
  * bound.  Until the keeper publishes again (it is started again unless the
  * server is shutting down), generators wait and fail with a message that
- * says why.  Not in recovery: nothing could be written into WAL.
+ * says why.  Not in recovery (the keeper does not call it there): nothing
+ * could be written into WAL.
  */
-static void
-keeper_fence(void)
+TimestampTz
+idgen_horizon_fence(void)
 {
-	TimestampTz bound;
+	IdgenHorizonShared *h = idgen_horizon_shared;
+	TimestampTz bound = idgen_issued_bound(true);
 
-	if (RecoveryInProgress())
-		return;
-
-	bound = idgen_issued_bound(true);
-	LWLockAcquire(idgen_shared->file_lock, LW_EXCLUSIVE);
+	LWLockAcquire(h->file_lock, LW_EXCLUSIVE);
 	idgen_shared->fenced = true;
 	pg_atomic_write_u64(&idgen_shared->horizon.value, (uint64) bound);
 	pg_memory_barrier();
 	bound = Max(bound, idgen_issued_bound(true));
+	Assert(bound >= (TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value));
 
 	/* The file may go down to it: nothing above it can be issued now. */
-	if (bound < idgen_shared->file_horizon && horizon_write(bound, LOG))
-		idgen_shared->file_horizon = bound;
-	LWLockRelease(idgen_shared->file_lock);
-
-	idgen_wal_log_stop(bound);
-	ereport(DEBUG1,
-			(errmsg_internal("idgen keeper stopped generation at %s", timestamptz_to_str(bound))));
+	if (bound < h->file_horizon && horizon_write(bound, LOG))
+		h->file_horizon = bound;
+	LWLockRelease(h->file_lock);
+	return bound;
 }
 
 /*
- * SIGTERM: stop after this round.  ProcDiePending also ends a wait for
- * synchronous standbys (SyncRepWaitForLSN checks it), which could otherwise
- * last for ever and hold up the shutdown.
+ * Start every generator word just above the durable horizon, so that after
+ * a restart or a crash nothing issued before can be issued again (see the
+ * file header).  Without a readable horizon, start from the wall clock and
+ * say so.  Runs in the postmaster, at start and after every crash, once the
+ * core segment exists.
  */
 static void
-keeper_sigterm(SIGNAL_ARGS)
+start_generators(IdgenHorizonShared *h)
 {
-	int			save_errno = errno;
+	IdgenShared *s = idgen_shared;
+	TimestampTz horizon = 0;
+	TimestampTz written_at = 0;
+	char		why[256];
 
-	ShutdownRequestPending = true;
-	ProcDiePending = true;
-	SetLatch(MyLatch);
-	errno = save_errno;
-}
-
-/* On any exit, forget the keeper's pid and latch (its PGPROC is reused). */
-static void
-keeper_exit(int code, Datum arg)
-{
-	IdgenKeeperStatus *k = &idgen_shared->keeper;
-
-	SpinLockAcquire(&k->mutex);
-	k->pid = 0;
-	k->latch = NULL;
-	SpinLockRelease(&k->mutex);
-}
-
-/*
- * At start, say so when the horizon is further ahead of the clock than the
- * keeper keeps it.  Called once the server is out of recovery, and only if
- * the end of recovery took nothing over: after crash recovery, a promotion
- * or point-in-time recovery that replayed idgen's records, what generators
- * start from comes from WAL, and the end of recovery says so itself
- * (horizon_wal.c); a line from here would contradict it.
- */
-static void
-log_start_lead(TimestampTz horizon)
-{
-	int64		lead_ms = (horizon - GetCurrentTimestamp()) / 1000;
-
-	if (lead_ms <= idgen_horizon_lead_ms)
-		return;
-	if (idgen_shared->takeover_cause == IDGEN_TAKEOVER_RESTART)
-		ereport(LOG,
-				(errmsg("idgen generators continue above the durable horizon, " INT64_FORMAT " ms ahead of this server's clock",
-						lead_ms),
-				 errdetail("The IDs issued before the restart ran ahead of this clock, which has not gone back since; generation continues above them and returns to the clock at half speed.")));
-	else
-		ereport(LOG,
-				(errmsg("the system clock is " INT64_FORMAT " ms behind the idgen durable horizon",
-						lead_ms),
-				 errdetail("No identifier issued before the restart is beyond %s; generators wait or fail until the clock is within \"idgen.max_drift\" of it.",
-						   timestamptz_to_str(horizon))));
-}
-
-/*
- * Main entry point of the keeper background worker.
- */
-void
-idgen_keeper_main(Datum main_arg)
-{
-	IdgenKeeperStatus *k;
-	ClockPair	last = {0};
-	TimestampTz horizon;
-	bool		start_lead_pending = true;
-	MemoryContext round_context;
-
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, keeper_sigterm);
-	BackgroundWorkerUnblockSignals();
-
-	/*
-	 * A horizon is published only once synchronous standbys have it,
-	 * whatever synchronous_commit the server's configuration gives.
-	 */
-	SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
-
-	k = &idgen_shared->keeper;
-	on_shmem_exit(keeper_exit, (Datum) 0);
-	SpinLockAcquire(&k->mutex);
-	k->pid = MyProcPid;
-	k->latch = MyLatch;
-	SpinLockRelease(&k->mutex);
-
-	horizon = (TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value);
-	ereport(LOG,
-			(errmsg("idgen keeper started"),
-			 errdetail("The durable horizon is %s; it is kept %d ms ahead of the clock, checked every %d ms.",
-					   horizon != 0 ? timestamptz_to_str(horizon) : "not set",
-					   idgen_horizon_lead_ms, idgen_horizon_interval_ms)));
-
-	round_context = AllocSetContextCreate(TopMemoryContext, "idgen keeper",
-										  ALLOCSET_DEFAULT_SIZES);
-	for (;;)
+	h->restored = horizon_read(&horizon, &written_at, why, sizeof(why));
+	if (!h->restored)
 	{
-		MemoryContext old;
-
-		CHECK_FOR_INTERRUPTS();
-		if (ShutdownRequestPending)
-			break;
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
-
-		/*
-		 * Once out of recovery: the end of recovery records its takeover
-		 * (lifted_at) before RecoveryInProgress() turns false.
-		 */
-		if (start_lead_pending && !RecoveryInProgress())
-		{
-			bool		took_over;
-
-			SpinLockAcquire(&idgen_shared->replay.mutex);
-			took_over = idgen_shared->replay.lifted_at != 0;
-			SpinLockRelease(&idgen_shared->replay.mutex);
-			start_lead_pending = false;
-			if (!took_over)
-				log_start_lead(horizon);
-		}
-
-		old = MemoryContextSwitchTo(round_context);
-		keeper_round(&last);
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(round_context);
-
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 idgen_horizon_interval_ms, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
+		horizon = 0;
+		/* A first start lost nothing; a horizon that existed and is gone did. */
+		if (horizon_ever_made())
+			ereport(WARNING,
+					(errmsg("the idgen durable horizon was lost; generators start from the wall clock"),
+					 errdetail_internal("%s", why),
+					 errhint("Identifiers issued before this start may be issued again if the clock is behind them. Find out what removed or damaged the file.")));
+		else
+			ereport(LOG,
+					(errmsg("no idgen durable horizon yet in this data directory; generators start from the wall clock"),
+					 errdetail("No horizon was ever written in this data directory: this is its first start with idgen preloaded.")));
 	}
-	keeper_fence();
+
+	h->file_horizon = horizon;
+	h->recovery_ended = false;
+	s->fenced = false;
+	pg_atomic_write_u64(&s->horizon.value, (uint64) horizon);
+	pg_atomic_write_u64(&s->takeover.value, 0);
+	s->takeover_cause = (int) IDGEN_TAKEOVER_NONE;
+	for (int g = 0; g < s->ngenes; g++)
+		pg_atomic_write_u64(&s->genes[g],
+							idgen_layout.valid ?
+							idgen_start_tick(horizon, idgen_layout.epoch,
+											 idgen_layout.sequence_bits) : 0);
+	pg_atomic_write_u64(&s->uuid7_tick.value,
+						idgen_start_tick(horizon, IDGEN_UNIX_EPOCH, IDGEN_UUID7_TICK_BITS));
 
 	/*
-	 * Exit code 1: the postmaster restarts the worker after
-	 * bgw_restart_time (it does not during a shutdown).  Exit code 0 would
-	 * unregister it for good, and generation would stop.
+	 * A horizon ahead of the clock that has not gone back since the file was
+	 * written (the IDs before ran ahead of the clock, after a takeover or by
+	 * borrowing): continue from it as after a takeover, rather than wait for
+	 * the clock to reach it.  A clock that went back waits or fails as the
+	 * clock policy says.
 	 */
-	proc_exit(1);
+	if (written_at != 0 && horizon > GetCurrentTimestamp() && GetCurrentTimestamp() >= written_at)
+		(void) idgen_take_over(horizon, true, IDGEN_TAKEOVER_RESTART);
 }
 
-/*
- * Ask the keeper to run a round now (a generator is waiting for it).
- */
-void
-idgen_keeper_wake(void)
+static Size
+horizon_shmem_size(void)
 {
-	IdgenKeeperStatus *k = &idgen_shared->keeper;
-	Latch	   *latch;
-
-	SpinLockAcquire(&k->mutex);
-	latch = k->latch;
-	SpinLockRelease(&k->mutex);
-	if (latch != NULL)
-		SetLatch(latch);
+	return sizeof(IdgenHorizonShared);
 }
 
+static int
+horizon_shmem_nlocks(void)
+{
+	return 1;					/* file_lock */
+}
+
+/* The area's startup: after the core segment, at start and after a crash. */
+static void
+horizon_shmem_startup(void *ptr, bool found, LWLockPadded *locks)
+{
+	IdgenHorizonShared *h = (IdgenHorizonShared *) ptr;
+
+	idgen_horizon_shared = h;
+	if (found)
+		return;
+	Assert(idgen_shared != NULL);
+	h->file_lock = &locks[0].lock;
+
+	SpinLockInit(&h->keeper.mutex);
+	h->keeper.pid = 0;
+	h->keeper.persists = h->keeper.failures = 0;
+	h->keeper.last_persist = h->keeper.last_failure = 0;
+	pg_atomic_write_u64(&idgen_shared->keeper_latch, 0);
+
+	SpinLockInit(&h->replay.mutex);
+	h->replay.known = false;
+	h->replay.horizon = h->replay.written_at = h->replay.replayed_at = 0;
+	h->replay.datacenter_id = h->replay.worker_id = -1;
+	h->replay.records = 0;
+	h->replay.lifted_at = h->replay.lifted_to = 0;
+	h->replay.lift_lead_ms = 0;
+
+	start_generators(h);
+}
+
+static const IdgenShmemArea horizon_area = {
+	.name = "idgen horizon",
+	.size = horizon_shmem_size,
+	.nlocks = horizon_shmem_nlocks,
+	.startup = horizon_shmem_startup,
+};
+
 /*
- * Define the horizon's settings; when preloading, register the WAL resource
- * manager and the keeper.
+ * Define the horizon's settings; when preloading, register its shared
+ * state.
  */
 void
 idgen_horizon_init(void)
@@ -735,9 +472,6 @@ idgen_horizon_init(void)
 							&idgen_horizon_interval_ms, 100, 10, 10 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 
-	if (!process_shared_preload_libraries_in_progress)
-		return;
-	idgen_wal_register();
-	idgen_register_worker("idgen keeper", "idgen_keeper_main", BGWORKER_SHMEM_ACCESS,
-						  BgWorkerStart_PostmasterStart, 1);
+	if (process_shared_preload_libraries_in_progress)
+		idgen_shmem_register(&horizon_area);
 }

@@ -42,7 +42,7 @@
  *
  * Two records
  *	  HORIZON: a new durable horizon, written before generators may use it.
- *	  STOP: the keeper stopped generation (a shutdown, horizon.c): the
+ *	  STOP: the keeper stopped generation (a shutdown, keeper.c): the
  *	  bound of every ID issued, usually below the last HORIZON.  Without
  *	  it a standby promoted after a clean switchover would start at its
  *	  old primary's horizon, a lead ahead of the clock, and the next
@@ -62,7 +62,7 @@
  *	  the one replayed (the keeper may have published horizons of its own
  *	  while in recovery, which are in no WAL) and sets recovery_ended: from
  *	  then on the keeper publishes only horizons it wrote into WAL
- *	  (horizon.c), and generators wait for its first, which it is woken to
+ *	  (keeper.c), and generators wait for its first, which it is woken to
  *	  write as soon as WAL may be written.
  *	  Then raises every generator word (each gene's, and UUIDv7's) so that
  *	  its next tick starts after the replayed horizon and after this
@@ -82,7 +82,7 @@
  *	  (clock.c).  And every takeover starts at most C ahead: this clock
  *	  plus C, or a horizon that its writer made at most C ahead of its
  *	  clock, as the keeper does while its point is at most
- *	  idgen.horizon_lead ahead (horizon.c), which by the invariant it is.
+ *	  idgen.horizon_lead ahead (keeper.c), which by the invariant it is.
  *	  The same holds for the horizon file a restart starts from.  So leads
  *	  stay at most C after any number of promotions and crash restarts in
  *	  any order; before, each started at a horizon up to C beyond its
@@ -125,6 +125,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_clock.h"
 #include "idgen_layout.h"
 #include "idgen_shmem.h"
 #include "idgen_horizon.h"
@@ -154,11 +155,12 @@ static RmgrData idgen_rmgr = {
 	.rm_cleanup = idgen_rmgr_cleanup,
 };
 
-/* Register the resource manager; _PG_init, while preloading. */
+/* When preloading, register the resource manager. */
 void
-idgen_wal_register(void)
+idgen_horizon_wal_init(void)
 {
-	RegisterCustomRmgr(IDGEN_RMGR_ID, &idgen_rmgr);
+	if (process_shared_preload_libraries_in_progress)
+		RegisterCustomRmgr(IDGEN_RMGR_ID, &idgen_rmgr);
 }
 
 /*
@@ -180,8 +182,7 @@ current_identity(int *datacenter_id, int *worker_id)
 	w = pg_atomic_read_u64(&idgen_shared->lease.f.word);
 	if (w == 0)
 		return false;
-	*datacenter_id = (int) ((w >> l->datacenter_shift) & ((UINT64CONST(1) << l->datacenter_bits) - 1));
-	*worker_id = (int) ((w >> l->worker_shift) & ((UINT64CONST(1) << l->worker_bits) - 1));
+	idgen_identity_decode(l, w, datacenter_id, worker_id);
 	return true;
 }
 
@@ -234,7 +235,7 @@ idgen_wal_log_horizon(TimestampTz horizon)
 
 /*
  * Write the bound of every ID issued when the keeper stopped generation
- * (horizon.c, keeper_fence).  Not waited for: a standby that misses it
+ * (keeper.c, idgen_horizon_fence).  Not waited for: a standby that misses it
  * still has the higher horizon before it.
  */
 void
@@ -253,7 +254,7 @@ idgen_rmgr_redo(XLogReaderState *record)
 {
 	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
 	xl_idgen_horizon xlrec;
-	IdgenReplayStatus *r = &idgen_shared->replay;
+	IdgenReplayStatus *r = &idgen_horizon_shared->replay;
 
 	if ((info != XLOG_IDGEN_HORIZON && info != XLOG_IDGEN_STOP) ||
 		XLogRecGetDataLen(record) != sizeof(xlrec))
@@ -317,7 +318,7 @@ idgen_rmgr_identify(uint8 info)
 static void
 idgen_rmgr_cleanup(void)
 {
-	IdgenReplayStatus *r = &idgen_shared->replay;
+	IdgenReplayStatus *r = &idgen_horizon_shared->replay;
 	bool		promotion = GetRecoveryState() == RECOVERY_STATE_ARCHIVE;
 	TimestampTz replayed;
 	TimestampTz horizon;
@@ -328,12 +329,12 @@ idgen_rmgr_cleanup(void)
 	replayed = r->horizon;
 	SpinLockRelease(&r->mutex);
 
-	LWLockAcquire(idgen_shared->file_lock, LW_EXCLUSIVE);
-	idgen_shared->recovery_ended = true;
+	LWLockAcquire(idgen_horizon_shared->file_lock, LW_EXCLUSIVE);
+	idgen_horizon_shared->recovery_ended = true;
 	if ((TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value) > replayed)
 		pg_atomic_write_u64(&idgen_shared->horizon.value, (uint64) replayed);
-	LWLockRelease(idgen_shared->file_lock);
-	idgen_keeper_wake();
+	LWLockRelease(idgen_horizon_shared->file_lock);
+	idgen_wake_keeper();
 
 	/*
 	 * With clocks in agreement, no holder of this identity ever issued an
@@ -411,9 +412,9 @@ recovery_refusal(int *dc, int *w)
 
 	if (!current_identity(dc, w))
 		return RECOVERY_NO_IDENTITY;
-	SpinLockAcquire(&idgen_shared->replay.mutex);
-	copy = idgen_shared->replay;
-	SpinLockRelease(&idgen_shared->replay.mutex);
+	SpinLockAcquire(&idgen_horizon_shared->replay.mutex);
+	copy = idgen_horizon_shared->replay;
+	SpinLockRelease(&idgen_horizon_shared->replay.mutex);
 	if (!copy.known)
 		return RECOVERY_PRIMARY_UNKNOWN;
 	if (copy.datacenter_id == *dc && copy.worker_id == *w)

@@ -35,8 +35,8 @@
 #include "idgen.h"
 #include "idgen_layout.h"
 #include "idgen_horizon.h"
+#include "idgen_identity.h"
 #include "idgen_lease.h"
-#include "idgen_registry.h"
 #include "idgen_seq.h"
 #include "idgen_shmem.h"
 
@@ -82,6 +82,9 @@ _PG_init(void)
 	idgen_layout_init();
 	idgen_clock_init();
 	idgen_horizon_init();
+	idgen_horizon_wal_init();
+	idgen_keeper_init();
+	idgen_identity_init();
 	idgen_registry_init();
 	idgen_lease_init();
 	idgen_seq_init();

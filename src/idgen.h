@@ -4,8 +4,9 @@
  *	  Module-wide declarations of idgen: limits, the kinds of identifier
  *	  and their counters, the settings and functions several areas use.
  *	  Each area has a header of its own (idgen_layout.h, idgen_shmem.h,
- *	  idgen_horizon.h, idgen_registry.h, idgen_remote.h, idgen_sql.h,
- *	  idgen_seq.h, idgen_lease.h, idgen_bgworker.h); version differences are in compat.h.
+ *	  idgen_clock.h, idgen_horizon.h, idgen_identity.h, idgen_remote.h,
+ *	  idgen_sql.h, idgen_seq.h, idgen_lease.h, idgen_bgworker.h); version differences are
+ *	  in compat.h.
  *
  * The module map (files of one area share a prefix; the README's
  * Development section says more):
@@ -14,12 +15,17 @@
  *	  layout.c, clock.c       the Snowflake layout; ticks and clock policy
  *	  shmem.c, stats.c        the shared segment; idgen_stats, idgen_info
  *	  snowflake.c, uuid7.c    the two generators' SQL entry points
- *	  horizon.c, horizon_wal.c  the durable horizon: file, keeper, WAL
+ *	  horizon.c, horizon_wal.c, keeper.c  the durable horizon: its file
+ *	                          and shared state; WAL; the "idgen keeper"
+ *	                          process
  *	  owner_sql.c, interval.c SQL as the extension's owner; ttl arithmetic
  *	  seq.c, seq_row.c        per-key sequences: SQL semantics; the row
  *	  seq_cache.c, seq_worker.c  cached segments; the "idgen purge" process
  *	  lease.c, lease_*.c      worker-id leases (the files: idgen_lease.h)
- *	  registry.c, registry_worker.c, remote.c  identity from a registry
+ *	  identity.c, registry.c, remote.c  identity from a registry: the
+ *	                          leased identity's shared state and
+ *	                          idgen_identity(); the "idgen registry"
+ *	                          process; its connection
  *
  *-------------------------------------------------------------------------
  */
@@ -97,7 +103,6 @@ extern bool idgen_timestamptz_add(TimestampTz ts, const Interval *span, Timestam
 extern void idgen_ttl_check(const Interval *ttl);
 
 /* shmem.c */
-extern bool idgen_preloaded;
 extern GucContext idgen_startup_context(void);
 extern void idgen_require_shmem(const char *funcname);
 

@@ -11,7 +11,7 @@
 #include "idgen.h"
 #include "postmaster/bgworker.h"
 
-extern void idgen_register_worker(const char *name, const char *function, int flags,
-								  BgWorkerStartTime start_time, int restart_seconds);
+extern void idgen_register_process(const char *name, const char *function, int flags,
+								   BgWorkerStartTime start_time, int restart_seconds);
 
 #endif							/* IDGEN_BGWORKER_H */

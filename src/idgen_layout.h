@@ -60,4 +60,16 @@ extern int64 idgen_compose(const IdgenLayout *layout, uint64 tick, uint32 gene);
 extern int64 idgen_compose_identity(const IdgenLayout *layout, uint64 tick, uint32 gene,
 									uint64 identity);
 
+/* layout.c: the identity codec, and the lease word (identity.c) */
+extern uint64 idgen_identity_encode(const IdgenLayout *layout, int datacenter_id, int worker_id);
+extern void idgen_identity_decode(const IdgenLayout *layout, uint64 id,
+								  int *datacenter_id, int *worker_id);
+extern uint64 idgen_lease_word(const IdgenLayout *layout, TimestampTz until,
+							   int datacenter_id, int worker_id);
+extern int64 idgen_identity_number(const IdgenLayout *layout, int datacenter_id, int worker_id);
+extern void idgen_identity_of_number(const IdgenLayout *layout, int64 number,
+									 int *datacenter_id, int *worker_id);
+extern bool idgen_lease_word_covers(const IdgenLayout *layout, uint64 w, uint64 ms);
+extern uint64 idgen_lease_word_identity(const IdgenLayout *layout, uint64 w);
+
 #endif							/* IDGEN_LAYOUT_H */

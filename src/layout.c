@@ -44,6 +44,7 @@
 
 #include "idgen.h"
 #include "idgen_layout.h"
+#include "idgen_shmem.h"
 
 PG_FUNCTION_INFO_V1(idgen_gene);
 PG_FUNCTION_INFO_V1(idgen_snowflake_decode);
@@ -189,31 +190,24 @@ idgen_layout_init(void)
 					  &idgen_worker_id, 0, note_identity_source);
 
 	idgen_layout_compute(&idgen_layout, GetCurrentTimestamp());
+	/* An invalid layout still gets one word so the segment is well formed. */
+	idgen_shmem_set_ngenes(idgen_layout.valid ? (1 << idgen_layout.gene_bits) : 1);
 	if (process_shared_preload_libraries_in_progress)
 		idgen_layout_report(WARNING);
 }
 
+#define LAYOUT_ERROR(...) \
+	do { snprintf(l->error, sizeof(l->error), __VA_ARGS__); return false; } while (0)
+
 /*
- * Compute and validate the layout from the settings.  'now' is the time the
- * epoch and the timestamp field's lifetime are checked against.
+ * Check the settings' field widths and identity; false, with the reason in
+ * l->error, if they do not make a layout.
  */
-void
-idgen_layout_compute(IdgenLayout *l, TimestampTz now)
+static bool
+layout_check_fields(IdgenLayout *l)
 {
 	int64		sum;
 
-	memset(l, 0, sizeof(*l));
-	l->timestamp_bits = idgen_timestamp_bits;
-	l->datacenter_bits = idgen_datacenter_bits;
-	l->worker_bits = idgen_worker_bits;
-	l->sequence_bits = idgen_sequence_bits;
-	l->gene_bits = idgen_gene_bits;
-	l->datacenter_id = idgen_datacenter_id;
-	l->worker_id = idgen_worker_id;
-	l->valid = false;
-
-#define LAYOUT_ERROR(...) \
-	do { snprintf(l->error, sizeof(l->error), __VA_ARGS__); return; } while (0)
 
 	if (l->timestamp_bits < 1 || l->timestamp_bits > 63)
 		LAYOUT_ERROR("\"idgen.timestamp_bits\" is %d, but must be between 1 and 63.",
@@ -245,6 +239,27 @@ idgen_layout_compute(IdgenLayout *l, TimestampTz now)
 	if (l->worker_id < 0 || (uint64) l->worker_id > low_mask(l->worker_bits))
 		LAYOUT_ERROR("\"idgen.worker_id\" is %d, but %d worker bits hold 0 to " UINT64_FORMAT ".",
 					 l->worker_id, l->worker_bits, low_mask(l->worker_bits));
+	return true;
+}
+
+/*
+ * Compute and validate the layout from the settings.  'now' is the time the
+ * epoch and the timestamp field's lifetime are checked against.
+ */
+static bool
+layout_compute(IdgenLayout *l, TimestampTz now)
+{
+	memset(l, 0, sizeof(*l));
+	l->timestamp_bits = idgen_timestamp_bits;
+	l->datacenter_bits = idgen_datacenter_bits;
+	l->worker_bits = idgen_worker_bits;
+	l->sequence_bits = idgen_sequence_bits;
+	l->gene_bits = idgen_gene_bits;
+	l->datacenter_id = idgen_datacenter_id;
+	l->worker_id = idgen_worker_id;
+	l->valid = false;
+	if (!layout_check_fields(l))
+		return false;
 
 	if (!parse_epoch(idgen_epoch_string, &l->epoch))
 		LAYOUT_ERROR("\"idgen.epoch\" is \"%s\", which is not a valid timestamp with time zone.",
@@ -260,8 +275,7 @@ idgen_layout_compute(IdgenLayout *l, TimestampTz now)
 	l->timestamp_max = low_mask(l->timestamp_bits);
 	l->sequence_mask = low_mask(l->sequence_bits);
 	l->gene_mask = low_mask(l->gene_bits);
-	l->identity = ((uint64) l->datacenter_id << l->datacenter_shift) |
-		((uint64) l->worker_id << l->worker_shift);
+	l->identity = idgen_identity_encode(l, l->datacenter_id, l->worker_id);
 
 	/*
 	 * The field holds milliseconds 0 .. timestamp_max; the first instant it
@@ -276,9 +290,16 @@ idgen_layout_compute(IdgenLayout *l, TimestampTz now)
 		LAYOUT_ERROR("The %d-bit timestamp field counted from \"idgen.epoch\" (%s) ran out at %s.",
 					 l->timestamp_bits, idgen_epoch_string,
 					 timestamptz_to_str(l->end_of_time));
+	return true;
+}
+
 #undef LAYOUT_ERROR
 
-	l->valid = true;
+/* The same, for callers: l->valid says whether it is a layout. */
+void
+idgen_layout_compute(IdgenLayout *l, TimestampTz now)
+{
+	l->valid = layout_compute(l, now);
 }
 
 /*
@@ -333,6 +354,80 @@ int64
 idgen_compose(const IdgenLayout *l, uint64 tick, uint32 gene)
 {
 	return idgen_compose_identity(l, tick, gene, l->identity);
+}
+
+/* ----------
+ * The identity codec: the datacenter and worker fields of an ID, and the
+ * lease word (identity.c) that packs a lease as an ID would:
+ * (valid-until millisecond << timestamp_shift) | identity fields.
+ * ----------
+ */
+
+/* The datacenter and worker fields, in place (the ids must fit). */
+uint64
+idgen_identity_encode(const IdgenLayout *l, int datacenter_id, int worker_id)
+{
+	Assert(datacenter_id >= 0 && (uint64) datacenter_id <= low_mask(l->datacenter_bits));
+	Assert(worker_id >= 0 && (uint64) worker_id <= low_mask(l->worker_bits));
+	return ((uint64) datacenter_id << l->datacenter_shift) |
+		((uint64) worker_id << l->worker_shift);
+}
+
+/* The datacenter and worker ids of an ID, or of a lease word. */
+void
+idgen_identity_decode(const IdgenLayout *l, uint64 id, int *datacenter_id, int *worker_id)
+{
+	*datacenter_id = (int) ((id >> l->datacenter_shift) & low_mask(l->datacenter_bits));
+	*worker_id = (int) ((id >> l->worker_shift) & low_mask(l->worker_bits));
+}
+
+/*
+ * An identity as one number, (datacenter_id << worker_bits) | worker_id:
+ * the id of its row in idgen_worker_lease (lease.c), and back.
+ */
+int64
+idgen_identity_number(const IdgenLayout *l, int datacenter_id, int worker_id)
+{
+	return ((int64) datacenter_id << l->worker_bits) | worker_id;
+}
+
+void
+idgen_identity_of_number(const IdgenLayout *l, int64 number, int *datacenter_id, int *worker_id)
+{
+	*datacenter_id = (int) (number >> l->worker_bits);
+	*worker_id = (int) (number & (int64) low_mask(l->worker_bits));
+}
+
+/*
+ * The lease word of an identity valid until 'until' (local time): 0, no
+ * lease, if that is not after the epoch; a bound past the timestamp field
+ * is its last millisecond.
+ */
+uint64
+idgen_lease_word(const IdgenLayout *l, TimestampTz until, int datacenter_id, int worker_id)
+{
+	int64		ms = (until - l->epoch) / 1000;
+
+	if (ms <= 0)
+		return 0;
+	if ((uint64) ms > l->timestamp_max)
+		ms = (int64) l->timestamp_max;
+	return ((uint64) ms << l->timestamp_shift) |
+		idgen_identity_encode(l, datacenter_id, worker_id);
+}
+
+/* Whether lease word 'w' covers a tick of millisecond 'ms'. */
+bool
+idgen_lease_word_covers(const IdgenLayout *l, uint64 w, uint64 ms)
+{
+	return ms < (w >> l->timestamp_shift);
+}
+
+/* The identity fields of lease word 'w', in place. */
+uint64
+idgen_lease_word_identity(const IdgenLayout *l, uint64 w)
+{
+	return w & ~(l->timestamp_max << l->timestamp_shift);
 }
 
 /* The same with 'identity' (datacenter and worker fields, in place). */
@@ -412,13 +507,16 @@ idgen_snowflake_decode(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	Datum		values[5];
 	bool		nulls[5] = {false, false, false, false, false};
+	int			dc;
+	int			worker;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
+	idgen_identity_decode(l, id, &dc, &worker);
 	values[0] = TimestampTzGetDatum(id_timestamp(id));
-	values[1] = Int32GetDatum((int32) ((id >> l->datacenter_shift) & low_mask(l->datacenter_bits)));
-	values[2] = Int32GetDatum((int32) ((id >> l->worker_shift) & low_mask(l->worker_bits)));
+	values[1] = Int32GetDatum((int32) dc);
+	values[2] = Int32GetDatum((int32) worker);
 	values[3] = Int32GetDatum((int32) ((id >> l->sequence_shift) & l->sequence_mask));
 	values[4] = Int32GetDatum((int32) (id & l->gene_mask));
 
@@ -514,8 +612,9 @@ idgen_snowflake_compose(PG_FUNCTION_ARGS)
 						   l->end_of_time == DT_NOEND ? "infinity" : pstrdup(timestamptz_to_str(l->end_of_time)))));
 
 	ms = (uint64) ((ts - l->epoch) / 1000);
-	PG_RETURN_INT64((int64) ((ms << l->timestamp_shift) | (dc << l->datacenter_shift) |
-							 (worker << l->worker_shift) | (seq << l->sequence_shift) | gene));
+	PG_RETURN_INT64((int64) ((ms << l->timestamp_shift) |
+							 idgen_identity_encode(l, (int) dc, (int) worker) |
+							 (seq << l->sequence_shift) | gene));
 }
 
 /* Append 'bits' bits of 'value' as binary digits, most significant first. */
@@ -537,26 +636,28 @@ idgen_snowflake_debug(PG_FUNCTION_ARGS)
 	uint64		id = check_id(PG_GETARG_INT64(0));
 	const IdgenLayout *l = &idgen_layout;
 	uint64		ms = id >> l->timestamp_shift;
-	uint64		dc = (id >> l->datacenter_shift) & low_mask(l->datacenter_bits);
-	uint64		worker = (id >> l->worker_shift) & low_mask(l->worker_bits);
+	int			dc;
+	int			worker;
 	uint64		seq = (id >> l->sequence_shift) & l->sequence_mask;
 	uint64		gene = id & l->gene_mask;
 	StringInfoData buf;
+
+	idgen_identity_decode(l, id, &dc, &worker);
 
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "0|");
 	append_bits(&buf, ms, l->timestamp_bits);
 	appendStringInfoChar(&buf, '|');
-	append_bits(&buf, dc, l->datacenter_bits);
+	append_bits(&buf, (uint64) dc, l->datacenter_bits);
 	appendStringInfoChar(&buf, '|');
-	append_bits(&buf, worker, l->worker_bits);
+	append_bits(&buf, (uint64) worker, l->worker_bits);
 	appendStringInfoChar(&buf, '|');
 	append_bits(&buf, seq, l->sequence_bits);
 	appendStringInfoChar(&buf, '|');
 	append_bits(&buf, gene, l->gene_bits);
 	appendStringInfo(&buf,
-					 " timestamp=" UINT64_FORMAT " (%s) datacenter=" UINT64_FORMAT
-					 " worker=" UINT64_FORMAT " sequence=" UINT64_FORMAT " gene=" UINT64_FORMAT,
+					 " timestamp=" UINT64_FORMAT " (%s) datacenter=%d"
+					 " worker=%d sequence=" UINT64_FORMAT " gene=" UINT64_FORMAT,
 					 ms, timestamptz_to_str(id_timestamp(id)), dc, worker, seq, gene);
 
 	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));

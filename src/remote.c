@@ -3,7 +3,7 @@
  * remote.c
  *	  One libpq connection from a background process to another server,
  *	  waited on with the process's latch: the registry process's connection
- *	  to the registry (registry_worker.c).
+ *	  to the registry (registry.c).
  *
  * Nothing here blocks: a connection is started with PQconnectStartParams
  * and polled, a statement sent with PQsendQueryParams and its result read
@@ -542,6 +542,66 @@ is_conninfo_keyword(const char *w, size_t len)
 }
 
 /*
+ * Name, in 'keys', the keywords of a keyword = value string libpq could not
+ * parse, as libpq reads them up to the first fault, and count the words
+ * before "=" that are no keyword (they may be part of a password: not
+ * named).
+ */
+static void
+describe_keywords(const char *conninfo, StringInfo keys)
+{
+	const char *p;
+	int			unknown = 0;	/* words before "=" that are no keyword */
+
+	/* keyword = value pairs as libpq reads them, up to the first fault */
+	p = conninfo;
+	for (;;)
+	{
+		const char *w;
+
+		while (isspace((unsigned char) *p))
+			p++;
+		w = p;
+		while (*p && *p != '=' && !isspace((unsigned char) *p))
+			p++;
+		if (p == w)
+			break;
+		while (isspace((unsigned char) *p))
+			p++;
+		if (*p != '=')
+			break;
+		/* A word libpq does not know may be part of a password: not named. */
+		if (is_conninfo_keyword(w, strcspn(w, "= \t\n\r\f\v")))
+			appendStringInfo(keys, "%s\"%.*s\"", keys->len ? ", " : "its keywords are ",
+							 (int) strcspn(w, "= \t\n\r\f\v"), w);
+		else
+			unknown++;
+		p++;
+		while (isspace((unsigned char) *p))
+			p++;
+		if (*p == '\'')
+		{
+			/* a quoted value, with backslash escapes */
+			for (p++; *p && *p != '\''; p++)
+				if (*p == '\\' && p[1])
+					p++;
+			if (*p != '\'')
+				break;
+			p++;
+		}
+		else
+			for (; *p && !isspace((unsigned char) *p); p++)
+				if (*p == '\\' && p[1])
+					p++;
+	}
+	if (unknown > 0)
+		appendStringInfo(keys, "%s%d word%s before \"=\" that libpq does not know as a keyword",
+						 keys->len ? ", and " : "it has ", unknown, unknown == 1 ? "" : "s");
+	else if (keys->len == 0)
+		appendStringInfoString(keys, "it has no keyword");
+}
+
+/*
  * Whether 'conninfo' is a connection string libpq can parse and would read
  * as meant (value_as_meant); if not, 'why' says what is wrong without any
  * value, and '*parsed' whether libpq could parse it.  libpq's own message
@@ -556,8 +616,6 @@ idgen_conninfo_valid(const char *conninfo, bool *parsed, char *why, size_t len)
 	char	   *errmsg = NULL;
 	PQconninfoOption *opts = PQconninfoParse(conninfo, &errmsg);
 	StringInfoData keys;
-	const char *p;
-	int			unknown = 0;	/* words before "=" that are no keyword */
 
 	*parsed = (opts != NULL);
 	if (opts != NULL)
@@ -587,54 +645,7 @@ idgen_conninfo_valid(const char *conninfo, bool *parsed, char *why, size_t len)
 		strncmp(conninfo, "postgres://", 11) == 0)
 		appendStringInfoString(&keys, "it is a URI");
 	else
-	{
-		/* keyword = value pairs as libpq reads them, up to the first fault */
-		p = conninfo;
-		for (;;)
-		{
-			const char *w;
-
-			while (isspace((unsigned char) *p))
-				p++;
-			w = p;
-			while (*p && *p != '=' && !isspace((unsigned char) *p))
-				p++;
-			if (p == w)
-				break;
-			while (isspace((unsigned char) *p))
-				p++;
-			if (*p != '=')
-				break;
-			/* A word libpq does not know may be part of a password: not named. */
-			if (is_conninfo_keyword(w, strcspn(w, "= \t\n\r\f\v")))
-				appendStringInfo(&keys, "%s\"%.*s\"", keys.len ? ", " : "its keywords are ",
-								 (int) strcspn(w, "= \t\n\r\f\v"), w);
-			else
-				unknown++;
-			p++;
-			while (isspace((unsigned char) *p))
-				p++;
-			if (*p == '\'')
-			{
-				/* a quoted value, with backslash escapes */
-				for (p++; *p && *p != '\''; p++)
-					if (*p == '\\' && p[1])
-						p++;
-				if (*p != '\'')
-					break;
-				p++;
-			}
-			else
-				for (; *p && !isspace((unsigned char) *p); p++)
-					if (*p == '\\' && p[1])
-						p++;
-		}
-		if (unknown > 0)
-			appendStringInfo(&keys, "%s%d word%s before \"=\" that libpq does not know as a keyword",
-							 keys.len ? ", and " : "it has ", unknown, unknown == 1 ? "" : "s");
-		else if (keys.len == 0)
-			appendStringInfoString(&keys, "it has no keyword");
-	}
+		describe_keywords(conninfo, &keys);
 	strlcpy(why, keys.data, len);
 	pfree(keys.data);
 	return false;

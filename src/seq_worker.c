@@ -794,7 +794,7 @@ idgen_seq_worker_init(void)
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 
 	if (process_shared_preload_libraries_in_progress)
-		idgen_register_worker("idgen launcher", "idgen_launcher_main",
+		idgen_register_process("idgen launcher", "idgen_launcher_main",
 							  BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
 							  BgWorkerStart_RecoveryFinished, 10);
 }

@@ -47,39 +47,32 @@
  *	  reader into a negative figure, and owners never have their slots
  *	  written by anyone else.
  *
- * horizon: the durable horizon; written by the keeper, after the same
- *	  value is on disk and, after recovery, in WAL (a write barrier orders
- *	  them), and upwards.  Generators read it without a lock: a stale value
- *	  is smaller, so it can only make a generator wait, never let it pass
- *	  the durable value.  It is lowered in two places, under file_lock: at
- *	  the end of recovery (horizon_wal.c), before any generator of this
- *	  identity may run, and when the keeper stops generation (horizon.c,
- *	  keeper_fence), where generators check it again after their
- *	  compare-and-swap (clock.c).
+ * horizon, fenced: the durable horizon, and whether the keeper stopped
+ *	  generation at it; their protocol is the horizon area's (horizon.c).
+ *	  Generators read both without a lock.
  *
- * keeper: the keeper's pid, latch and counters, under keeper.mutex.
- *
- * file_horizon, recovery_ended, fenced: read and written only under
- *	  file_lock, by whoever writes the file (the keeper, redo) and the end
- *	  of recovery.
+ * keeper_latch: the keeper's latch, written by the keeper when it starts
+ *	  and exits (keeper.c), read without a lock by whoever wakes it
+ *	  (clock.c).
  *
  * takeover: written with compare-and-swap, upwards only, by whoever takes
- *	  an identity over (the end of recovery, the registry worker), after it
- *	  raised the generator words; read without a lock by generators that
- *	  are ahead of the clock (clock.c).  A stale value is smaller: it can
- *	  only make a generator wait.  It is twice a TimestampTz less a reading
- *	  of the monotonic clock, which is one time line for all processes.
- *	  takeover_cause is written just before it, for messages only.
+ *	  an identity over (the end of recovery, the "idgen registry" process),
+ *	  after it raised the generator words, which it does with
+ *	  compare-and-swap (never down), so the protocol above holds; read
+ *	  without a lock by generators that are ahead of the clock (clock.c).
+ *	  A stale value is smaller: it can only make a generator wait.  It is
+ *	  twice a TimestampTz less a reading of the monotonic clock, which is
+ *	  one time line for all processes.  takeover_cause is written just
+ *	  before it, for messages only.
  *
- * replay: what redo learnt from WAL, under replay.mutex (horizon_wal.c).
- *	  The end of recovery raises the generator words with compare-and-swap
- *	  (never down), so the protocol above holds.
+ * lease, identity_leased: the lease on a leased identity; their protocol
+ *	  is the identity area's (identity.c).  identity_leased is written once,
+ *	  at start.
  *
- * clash: another server's claim to this identity (active.c): its details
- *	  written under clash.mutex, then 'clashed' set (a spinlock release is a
- *	  barrier), never cleared.  Generators read 'clashed' without a lock; one
- *	  that read it just before it was set issues the IDs of that moment, as
- *	  it would have a moment earlier.
+ * clashed: set once another server's claim to this identity is recorded
+ *	  (active.c, which states its protocol), never cleared.  Generators
+ *	  read it without a lock; one that read it just before it was set
+ *	  issues the IDs of that moment, as it would have a moment earlier.
  *
  * Areas: state that only one area reads and writes lives in a struct of
  *	  that area's own (its name is the struct's and its LWLock tranche's),
@@ -88,8 +81,9 @@
  *	  the generators read on every call.
  *
  * Crash and restart: the segment is created anew.  Generator words start
- *	  just above the horizon read from disk (horizon.c); statistics start from
- *	  zero.
+ *	  just above the horizon read from disk, set by the horizon area's
+ *	  startup (horizon.c), which runs after the core segment is created;
+ *	  statistics start from zero.
  *
  *-------------------------------------------------------------------------
  */
@@ -103,13 +97,9 @@
 #include "storage/shmem.h"
 
 #include "idgen.h"
-#include "idgen_layout.h"
 #include "idgen_shmem.h"
-#include "idgen_horizon.h"
-#include "idgen_registry.h"
 
 IdgenShared *idgen_shared = NULL;
-bool		idgen_preloaded = false;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -123,13 +113,24 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static const IdgenShmemArea *areas[IDGEN_MAX_SHMEM_AREAS];
 static int	nareas = 0;
 
-static void idgen_start_generators(IdgenShared *s);
+/* Generator words in the core segment: one per gene (layout.c says). */
+static int	core_ngenes = 1;
+
+/*
+ * Set the number of generator words; layout.c, from _PG_init, before the
+ * segment's size is requested.
+ */
+void
+idgen_shmem_set_ngenes(int ngenes)
+{
+	Assert(ngenes >= 1);
+	core_ngenes = ngenes;
+}
 
 static int
 idgen_ngenes(void)
 {
-	/* An invalid layout still gets one word so the segment is well formed. */
-	return idgen_layout.valid ? (1 << idgen_layout.gene_bits) : 1;
+	return core_ngenes;
 }
 
 static int
@@ -217,7 +218,7 @@ idgen_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(idgen_shmem_size(true));
-	RequestNamedLWLockTranche("idgen", 2);
+	RequestNamedLWLockTranche("idgen", 1);
 	for (int i = 0; i < nareas; i++)
 		if (area_nlocks(areas[i]) > 0)
 			RequestNamedLWLockTranche(areas[i]->name, area_nlocks(areas[i]));
@@ -244,7 +245,6 @@ idgen_shmem_startup(void)
 
 		pg_atomic_init_u64(&s->clock_seen_ms.value, 0);
 		s->lock = &(GetNamedLWLockTranche("idgen"))[0].lock;
-		s->file_lock = &(GetNamedLWLockTranche("idgen"))[1].lock;
 		s->ngenes = idgen_ngenes();
 		s->nslots = idgen_nslots();
 		s->stats_reset = GetCurrentTimestamp();
@@ -252,24 +252,20 @@ idgen_shmem_startup(void)
 		s->genes = (pg_atomic_uint64 *) (base + header_size());
 		s->slots = (IdgenStatsSlot *) (base + header_size() + genes_size());
 
-		SpinLockInit(&s->keeper.mutex);
-		s->keeper.pid = 0;
-		s->keeper.latch = NULL;
-		s->keeper.persists = s->keeper.failures = 0;
-		s->keeper.last_persist = s->keeper.last_failure = 0;
+		/* The areas' startup sets these (horizon.c, identity.c). */
+		pg_atomic_init_u64(&s->horizon.value, 0);
+		pg_atomic_init_u64(&s->takeover.value, 0);
+		s->takeover_cause = 0;
+		s->fenced = false;
+		pg_atomic_init_u64(&s->keeper_latch, 0);
+		pg_atomic_init_u64(&s->uuid7_tick.value, 0);
+		for (int g = 0; g < s->ngenes; g++)
+			pg_atomic_init_u64(&s->genes[g], 0);
+		pg_atomic_init_u64(&s->lease.f.word, 0);
+		pg_atomic_init_u64(&s->lease.f.gen, 0);
+		s->identity_leased = false;
+		pg_atomic_init_u32(&s->clashed, 0);
 
-		SpinLockInit(&s->replay.mutex);
-		s->replay.known = false;
-		s->replay.horizon = s->replay.written_at = s->replay.replayed_at = 0;
-		s->replay.datacenter_id = s->replay.worker_id = -1;
-		s->replay.records = 0;
-		s->replay.lifted_at = s->replay.lifted_to = 0;
-		s->replay.lift_lead_ms = 0;
-
-		idgen_registry_shmem_init(s);
-		pg_atomic_init_u32(&s->clash.clashed, 0);
-		SpinLockInit(&s->clash.mutex);
-		idgen_start_generators(s);
 		for (int i = 0; i < s->nslots; i++)
 			for (int k = 0; k < IDGEN_NUM_KINDS; k++)
 				for (int c = 0; c < IDGEN_NUM_COUNTERS; c++)
@@ -291,67 +287,11 @@ idgen_shmem_startup(void)
 }
 
 /*
- * Start every generator word just above the durable horizon, so that after
- * a restart or a crash nothing issued before can be issued again (see
- * horizon.c).  Without a readable horizon, start from the wall clock and say
- * so.  Runs in the postmaster, at start and after every crash.
- */
-static void
-idgen_start_generators(IdgenShared *s)
-{
-	TimestampTz horizon = 0;
-	TimestampTz written_at = 0;
-	char		why[256];
-
-	s->horizon_restored = idgen_horizon_read(&horizon, &written_at, why, sizeof(why));
-	if (!s->horizon_restored)
-	{
-		horizon = 0;
-		/* A first start lost nothing; a horizon that existed and is gone did. */
-		if (idgen_horizon_ever_made())
-			ereport(WARNING,
-					(errmsg("the idgen durable horizon was lost; generators start from the wall clock"),
-					 errdetail_internal("%s", why),
-					 errhint("Identifiers issued before this start may be issued again if the clock is behind them. Find out what removed or damaged the file.")));
-		else
-			ereport(LOG,
-					(errmsg("no idgen durable horizon yet in this data directory; generators start from the wall clock"),
-					 errdetail("No horizon was ever written in this data directory: this is its first start with idgen preloaded.")));
-	}
-
-	s->file_horizon = horizon;
-	s->recovery_ended = s->fenced = false;
-	pg_atomic_init_u64(&s->horizon.value, (uint64) horizon);
-	pg_atomic_init_u64(&s->takeover.value, 0);
-	s->takeover_cause = IDGEN_TAKEOVER_NONE;
-	for (int g = 0; g < s->ngenes; g++)
-		pg_atomic_init_u64(&s->genes[g],
-						   idgen_layout.valid ?
-						   idgen_horizon_start_tick(horizon, idgen_layout.epoch,
-													idgen_layout.sequence_bits) : 0);
-	pg_atomic_init_u64(&s->uuid7_tick.value,
-					   idgen_horizon_start_tick(horizon, IDGEN_UNIX_EPOCH,
-												IDGEN_UUID7_TICK_BITS));
-
-	/*
-	 * A horizon ahead of the clock that has not gone back since the file was
-	 * written (the IDs before ran ahead of the clock, after a takeover or by
-	 * borrowing): continue from it as after a takeover, rather than wait for
-	 * the clock to reach it.  A clock that went back waits or fails as the
-	 * clock policy says.
-	 */
-	if (written_at != 0 && horizon > GetCurrentTimestamp() && GetCurrentTimestamp() >= written_at)
-		(void) idgen_take_over(horizon, true, IDGEN_TAKEOVER_RESTART);
-}
-
-/*
  * Install the hooks; called from _PG_init in the postmaster only.
  */
 void
 idgen_shmem_init(void)
 {
-	idgen_preloaded = true;
-
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = idgen_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;

@@ -39,8 +39,9 @@
 #include "idgen.h"
 #include "idgen_layout.h"
 #include "idgen_shmem.h"
+#include "idgen_clock.h"
 #include "idgen_horizon.h"
-#include "idgen_registry.h"
+#include "idgen_identity.h"
 
 PG_FUNCTION_INFO_V1(idgen_snowflake);
 PG_FUNCTION_INFO_V1(idgen_snowflake_gene);
@@ -81,7 +82,7 @@ snowflake_next(uint32 gene)
 	};
 
 	/* another server claimed this identity too (active.c) */
-	if (unlikely(pg_atomic_read_u32(&idgen_shared->clash.clashed) != 0))
+	if (unlikely(pg_atomic_read_u32(&idgen_shared->clashed) != 0))
 		idgen_identity_clash_error();
 	if (unlikely(idgen_shared->identity_leased))
 		last_id = idgen_leased_next(&idgen_shared->genes[gene], &c, gene);

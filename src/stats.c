@@ -28,6 +28,7 @@
 #include "idgen_seq.h"
 #include "idgen_layout.h"
 #include "idgen_shmem.h"
+#include "idgen_horizon.h"
 
 PG_FUNCTION_INFO_V1(idgen_stats);
 PG_FUNCTION_INFO_V1(idgen_stats_reset);
@@ -249,7 +250,7 @@ idgen_info(PG_FUNCTION_ARGS)
 
 	if (idgen_shared != NULL)
 	{
-		IdgenKeeperStatus *k = &idgen_shared->keeper;
+		IdgenKeeperStatus *k = &idgen_horizon_shared->keeper;
 		TimestampTz horizon = (TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value);
 		IdgenKeeperStatus copy;
 
@@ -262,7 +263,7 @@ idgen_info(PG_FUNCTION_ARGS)
 			values[i++] = Int32GetDatum(copy.pid);	/* keeper_pid */
 		else
 			nulls[i++] = true;
-		values[i++] = BoolGetDatum(idgen_shared->horizon_restored);
+		values[i++] = BoolGetDatum(idgen_horizon_shared->restored);
 		if (horizon != 0)
 		{
 			values[i++] = TimestampTzGetDatum(horizon);	/* horizon */
@@ -292,9 +293,9 @@ idgen_info(PG_FUNCTION_ARGS)
 	{
 		IdgenReplayStatus r;
 
-		SpinLockAcquire(&idgen_shared->replay.mutex);
-		r = idgen_shared->replay;
-		SpinLockRelease(&idgen_shared->replay.mutex);
+		SpinLockAcquire(&idgen_horizon_shared->replay.mutex);
+		r = idgen_horizon_shared->replay;
+		SpinLockRelease(&idgen_horizon_shared->replay.mutex);
 		if (r.horizon != 0)
 			values[i++] = TimestampTzGetDatum(r.horizon);	/* wal_horizon */
 		else

@@ -33,6 +33,7 @@
 
 #include "idgen.h"
 #include "idgen_shmem.h"
+#include "idgen_clock.h"
 #include "idgen_horizon.h"
 
 PG_FUNCTION_INFO_V1(idgen_uuid7);

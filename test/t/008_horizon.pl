@@ -1,4 +1,4 @@
-# Scenario: the keeper background worker and the durable horizon.  The
+# Scenario: the keeper background process and the durable horizon.  The
 # keeper starts with the server and keeps a horizon, fsynced in
 # $PGDATA/idgen.horizon, ahead of the clock, renewing it only when it is less
 # than half idgen.horizon_lead ahead.  With the keeper stopped (SIGSTOP),
@@ -34,7 +34,7 @@ $node->poll_query_until('postgres', 'SELECT horizon IS NOT NULL FROM idgen_info(
 my $keeper_pid = $node->safe_psql('postgres', 'SELECT keeper_pid FROM idgen_info()');
 like($keeper_pid, qr/^\d+$/, 'idgen_info reports the keeper pid');
 like(slurp_file("/proc/$keeper_pid/cmdline"), qr/idgen keeper/,
-	'that process is the "idgen keeper" background worker');
+	'that process is the "idgen keeper" background process');
 
 like(slurp_file($horizon_file), qr/^idgen horizon 2 \d+ \d+ [0-9a-f]{8}\n$/,
 	'the horizon file is one checksummed line: the horizon and when it was written');

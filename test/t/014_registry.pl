@@ -214,15 +214,15 @@ my ($token_after, $renewed_after) = split /\|/, $registry->safe_psql('postgres',
 is($token_after, $token_before, 'with the same token');
 cmp_ok($renewed_after, '<', $expires_before, 'renewed before the lease ran out');
 
-# A SIGTERM to the registry worker outside a shutdown: it gives the lease
+# A SIGTERM to the registry process outside a shutdown: it gives the lease
 # back and exits; the postmaster starts it again and it takes an identity.
 {
 	my $pid = $standby->safe_psql('postgres', 'SELECT process_pid FROM idgen_identity()');
 	kill 'TERM', $pid or die "kill: $!";
 	$standby->poll_query_until('postgres',
 		"SELECT state = 'held' AND process_pid IS DISTINCT FROM $pid FROM idgen_identity()")
-	  or die 'the registry worker did not come back';
-	is(id_identity($standby), '2:5', 'a SIGTERM to the registry worker: it comes back and holds 2:5 again');
+	  or die 'the registry process did not come back';
+	is(id_identity($standby), '2:5', 'a SIGTERM to the registry process: it comes back and holds 2:5 again');
 }
 
 # A release sent and not answered (the registry's backends stopped with

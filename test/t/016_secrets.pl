@@ -122,7 +122,7 @@ for my $case (@cases)
 	my ($what, $secret, $privileged) = @$case{qw(what secret privileged)};
 	my $offset = restart_with($case->{conninfo});
 	$node->poll_query_until('postgres', q{SELECT state = 'unreachable' FROM idgen_identity()})
-	  or die "$what: the registry worker did not give up";
+	  or die "$what: the registry process did not give up";
 
 	my $nobody = as_role('nobody', 'SELECT message FROM idgen_identity(); SELECT idgen_snowflake();');
 	like($nobody, qr/the details are shown only to roles with the privileges of pg_read_all_settings/,
@@ -151,7 +151,7 @@ for my $case (@cases)
 # not an invalid one.
 restart_with('regdb');
 $node->poll_query_until('postgres', q{SELECT state = 'unreachable' FROM idgen_identity()})
-  or die 'bare dbname: the registry worker did not give up';
+  or die 'bare dbname: the registry process did not give up';
 unlike($node->safe_psql('postgres', 'SELECT message FROM idgen_identity()'),
 	qr/not a valid connection string/, 'a bare database name is accepted as a connection string');
 
@@ -159,7 +159,7 @@ unlike($node->safe_psql('postgres', 'SELECT message FROM idgen_identity()'),
 $registry->stop;
 my $offset = restart_with("$reg_conn password=Zr8Frag", 'idgen.registry_ttl' => "'1500ms'");
 $node->poll_query_until('postgres', q{SELECT state = 'unreachable' FROM idgen_identity()})
-  or die 'registry down: the registry worker did not give up';
+  or die 'registry down: the registry process did not give up';
 
 # The message (a connection error naming the registry's socket) passes
 # through a superuser's SECURITY DEFINER function to the superuser ...
