@@ -95,10 +95,6 @@
 PGDLLEXPORT void idgen_launcher_main(Datum main_arg);
 PGDLLEXPORT void idgen_purge_main(Datum main_arg);
 
-/* Settings */
-int			idgen_purge_interval_s = 60;
-int			idgen_database_worker_idle_s = 60;
-
 /* Requests handled in one transaction (reservation) or one purge run. */
 #define WORKER_BATCH	256
 
@@ -782,17 +778,7 @@ idgen_launcher_main(Datum main_arg)
 void
 idgen_seq_worker_init(void)
 {
-	DefineCustomIntVariable("idgen.purge_interval",
-							"Sets how often expired per-key sequence keys and ended leases are deleted.",
-							"Every database that accepts connections is visited this often.",
-							&idgen_purge_interval_s, 60, 1, 24 * 3600,
-							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
-	DefineCustomIntVariable("idgen.database_worker_idle",
-							"Sets how long a database's idgen purge process stays after its cached keys were last used.",
-							"Its slot (idgen.max_database_workers) is then free for another database.",
-							&idgen_database_worker_idle_s, 60, 1, 24 * 3600,
-							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
-
+	idgen_seq_slots_init();
 	if (process_shared_preload_libraries_in_progress)
 		idgen_register_worker("idgen launcher", "idgen_launcher_main",
 							  BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
