@@ -2,7 +2,7 @@
  *
  * bgworker.c
  *	  Registering idgen's background processes: the keeper (horizon.c), the
- *	  registry worker (registry.c) and "idgen purge" (seq_worker.c).
+ *	  registry worker (registry.c) and "idgen sequencer" (sequencer.c).
  *
  *-------------------------------------------------------------------------
  */

@@ -16,8 +16,12 @@
  *	  snowflake.c, uuid7.c    the two generators' SQL entry points
  *	  horizon.c, horizon_wal.c  the durable horizon: file, keeper, WAL
  *	  owner_sql.c, interval.c SQL as the extension's owner; ttl arithmetic
- *	  seq.c, seq_row.c        per-key sequences: SQL semantics; the row
- *	  seq_cache.c, seq_worker.c  cached segments; the "idgen purge" process
+ *	  seq_settings.c, seq_row.c, seq_held.c  per-key sequences: settings;
+ *	                          the row, the limit rule; keys a transaction holds
+ *	  seq_slots.c, seq_quota.c  the sequencers' slots; keys per role
+ *	  seq_cache.c             cached segments: the entry protocol
+ *	  seq.c, seq_admin.c      next and current; the administrative functions
+ *	  sequencer.c             the "idgen sequencer" and its launcher
  *	  lease.c                 worker-id leases
  *	  registry.c, registry_worker.c, remote.c  identity from a registry
  *

@@ -26,8 +26,8 @@ extern int	idgen_purge_interval_s;
 extern double idgen_seq_default_ttl;
 extern int	idgen_seq_max_keys_per_role;
 extern int	idgen_seq_cache_keys;
-extern int	idgen_max_database_workers;
-extern int	idgen_database_worker_idle_s;
+extern int	idgen_max_sequencers;
+extern int	idgen_sequencer_idle_s;
 extern int	idgen_seq_cache_wait_ms;
 extern double idgen_seq_cache_prefetch;
 extern void idgen_seq_settings_init(void);
@@ -35,7 +35,10 @@ extern void idgen_seq_settings_init(void);
 #define IDGEN_SEQ_MAX_KEY			256 /* longest key, in bytes */
 #define IDGEN_SEQ_MAX_CACHE			1000000 /* largest cache setting */
 
-/* seq_row.c: a key's row in the table idgen_seq, and direct access to it */
+/*
+ * seq_row.c: a key's row in the table idgen_seq, the limit rule, direct
+ * access to the row, and the administrative functions' bounded waits
+ */
 /* The table's columns, in order. */
 enum
 {
@@ -148,24 +151,24 @@ extern void idgen_seq_held_deleted(Oid relid, const char *key, int keylen);
 extern void idgen_seq_held_write_all(void);
 
 
-/* seq_slots.c: the processes' slots, and the launcher's handshake */
-#define IDGEN_MAX_DATABASE_WORKERS	64
+/* seq_slots.c: the sequencers' slots, and the launcher's handshake */
+#define IDGEN_MAX_SEQUENCERS		64
 #define IDGEN_MAX_WAITING_SHOWN		64
 extern void idgen_seq_slots_init(void);
-extern bool idgen_seq_cache_available(void);
-extern char *idgen_seq_cache_why_not(bool *for_now);
-extern void idgen_seq_cache_want_worker(void);
-extern void idgen_seq_cache_workers_report(int *running, int *max, int64 *refused);
-extern void idgen_seq_cache_launcher_attach(Latch *latch);
-extern void idgen_seq_cache_launcher_detach(int code, Datum arg);
-extern int	idgen_seq_cache_take_wanted(Oid *dbid, uint32 *generation, const bool *stopping);
-extern int	idgen_seq_cache_take_for_purge(Oid dbid, uint32 *generation);
-extern bool idgen_seq_cache_ask_yield(Oid dbid, int64 min_age);
-extern void idgen_seq_cache_set_waiting(const Oid *dbids, int n, TimestampTz since);
-extern int	idgen_seq_cache_waiting(Oid *dbids, int max, TimestampTz *since);
-extern void idgen_seq_cache_start_ended(int slot, uint32 generation, bool start_failed);
-extern Oid	idgen_seq_cache_slot_dbid(int slot, uint32 *generation);
-extern void idgen_seq_cache_worker_detach(int code, Datum arg);
+extern bool idgen_seq_slot_available(void);
+extern char *idgen_seq_slot_why_not(bool *for_now);
+extern void idgen_seq_slot_want(void);
+extern void idgen_seq_slots_report(int *running, int *max, int64 *refused);
+extern void idgen_seq_slot_launcher_attach(Latch *latch);
+extern void idgen_seq_slot_launcher_detach(int code, Datum arg);
+extern int	idgen_seq_slot_take_wanted(Oid *dbid, uint32 *generation, const bool *stopping);
+extern int	idgen_seq_slot_take_for_purge(Oid dbid, uint32 *generation);
+extern bool idgen_seq_slot_ask_yield(Oid dbid, int64 min_age);
+extern void idgen_seq_slot_set_waiting(const Oid *dbids, int n, TimestampTz since);
+extern int	idgen_seq_slot_waiting(Oid *dbids, int max, TimestampTz *since);
+extern void idgen_seq_slot_start_ended(int slot, uint32 generation, bool start_failed);
+extern Oid	idgen_seq_slot_dbid(int slot, uint32 *generation);
+extern void idgen_seq_slot_detach(int code, Datum arg);
 extern void idgen_seq_slot_wake(void);
 extern bool idgen_seq_slot_request(Oid dbid, int index, bool urgent);
 extern bool idgen_seq_slot_starting(int slot, uint32 generation);
@@ -174,14 +177,14 @@ extern bool idgen_seq_slot_done(TimestampTz last, int idle_ms, bool *handed_over
 extern bool idgen_seq_slot_queue_begin(void);
 extern int	idgen_seq_slot_queue_pop(void);
 extern void idgen_seq_slot_rescan(void);
-extern bool idgen_seq_cache_pending(bool *urgent);
+extern bool idgen_seq_slot_pending(bool *urgent);
 
 /* seq_quota.c: keys per role */
 extern void idgen_seq_quota_init(void);
 extern void idgen_seq_check_keys_per_role(IdgenSeqTable *t, text *key, TimestampTz now);
 extern void idgen_seq_created_by_admin(void);
 
-/* seq_cache.c: a segment request, as the worker handles it */
+/* seq_cache.c: a segment request, as the sequencer handles it */
 typedef enum IdgenSeqOutcome
 {
 	IDGEN_SEQ_RETRY,			/* the row was busy: ask again */
@@ -228,8 +231,8 @@ extern bool idgen_seq_cache_claim(pg_atomic_uint64 *cursor, uint64 *w, uint32 ta
 extern void idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_ttl,
 								   Oid relid);
 extern void idgen_seq_cache_invalidate(const char *key, int keylen);
-extern bool idgen_seq_cache_worker_attach(int slot, uint32 generation, Latch *latch);
-extern bool idgen_seq_cache_worker_done(int idle_ms);
+extern bool idgen_seq_cache_sequencer_attach(int slot, uint32 generation, Latch *latch);
+extern bool idgen_seq_cache_sequencer_done(int idle_ms);
 extern int	idgen_seq_cache_collect(IdgenSeqRequest *req, int max);
 extern bool idgen_seq_cache_request_live(const IdgenSeqRequest *r);
 extern int64 idgen_seq_cache_reserve(IdgenSeqRequest *r, const IdgenSeqRow *row);
@@ -264,7 +267,7 @@ extern IdgenSeqApplied idgen_seq_apply(FunctionCallInfo fcinfo, text *key, Idgen
 									   void *arg, bool next);
 
 /* sequencer.c */
-extern void idgen_seq_worker_init(void);
+extern void idgen_sequencer_init(void);
 
 /* active.c: values interleaved by node (active-active) */
 extern void idgen_seq_node_view(const IdgenSeqRow *row, const char *key, IdgenSeqRow *view);

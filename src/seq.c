@@ -1,7 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * seq.c
- *	  Per-key business sequences (transactional mode).
+ *	  Per-key business sequences: idgen_seq_next and idgen_seq_current, and
+ *	  how every function changes a key (idgen_seq_apply: lock or insert
+ *	  the row, apply the operation, write it back), which the administrative
+ *	  functions (seq_admin.c) use too.
  *
  * One row per key in the extension's table idgen_seq:
  *
@@ -35,7 +38,7 @@
  *	  idgen.seq_default_ttl is taken by the former only: a key the
  *	  administrator creates (a migrated baseline, say) has a ttl only when
  *	  idgen_seq_configure gives it one.  idgen.seq_max_keys_per_role limits
- *	  the former only, too ("Keys per role" below).
+ *	  the former only, too (seq_quota.c).
  *
  *	  Values follow nextval(): start first, then value + step; a call that
  *	  would pass max_value (min_value, for a negative step) fails with
@@ -43,7 +46,7 @@
  *	  value after max_value is min_value (after min_value, max_value).  A
  *	  key whose ttl has passed since its last use is forgotten: it behaves
  *	  exactly as if its row had been purged (value and options back to the
- *	  defaults), which is what idgen_seq_purge() and the idgen purge
+ *	  defaults), which is what idgen_seq_purge() and the idgen sequencer
  *	  process do to such rows.
  *
  * Privileges
@@ -396,7 +399,7 @@ held_written(ApplyState *s, const IdgenSeqRow *row)
 /*
  * This transaction made the row of a key it creates (inserted, or revived
  * an expired one): idgen_seq_next checks the role's limit, an
- * administrative function counts the key for it ("Keys per role").
+ * administrative function counts the key for it (seq_quota.c).
  */
 static void
 key_created(ApplyState *s)
@@ -495,7 +498,7 @@ idgen_seq_apply(FunctionCallInfo fcinfo, text *key, IdgenSeqOp op, void *arg, bo
 	s.op = op;
 	s.arg = arg;
 	s.next = next;
-	s.serve_cached = next && idgen_seq_cache_available();
+	s.serve_cached = next && idgen_seq_slot_available();
 	s.now = GetCurrentTimestamp();
 	idgen_lookup_function(fcinfo, &s.fn);
 	idgen_seq_open_table(&s.fn, &s.t);
@@ -506,11 +509,11 @@ idgen_seq_apply(FunctionCallInfo fcinfo, text *key, IdgenSeqOp op, void *arg, bo
 	if (s.violation != NULL)
 		FreeErrorData(s.violation);
 	idgen_seq_close_table(&s.t);
-	if (!next || (s.from_cached_row && idgen_seq_cache_available()))
+	if (!next || (s.from_cached_row && idgen_seq_slot_available()))
 		idgen_seq_cache_invalidate(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
 	/* A cached key served from its row for want of a process here: ask. */
 	if (next && s.from_cached_row && !s.serve_cached)
-		idgen_seq_cache_want_worker();
+		idgen_seq_slot_want();
 	return s.applied;
 }
 
@@ -825,7 +828,7 @@ idgen_seq_served(PG_FUNCTION_ARGS)
 
 	if (PG_GETARG_INT64(0) <= 0)
 		PG_RETURN_TEXT_P(cstring_to_text("transactional"));
-	why = idgen_seq_cache_why_not(NULL);
+	why = idgen_seq_slot_why_not(NULL);
 	if (why == NULL)
 		PG_RETURN_TEXT_P(cstring_to_text("cached"));
 	PG_RETURN_TEXT_P(cstring_to_text(psprintf("transactional: %s", why)));

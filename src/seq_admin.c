@@ -393,8 +393,8 @@ idgen_seq_configure(PG_FUNCTION_ARGS)
 		char	   *why;
 		bool		for_now;
 
-		idgen_seq_cache_want_worker();
-		why = idgen_seq_cache_why_not(&for_now);
+		idgen_seq_slot_want();
+		why = idgen_seq_slot_why_not(&for_now);
 		if (why != NULL && !for_now)
 			ereport(NOTICE,
 					(errmsg("sequence key \"%s\" is served transactionally in this database, not from shared memory",

@@ -7,8 +7,8 @@
  * A key configured with cache => n is served from a fixed-capacity table of
  * entries in shared memory (idgen.seq_cache_keys), one per cached key.  Each
  * entry has two segments: the one being served and the next one.  A segment
- * is a range of the key's values that the idgen purge process of the key's
- * database (seq_worker.c) has reserved in its own committed transaction by
+ * is a range of the key's values that the idgen sequencer of the key's
+ * database (sequencer.c) has reserved in its own committed transaction by
  * advancing the key's row past it, before any of its values is served.  So
  * every value served is at most the row's value, and after a crash or a
  * restart new segments start past it: no value is ever served twice (a
@@ -78,10 +78,10 @@
  *	  as above).
  *
  *	  When the offset reaches the segment's prefetch point (a fraction,
- *	  idgen.seq_cache_prefetch, of it used) the caller asks the worker for
+ *	  idgen.seq_cache_prefetch, of it used) the caller asks the sequencer for
  *	  the next segment.  When the segment is used up, the caller takes the
  *	  entry's lock and switches to the next segment, or, if it is not there
- *	  yet, waits for the worker on a condition variable, at most
+ *	  yet, waits for the sequencer on a condition variable, at most
  *	  idgen.seq_cache_wait, then fails: a value is never served without a
  *	  durable reservation.
  *
@@ -90,7 +90,7 @@
  *	  entry's lock the keygen is bumped and the cursor moved to an empty
  *	  segment, so a compare-and-swap based on an old cursor fails, and a
  *	  caller with the old keygen looks the key up again.  A segment the
- *	  worker reserved for an entry whose keygen changed meanwhile is not
+ *	  sequencer reserved for an entry whose keygen changed meanwhile is not
  *	  published.  When the table is full, installing a key evicts the entry
  *	  used least recently.
  *
@@ -107,34 +107,15 @@
  *	  marks is under the entry's lock ('switches' is written under it and
  *	  read without it, see "Serving").
  *
- * A process per database
- *	  Each database whose cached keys are in use has its own idgen purge
- *	  process, in one of idgen.max_database_workers slots here, with its own
- *	  queue of requests.  A backend that meets a cached key in a database
- *	  without a running process asks for one (idgen_seq_cache_want_worker):
- *	  it takes a free slot and wakes the idgen launcher, which starts the
- *	  process; meanwhile, and when every slot serves another database, the
- *	  key is served from its row, transactionally, and idgen_seq_keys says
- *	  why (idgen_seq_cache_why_not).  A process ends once its database's
- *	  cached keys have gone unused for idgen.database_worker_idle, freeing
- *	  its slot; the launcher also lends free slots, for one purge, to the
- *	  databases that have none (seq_worker.c).
+ * The database's sequencer
+ *	  Entries wanting a segment are queued for their database's idgen
+ *	  sequencer (its slot and queue: seq_slots.c), which reserves them
+ *	  (sequencer.c) through collect, reserve and publish here.  A sequencer
+ *	  that attaches or gives its slot away first retires its database's
+ *	  entries: no segment reserved before is served after the row's values.
  *
- *	  When a database's purge finds no slot (or no background worker slot),
- *	  the launcher asks the process that has served longest, if for at
- *	  least idgen.purge_interval, to give its slot (yield_to): at its next
- *	  check the process hands the slot over, under the mutex, as a slot
- *	  wanted for that database's purge (for_purge), retires its own
- *	  database's entries (so that callers waiting for a segment go to the
- *	  table), and ends.  The launcher starts the purge once the process has
- *	  stopped, so that its background worker slot is free.  The databases
- *	  whose purge waits are published for idgen_info() (waiting[]).
- *
- * Keys per role
- *	  The segment also holds, under roles_lock, the estimates of how many
- *	  live keys a role has, for idgen.seq_max_keys_per_role (seq.c, "Keys
- *	  per role"): a few slots of (database, role), taken only when a key is
- *	  created while that setting is on.
+ * This file holds the entry protocol alone, both sides of it (callers
+ * serving, the sequencer reserving), hence its length.
  *
  *-------------------------------------------------------------------------
  */
@@ -145,12 +126,9 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/condition_variable.h"
-#include "storage/ipc.h"
-#include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
-#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -197,7 +175,7 @@ typedef struct SeqCacheEntry
 			pg_atomic_uint64 cursor;
 			pg_atomic_uint64 switches;	/* the cursor's moves; see "Serving" */
 			TimestampTz last_used;	/* statement time of a recent use (LRU) */
-			bool		used;	/* since the worker last recorded a use */
+			bool		used;	/* since the sequencer last recorded a use */
 		}			f;
 		char		pad[PG_CACHE_LINE_SIZE];
 	}			c;
@@ -209,8 +187,8 @@ typedef struct SeqCacheEntry
 	uint32		keygen;
 	SeqSegment	seg[2];
 	bool		next_ready;		/* seg[(epoch + 1) & 1] holds the next */
-	bool		requested;		/* the worker is asked for a segment */
-	bool		reserving;		/* the worker is reserving one */
+	bool		requested;		/* the sequencer is asked for a segment */
+	bool		reserving;		/* the sequencer is reserving one */
 	bool		failed;			/* the key reached its limit (no cycle) */
 	int64		failed_step;	/* then: its step and limit, for the error */
 	int64		failed_limit;
@@ -390,9 +368,9 @@ segment_value(const SeqSegment *s, uint64 off)
 }
 
 /*
- * Ask the worker for a segment for entry 'e' (its lock held), unless one is
+ * Ask the sequencer for a segment for entry 'e' (its lock held), unless one is
  * asked for or being reserved already; 'urgent' when the caller will wait
- * for it.  Returns whether the worker must be woken: for an urgent request,
+ * for it.  Returns whether the sequencer must be woken: for an urgent request,
  * or the first in the queue (it sleeps a little to gather the others).
  */
 static bool
@@ -400,6 +378,7 @@ request_segment(SeqCacheEntry *e, bool urgent)
 {
 	int			index = -1;
 
+	Assert(LWLockHeldByMeInMode(e->lock, LW_EXCLUSIVE));
 	if (!e->requested && !e->reserving)
 	{
 		e->requested = true;
@@ -418,6 +397,7 @@ request_segment(SeqCacheEntry *e, bool urgent)
 static void
 move_cursor(SeqCacheEntry *e, uint64 w)
 {
+	Assert(LWLockHeldByMeInMode(e->lock, LW_EXCLUSIVE));
 	pg_atomic_write_u64(&e->c.f.switches, pg_atomic_read_u64(&e->c.f.switches) + 1);
 	pg_write_barrier();
 	pg_atomic_write_u64(&e->c.f.cursor, CURSOR(e->keygen, CURSOR_EPOCH(w) + 1, 0));
@@ -466,6 +446,9 @@ switch_segment(SeqCacheEntry *e, uint64 w)
 	int64		max_size = Min((int64) e->cache * 1024, (int64) IDGEN_SEQ_MAX_SEGMENT);
 	uint32		epoch = CURSOR_EPOCH(w);
 
+	/* only a segment used up is switched from, to one published */
+	Assert(CURSOR_OFFSET(w) >= e->seg[epoch & 1].count);
+	Assert(e->seg[(epoch + 1) & 1].count > 0);
 	if (lasted < IDGEN_SEQ_SEGMENT_TARGET)
 		e->seg_size = Min(e->seg_size * 2, max_size);
 	else if (lasted > 4 * IDGEN_SEQ_SEGMENT_TARGET)
@@ -534,20 +517,24 @@ idgen_seq_cache_timed_out(const char *key)
 			 errmsg("could not get a segment for cached sequence key \"%s\" in time", key),
 			 errdetail("No segment was reserved within \"idgen.seq_cache_wait\" (%d ms); no value is served before its segment is reserved durably.",
 					   idgen_seq_cache_wait_ms),
-			 errhint("Check that the \"idgen purge\" process runs (it reserves segments), that no transaction holds the key's row or locks the table idgen_seq, and that \"idgen.seq_cache_keys\" holds every cached key in use.")));
+			 errhint("Check that the \"idgen sequencer\" process runs (it reserves segments), that no transaction holds the key's row or locks the table idgen_seq, and that \"idgen.seq_cache_keys\" holds every cached key in use.")));
 }
 
 /*
  * The current segment is used up (the cursor is 'w'): switch to the next
- * one, or wait for the worker to bring it.  Returns when the cursor has
+ * one, or wait for the sequencer to bring it.  Returns when the cursor has
  * moved (or the entry changed); fails after idgen.seq_cache_wait.
  */
 static void
-switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key, int count)
+switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key, int keylen,
+			   int count)
 {
+	SeqCacheTag tag;			/* the key, NUL-terminated, for messages */
 	TimestampTz start = GetCurrentTimestamp();
 	bool		counted = false;
 	bool		woke = false;
+
+	make_tag(&tag, MyDatabaseId, key, keylen);
 
 	ConditionVariablePrepareToSleep(&cache->cv);
 	for (;;)
@@ -567,7 +554,7 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key, int c
 		 * earlier round of the epoch: see "Serving"): serve again.
 		 */
 		if (pg_atomic_read_u64(&e->c.f.cursor) != w || e->keygen != keygen ||
-			e->tag.dbid != MyDatabaseId || strcmp(e->tag.key, key) != 0 ||
+			e->tag.dbid != MyDatabaseId || strcmp(e->tag.key, tag.key) != 0 ||
 			CURSOR_OFFSET(w) < e->seg[CURSOR_EPOCH(w) & 1].count)
 		{
 			LWLockRelease(e->lock);
@@ -598,7 +585,7 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key, int c
 		if (failed)
 		{
 			ConditionVariableCancelSleep();
-			idgen_seq_limit_reached(key, failed_step, failed_limit, count);
+			idgen_seq_limit_reached(tag.key, failed_step, failed_limit, count);
 		}
 		if (wake || !woke)
 		{
@@ -610,7 +597,7 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key, int c
 		if (waited_ms >= idgen_seq_cache_wait_ms)
 		{
 			ConditionVariableCancelSleep();
-			idgen_seq_cache_timed_out(key);
+			idgen_seq_cache_timed_out(tag.key);
 		}
 		/* Woken by a publication (or a retirement); or look again in 100 ms. */
 		(void) ConditionVariableTimedSleep(&cache->cv, Min(idgen_seq_cache_wait_ms - waited_ms, 100L),
@@ -721,6 +708,50 @@ idgen_seq_cache_claim(pg_atomic_uint64 *cursor, uint64 *w, uint32 take)
 }
 
 /*
+ * The final segment copied ('seg', of cursor 'w') has fewer values left than
+ * the call wants: raise 2200H if the cursor, read again, names that segment
+ * still, in the same round (see "Serving"); return otherwise, for the
+ * caller to start over.
+ */
+static void
+final_segment_short(SeqCacheEntry *e, uint64 w, uint64 switches, const SeqSegment *seg,
+					const char *key, int keylen, int count)
+{
+	SeqCacheTag tag;
+
+	Assert(seg->final && !seg->cycle);
+	pg_read_barrier();
+	if (!same_segment(pg_atomic_read_u64(&e->c.f.cursor), w))
+		return;
+	pg_read_barrier();
+	if (!same_round(e, switches))
+		return;
+	make_tag(&tag, MyDatabaseId, key, keylen);
+	idgen_seq_limit_reached(tag.key, seg->step, seg->step > 0 ? seg->max_value : seg->min_value,
+							count);
+}
+
+/*
+ * Values 'off' .. off + take - 1 of the caller's copy of a segment into
+ * 'out'.  The rest of a batch ('after': its last value so far) goes on in
+ * its key's direction, unless the key cycles: else the key was set back.
+ */
+static void
+copy_values(const SeqSegment *seg, uint32 off, uint32 take, int64 *out, const int64 *after,
+			const char *key, int keylen)
+{
+	for (uint32 j = 0; j < take; j++)
+		out[j] = segment_value(seg, (uint64) off + j);
+	if (after != NULL && !seg->cycle && (seg->step > 0 ? out[0] <= *after : out[0] >= *after))
+	{
+		SeqCacheTag tag;
+
+		make_tag(&tag, MyDatabaseId, key, keylen);
+		idgen_seq_batch_set_back(tag.key, *after);
+	}
+}
+
+/*
  * Serve up to 'count' values of a cached key into out[]; how many.  Fewer
  * than 'count' (0 included) when the key has no entry in shared memory, or
  * when its entry was retired while the batch was served (the key was
@@ -746,7 +777,7 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, const i
 	bool		has_after = after_p != NULL;
 	int64		after = has_after ? *after_p : 0;
 
-	if (!idgen_seq_cache_available())
+	if (!idgen_seq_slot_available())
 		return 0;
 	h = key_hash(MyDatabaseId, key, keylen);
 	le = local_entry(key, keylen, h);
@@ -789,25 +820,12 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, const i
 		off = CURSOR_OFFSET(w);
 		if (seg.final && (int64) (count - done) > (int64) seg.count - off)
 		{
-			SeqCacheTag tag;
-
-			/* The segment read is the one the cursor names still? */
-			pg_read_barrier();
-			if (!same_segment(pg_atomic_read_u64(&e->c.f.cursor), w))
-				continue;
-			pg_read_barrier();
-			if (!same_round(e, switches))
-				continue;
-			make_tag(&tag, MyDatabaseId, key, keylen);
-			idgen_seq_limit_reached(tag.key, seg.step,
-									seg.step > 0 ? seg.max_value : seg.min_value, count);
+			final_segment_short(e, w, switches, &seg, key, keylen, count);
+			continue;
 		}
 		if (off >= seg.count)
 		{
-			SeqCacheTag tag;
-
-			make_tag(&tag, MyDatabaseId, key, keylen);
-			switch_or_wait(e, le->keygen, w, tag.key, count);
+			switch_or_wait(e, le->keygen, w, key, keylen, count);
 			continue;
 		}
 		take = (uint32) Min((int64) (count - done), (int64) (seg.count - off));
@@ -818,17 +836,7 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, const i
 			continue;
 
 		/* Claimed: the values are this caller's (or a gap). */
-		for (uint32 j = 0; j < take; j++)
-			out[done + j] = segment_value(&seg, (uint64) off + j);
-		/* A batch goes on in its key's direction, unless the key cycles. */
-		if (has_after && !seg.cycle &&
-			(seg.step > 0 ? out[done] <= after : out[done] >= after))
-		{
-			SeqCacheTag tag;
-
-			make_tag(&tag, MyDatabaseId, key, keylen);
-			idgen_seq_batch_set_back(tag.key, after);
-		}
+		copy_values(&seg, off, take, out + done, has_after ? &after : NULL, key, keylen);
 		done += take;
 		has_after = true;
 		after = out[done - 1];
@@ -839,7 +847,7 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, const i
 }
 
 /*
- * Give the key an entry (asking the worker for its first segment), evicting
+ * Give the key an entry (asking the sequencer for its first segment), evicting
  * the least recently used one if the table is full.  'cache_size' is the
  * key's cache setting.
  */
@@ -851,7 +859,7 @@ idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_
 	bool		found;
 	SeqCacheEntry *e = NULL;
 
-	if (!idgen_seq_cache_available())
+	if (!idgen_seq_slot_available())
 		return;
 	make_tag(&tag, MyDatabaseId, key, keylen);
 	LWLockAcquire(cache->map_lock, LW_EXCLUSIVE);
@@ -946,7 +954,7 @@ static void retire_database_entries(void);
  * changed hands meanwhile (the launcher restarted).
  */
 bool
-idgen_seq_cache_worker_attach(int slot, uint32 generation, Latch *latch)
+idgen_seq_cache_sequencer_attach(int slot, uint32 generation, Latch *latch)
 {
 	if (!idgen_seq_slot_starting(slot, generation))
 		return false;
@@ -996,7 +1004,7 @@ retire_database_entries(void)
  * to the table.
  */
 bool
-idgen_seq_cache_worker_done(int idle_ms)
+idgen_seq_cache_sequencer_done(int idle_ms)
 {
 	TimestampTz last = 0;
 	bool		handed_over;
@@ -1076,10 +1084,10 @@ collect_one(SeqCacheEntry *e, IdgenSeqRequest *r)
 
 /*
  * Whether the entry of request 'r' is still the one it was made for (the
- * worker holds the key's row locked).  A key that is set, dropped or
+ * sequencer holds the key's row locked).  A key that is set, dropped or
  * reconfigured has its entry retired before that transaction commits, so
- * once the worker holds the row, a request of a retired entry is known as
- * such: the worker then leaves the row alone, instead of reserving a
+ * once the sequencer holds the row, a request of a retired entry is known as
+ * such: the sequencer then leaves the row alone, instead of reserving a
  * segment nobody will serve (which would skip past an idgen_seq_set(k, v,
  * false): the next entry would start after it).
  */
@@ -1128,6 +1136,7 @@ idgen_seq_cache_reserve(IdgenSeqRequest *r, const IdgenSeqRow *row)
 	}
 	r->count = idgen_seq_fit(r->first, row->step, row->min_value, row->max_value, row->cycle,
 						   r->size, &r->final);
+	Assert(r->count >= 1 && r->count <= r->size && r->size <= IDGEN_SEQ_MAX_SEGMENT);
 	s.first = r->first;
 	s.step = r->step;
 	s.min_value = r->min_value;
@@ -1205,7 +1214,7 @@ idgen_seq_cache_publish(IdgenSeqRequest *req, int n)
 
 /*
  * Keys of this database used since the last call, that have a ttl: their
- * use is recorded in the table by the worker (see seq.c).
+ * use is recorded in the table by the sequencer (see seq.c).
  */
 int
 idgen_seq_cache_collect_used(IdgenSeqRequest *req, int max)

@@ -114,7 +114,7 @@
 #include "idgen_shmem.h"
 
 /*
- * The estimate of a role's live keys in a database (see "Keys per role"):
+ * The estimate of a role's live keys in a database (see the header):
  * an exact count, capped at the limit it was made for, plus the keys
  * created by use since, by every backend.
  */
@@ -497,7 +497,7 @@ idgen_seq_check_keys_per_role(IdgenSeqTable *t, text *key, TimestampTz now)
 /*
  * An administrative function has made the row of a key it creates: not
  * limited, but added to the caller's estimate, under the role's lock (see
- * "Keys per role"), when the limit is on (in every session of a role it is
+ * the header), when the limit is on (in every session of a role it is
  * set for with ALTER ROLE).
  */
 void

@@ -53,7 +53,7 @@
 
 /*
  * Whether the key's ttl has passed since its last use.  The use of a cached
- * key is recorded in its row by the worker (at each reservation and each
+ * key is recorded in its row by the sequencer (at each reservation and each
  * purge run), so it may be up to idgen.purge_interval more recent than the
  * row says: such a key expires that much later.
  */
@@ -471,7 +471,7 @@ idgen_seq_find_held_row(IdgenSeqTable *t, text *key)
  * Lock the latest version of the key's row into t->slot and read it into
  * 'row'.  With 'stop_if_cached', a committed row of a live cached key that
  * this transaction does not hold is only read, not locked (SEQ_ROW_CACHED): its
- * values are served from shared memory, and the worker that reserves them
+ * values are served from shared memory, and the sequencer that reserves them
  * must be able to lock the row.
  */
 IdgenSeqRowFound
@@ -502,8 +502,8 @@ idgen_seq_lock_row(IdgenSeqTable *t, text *key, IdgenSeqRow *row, bool stop_if_c
 		/*
 		 * A cached key is served from shared memory, unless this transaction
 		 * holds its row (it then gets values from the row until it ends, as
-		 * the worker could not reserve meanwhile).  While another transaction
-		 * writes the row (the worker reserving a segment, or a set or
+		 * the sequencer could not reserve meanwhile).  While another transaction
+		 * writes the row (the sequencer reserving a segment, or a set or
 		 * reconfiguration), wait for it and look again: a value taken from
 		 * the row would belong to this transaction, and a rollback would
 		 * give back a value of a cached key.
@@ -619,7 +619,7 @@ idgen_seq_delete_row(IdgenSeqTable *t)
  * The wait that timed out raises "canceling statement due to lock
  * timeout" (55P03), already cleaned up (LockErrorCleanup); it is caught
  * and replaced with the key's message before the transaction aborts.
- * seq_row.c records the transaction waited for (IdgenSeqTable.blocker),
+ * idgen_seq_lock_row records the transaction waited for (IdgenSeqTable.blocker),
  * whose process the detail names.
  */
 #define IDGEN_SEQ_ADMIN_WAIT_MS		5000

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * seq_settings.c
- *	  The settings of per-key sequences, cached segments and the idgen purge
+ *	  The settings of per-key sequences, cached segments and the idgen sequencer
  *	  processes, defined in one place below every file that reads them
  *	  (seq_row.c, seq_slots.c, seq_cache.c, seq.c, sequencer.c): no file
  *	  of the area reaches up to another for a setting.
@@ -27,13 +27,13 @@ int			idgen_seq_max_keys_per_role = 0;
 
 /* Cached segments (seq_cache.c) and the processes' slots (seq_slots.c). */
 int			idgen_seq_cache_keys = 1024;
-int			idgen_max_database_workers = 4;
+int			idgen_max_sequencers = 4;
 int			idgen_seq_cache_wait_ms = 2000;
 double		idgen_seq_cache_prefetch = 0.1;
 
 /* The processes (sequencer.c); the interval also bounds a recorded use. */
 int			idgen_purge_interval_s = 60;
-int			idgen_database_worker_idle_s = 60;
+int			idgen_sequencer_idle_s = 60;
 
 /*
  * idgen.seq_default_ttl is 0 or at least a second.  It is a real number of
@@ -75,12 +75,12 @@ idgen_seq_settings_init(void)
 							"its reserved but unserved values are lost.",
 							&idgen_seq_cache_keys, 1024, 16, 1024 * 1024,
 							idgen_startup_context(), 0, NULL, NULL, NULL);
-	DefineCustomIntVariable("idgen.max_database_workers",
-							"Sets how many databases may have an idgen purge process at once.",
+	DefineCustomIntVariable("idgen.max_sequencers",
+							"Sets how many databases may have an idgen sequencer at once.",
 							"A database's process reserves the segments of its cached per-key sequences and "
 							"deletes its expired keys and ended leases. Each is a background worker "
 							"(max_worker_processes).",
-							&idgen_max_database_workers, 4, 1, IDGEN_MAX_DATABASE_WORKERS,
+							&idgen_max_sequencers, 4, 1, IDGEN_MAX_SEQUENCERS,
 							idgen_startup_context(), 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("idgen.seq_cache_wait",
 							"Sets how long a call waits for a segment of a cached key before it fails.",
@@ -98,9 +98,9 @@ idgen_seq_settings_init(void)
 							"Every database that accepts connections is visited this often.",
 							&idgen_purge_interval_s, 60, 1, 24 * 3600,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
-	DefineCustomIntVariable("idgen.database_worker_idle",
-							"Sets how long a database's idgen purge process stays after its cached keys were last used.",
-							"Its slot (idgen.max_database_workers) is then free for another database.",
-							&idgen_database_worker_idle_s, 60, 1, 24 * 3600,
+	DefineCustomIntVariable("idgen.sequencer_idle",
+							"Sets how long a database's idgen sequencer stays after its cached keys were last used.",
+							"Its slot (idgen.max_sequencers) is then free for another database.",
+							&idgen_sequencer_idle_s, 60, 1, 24 * 3600,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 }

@@ -1,19 +1,18 @@
 /*-------------------------------------------------------------------------
  *
  * seq_slots.c
- *	  The slots of the per-database idgen purge processes, and the
- *	  handshake between them, the backends that ask for one and the idgen
+ *	  The slots of the per-database idgen sequencers, and the handshake
+ *	  between them, the backends that ask for one and the idgen sequencer
  *	  launcher (sequencer.c runs both processes).
  *
- * Each database whose cached keys are in use has its own idgen purge
- * process, in one of idgen.max_database_workers slots here, with its own
- * queue of requests.  A backend that meets a cached key in a database
- * without a running process asks for one (idgen_seq_cache_want_worker): it
- * takes a free slot and wakes the idgen launcher, which starts the
- * process; meanwhile, and when every slot serves another database, the key
+ * Each database whose cached keys are in use has its own idgen sequencer,
+ * in one of idgen.max_sequencers slots here, with its own queue of
+ * requests.  A backend that meets a cached key in a database without a
+ * running sequencer asks for one (idgen_seq_slot_want): it takes a free
+ * slot and wakes the launcher, which starts the process; meanwhile, and when every slot serves another database, the key
  * is served from its row, transactionally, and idgen_seq_keys says why
- * (idgen_seq_cache_why_not).  A process ends once its database's cached
- * keys have gone unused for idgen.database_worker_idle, freeing its slot;
+ * (idgen_seq_slot_why_not).  A process ends once its database's cached
+ * keys have gone unused for idgen.sequencer_idle, freeing its slot;
  * the launcher also lends free slots, for one purge, to the databases that
  * have none (sequencer.c).
  *
@@ -34,7 +33,7 @@
  *	  One spinlock, 'mutex', guards every slot (with its queue) and the
  *	  launcher's fields.  Callers in seq_cache.c may hold an entry's LWLock
  *	  when they take it; nothing here takes another lock under it.  Two
- *	  reads are made without it (idgen_seq_cache_available): a slot's
+ *	  reads are made without it (idgen_seq_slot_available): a slot's
  *	  database and state, as aligned 4-byte reads, on every call of
  *	  idgen_seq_next; a stale answer only makes a request wait for the
  *	  next process, or a key be served from its row once more.
@@ -54,19 +53,19 @@
 #include "idgen_seq.h"
 #include "idgen_shmem.h"
 
-/* A slot for a database's idgen purge process (see "A process per database"). */
-typedef enum SeqWorkerState
+/* A slot for a database's idgen sequencer (see "A process per database"). */
+typedef enum SeqSlotState
 {
-	WORKER_FREE,				/* no database */
-	WORKER_WANTED,				/* a backend asked for a process */
-	WORKER_STARTING,			/* the launcher started it */
-	WORKER_RUNNING				/* it reserves segments (attached) */
-} SeqWorkerState;
+	SLOT_FREE,				/* no database */
+	SLOT_WANTED,				/* a backend asked for a process */
+	SLOT_STARTING,			/* the launcher started it */
+	SLOT_RUNNING				/* it reserves segments (attached) */
+} SeqSlotState;
 
-typedef struct SeqDbWorker
+typedef struct SeqSlot
 {
 	Oid			dbid;			/* InvalidOid when free */
-	SeqWorkerState state;
+	SeqSlotState state;
 	uint32		generation;		/* bumped each time the slot is taken */
 	bool		serve;			/* cached keys are in use: stay after a purge */
 	bool		for_purge;		/* taken (or handed over) for a purge: started first */
@@ -87,7 +86,7 @@ typedef struct SeqDbWorker
 	int			queue_size;
 	bool		overflow;
 	bool		urgent;			/* a caller is waiting for a segment */
-} SeqDbWorker;
+} SeqSlot;
 
 typedef struct SeqSlotsShared
 {
@@ -99,8 +98,8 @@ typedef struct SeqSlotsShared
 	int			nwaiting;		/* databases whose purge waits for a slot */
 	Oid			waiting[IDGEN_MAX_WAITING_SHOWN];	/* the first of them */
 	TimestampTz waiting_since;	/* since when the first has waited */
-	int			nworkers;
-	SeqDbWorker workers[FLEXIBLE_ARRAY_MEMBER];	/* then their queues */
+	int			nslots;
+	SeqSlot		slot[FLEXIBLE_ARRAY_MEMBER];	/* then their queues */
 } SeqSlotsShared;
 
 static SeqSlotsShared *slots = NULL;
@@ -109,11 +108,11 @@ static SeqSlotsShared *slots = NULL;
 static Size
 struct_size(void)
 {
-	Size		size = offsetof(SeqSlotsShared, workers);
+	Size		size = offsetof(SeqSlotsShared, slot);
 
-	size = add_size(size, mul_size(sizeof(SeqDbWorker), idgen_max_database_workers));
+	size = add_size(size, mul_size(sizeof(SeqSlot), idgen_max_sequencers));
 	size = add_size(size, mul_size(mul_size(sizeof(int), 2 * idgen_seq_cache_keys),
-								   idgen_max_database_workers));
+								   idgen_max_sequencers));
 	return size;
 }
 
@@ -129,15 +128,15 @@ shmem_startup(void *ptr, bool found, LWLockPadded *locks)
 	slots->refused_at = slots->start_failed_at = 0;
 	slots->nwaiting = 0;
 	slots->waiting_since = 0;
-	slots->nworkers = idgen_max_database_workers;
-	for (int i = 0; i < slots->nworkers; i++)
+	slots->nslots = idgen_max_sequencers;
+	for (int i = 0; i < slots->nslots; i++)
 	{
-		SeqDbWorker *w = &slots->workers[i];
+		SeqSlot *w = &slots->slot[i];
 
 		memset(w, 0, sizeof(*w));
-		w->state = WORKER_FREE;
+		w->state = SLOT_FREE;
 		w->queue_size = 2 * idgen_seq_cache_keys;
-		w->queue = (int *) &slots->workers[slots->nworkers] + (Size) i * w->queue_size;
+		w->queue = (int *) &slots->slot[slots->nslots] + (Size) i * w->queue_size;
 	}
 }
 
@@ -151,14 +150,14 @@ static const IdgenShmemArea seq_slots_area = {
 /*
  * The running process of database 'dbid' (slots->mutex held), or NULL.
  */
-static SeqDbWorker *
-running_worker(Oid dbid)
+static SeqSlot *
+running_slot(Oid dbid)
 {
-	for (int i = 0; i < slots->nworkers; i++)
+	for (int i = 0; i < slots->nslots; i++)
 	{
-		SeqDbWorker *w = &slots->workers[i];
+		SeqSlot *w = &slots->slot[i];
 
-		if (w->dbid == dbid && w->state == WORKER_RUNNING)
+		if (w->dbid == dbid && w->state == SLOT_RUNNING)
 			return w;
 	}
 	return NULL;
@@ -168,11 +167,11 @@ running_worker(Oid dbid)
 void
 idgen_seq_slot_wake(void)
 {
-	SeqDbWorker *w;
+	SeqSlot *w;
 	Latch	   *latch = NULL;
 
 	SpinLockAcquire(&slots->mutex);
-	w = running_worker(MyDatabaseId);
+	w = running_slot(MyDatabaseId);
 	if (w != NULL)
 		latch = w->latch;
 	SpinLockRelease(&slots->mutex);
@@ -192,11 +191,11 @@ idgen_seq_slot_wake(void)
 bool
 idgen_seq_slot_request(Oid dbid, int index, bool urgent)
 {
-	SeqDbWorker *w;
+	SeqSlot *w;
 	bool		wake = false;
 
 	SpinLockAcquire(&slots->mutex);
-	w = running_worker(dbid);
+	w = running_slot(dbid);
 	if (w != NULL && index >= 0)
 	{
 		Assert(w->queue_tail - w->queue_head <= (uint64) w->queue_size);
@@ -220,28 +219,28 @@ idgen_seq_slot_request(Oid dbid, int index, bool urgent)
  * first, with aligned 4-byte reads (a process that ends meanwhile only
  * makes a request wait for the next one, see request_segment).
  */
-static int	known_worker = -1;	/* a backend's: the slot found last */
-static int	my_worker = -1;		/* a database's process: its own slot */
+static int	known_slot = -1;	/* a backend's: the slot found last */
+static int	my_slot = -1;		/* a database's process: its own slot */
 
 bool
-idgen_seq_cache_available(void)
+idgen_seq_slot_available(void)
 {
-	volatile SeqDbWorker *w;
+	volatile SeqSlot *w;
 
 	if (slots == NULL)
 		return false;
-	if (known_worker >= 0)
+	if (known_slot >= 0)
 	{
-		w = &slots->workers[known_worker];
-		if (w->dbid == MyDatabaseId && w->state == WORKER_RUNNING)
+		w = &slots->slot[known_slot];
+		if (w->dbid == MyDatabaseId && w->state == SLOT_RUNNING)
 			return true;
 	}
-	for (int i = 0; i < slots->nworkers; i++)
+	for (int i = 0; i < slots->nslots; i++)
 	{
-		w = &slots->workers[i];
-		if (w->dbid == MyDatabaseId && w->state == WORKER_RUNNING)
+		w = &slots->slot[i];
+		if (w->dbid == MyDatabaseId && w->state == SLOT_RUNNING)
 		{
-			known_worker = i;
+			known_slot = i;
 			return true;
 		}
 	}
@@ -254,9 +253,9 @@ idgen_seq_cache_available(void)
  * not (the view idgen_seq_keys shows it for every cached key).
  */
 char *
-idgen_seq_cache_why_not(bool *for_now)
+idgen_seq_slot_why_not(bool *for_now)
 {
-	SeqWorkerState state = WORKER_FREE;
+	SeqSlotState state = SLOT_FREE;
 	bool		full = true;
 	TimestampTz start_failed_at;
 	bool		start_failed;
@@ -266,31 +265,31 @@ idgen_seq_cache_why_not(bool *for_now)
 	if (slots == NULL)
 		return pstrdup("idgen is not in shared_preload_libraries");
 	SpinLockAcquire(&slots->mutex);
-	for (int i = 0; i < slots->nworkers; i++)
+	for (int i = 0; i < slots->nslots; i++)
 	{
-		SeqDbWorker *w = &slots->workers[i];
+		SeqSlot *w = &slots->slot[i];
 
 		if (w->dbid == MyDatabaseId)
 			state = w->state;
-		full &= (w->state != WORKER_FREE);
+		full &= (w->state != SLOT_FREE);
 	}
 	start_failed_at = slots->start_failed_at;
 	SpinLockRelease(&slots->mutex);
 	start_failed = start_failed_at != 0 &&
 		!TimestampDifferenceExceeds(start_failed_at, GetCurrentTimestamp(), 60 * 1000);
 
-	if (state == WORKER_RUNNING)
+	if (state == SLOT_RUNNING)
 		return NULL;
 	if (for_now != NULL)
-		*for_now = (state != WORKER_FREE || (!full && !start_failed));
-	if (state != WORKER_FREE)
-		return pstrdup("the idgen purge process of this database is starting");
+		*for_now = (state != SLOT_FREE || (!full && !start_failed));
+	if (state != SLOT_FREE)
+		return pstrdup("the idgen sequencer of this database is starting");
 	if (full)
-		return psprintf("all %d idgen purge processes (idgen.max_database_workers) serve other databases",
-						slots->nworkers);
+		return psprintf("all %d idgen sequencers (idgen.max_sequencers) serve other databases",
+						slots->nslots);
 	if (start_failed)
-		return pstrdup("the idgen launcher could not start a process in the last minute (max_worker_processes)");
-	return pstrdup("no idgen purge process runs in this database: the next use of a cached key starts one");
+		return pstrdup("the idgen sequencer launcher could not start a process in the last minute (max_worker_processes)");
+	return pstrdup("no idgen sequencer runs in this database: the next use of a cached key starts one");
 }
 
 /*
@@ -300,11 +299,11 @@ idgen_seq_cache_why_not(bool *for_now)
  * backend asks at most once a second.
  */
 void
-idgen_seq_cache_want_worker(void)
+idgen_seq_slot_want(void)
 {
 	static TimestampTz asked_at = 0;
 	TimestampTz now;
-	SeqDbWorker *free_slot = NULL;
+	SeqSlot *free_slot = NULL;
 	Latch	   *launcher = NULL;
 	bool		found = false;
 
@@ -315,22 +314,22 @@ idgen_seq_cache_want_worker(void)
 		return;
 	asked_at = now;
 	SpinLockAcquire(&slots->mutex);
-	for (int i = 0; i < slots->nworkers && !found; i++)
+	for (int i = 0; i < slots->nslots && !found; i++)
 	{
-		SeqDbWorker *w = &slots->workers[i];
+		SeqSlot *w = &slots->slot[i];
 
-		if (w->dbid == MyDatabaseId && w->state != WORKER_FREE)
+		if (w->dbid == MyDatabaseId && w->state != SLOT_FREE)
 		{
 			w->serve = true;	/* a process lent for a purge stays */
 			found = true;
 		}
-		else if (w->state == WORKER_FREE && free_slot == NULL)
+		else if (w->state == SLOT_FREE && free_slot == NULL)
 			free_slot = w;
 	}
 	if (!found && free_slot != NULL)
 	{
 		free_slot->dbid = MyDatabaseId;
-		free_slot->state = WORKER_WANTED;
+		free_slot->state = SLOT_WANTED;
 		free_slot->generation++;
 		free_slot->serve = true;
 		free_slot->for_purge = false;
@@ -349,39 +348,39 @@ idgen_seq_cache_want_worker(void)
 
 /* For idgen_info(): the processes running, and the refusals so far. */
 void
-idgen_seq_cache_workers_report(int *running, int *max, int64 *refused)
+idgen_seq_slots_report(int *running, int *max, int64 *refused)
 {
 	*running = *max = 0;
 	*refused = 0;
 	if (slots == NULL)
 		return;
 	SpinLockAcquire(&slots->mutex);
-	for (int i = 0; i < slots->nworkers; i++)
-		*running += (slots->workers[i].state == WORKER_RUNNING);
-	*max = slots->nworkers;
+	for (int i = 0; i < slots->nslots; i++)
+		*running += (slots->slot[i].state == SLOT_RUNNING);
+	*max = slots->nslots;
 	*refused = (int64) slots->refused;
 	SpinLockRelease(&slots->mutex);
 }
 
 
 /* ----------
- * The launcher's side (seq_worker.c)
+ * The launcher's side (sequencer.c)
  * ----------
  */
 void
-idgen_seq_cache_launcher_attach(Latch *latch)
+idgen_seq_slot_launcher_attach(Latch *latch)
 {
 	SpinLockAcquire(&slots->mutex);
 	slots->launcher_latch = latch;
 	/* A launcher started again forgets the processes it had started. */
-	for (int i = 0; i < slots->nworkers; i++)
-		if (slots->workers[i].state == WORKER_STARTING)
-			slots->workers[i].state = WORKER_WANTED;
+	for (int i = 0; i < slots->nslots; i++)
+		if (slots->slot[i].state == SLOT_STARTING)
+			slots->slot[i].state = SLOT_WANTED;
 	SpinLockRelease(&slots->mutex);
 }
 
 void
-idgen_seq_cache_launcher_detach(int code, Datum arg)
+idgen_seq_slot_launcher_detach(int code, Datum arg)
 {
 	SpinLockAcquire(&slots->mutex);
 	slots->launcher_latch = NULL;
@@ -396,19 +395,19 @@ idgen_seq_cache_launcher_detach(int code, Datum arg)
  * slots whose previous process has not stopped yet ('stopping[i]') wait.
  */
 int
-idgen_seq_cache_take_wanted(Oid *dbid, uint32 *generation, const bool *stopping)
+idgen_seq_slot_take_wanted(Oid *dbid, uint32 *generation, const bool *stopping)
 {
 	int			slot = -1;
 
 	SpinLockAcquire(&slots->mutex);
 	for (int pass = 0; pass < 2 && slot < 0; pass++)
-		for (int i = 0; i < slots->nworkers && slot < 0; i++)
+		for (int i = 0; i < slots->nslots && slot < 0; i++)
 		{
-			SeqDbWorker *w = &slots->workers[i];
+			SeqSlot *w = &slots->slot[i];
 
-			if (w->state == WORKER_WANTED && !stopping[i] && (pass == 1 || w->for_purge))
+			if (w->state == SLOT_WANTED && !stopping[i] && (pass == 1 || w->for_purge))
 			{
-				w->state = WORKER_STARTING;
+				w->state = SLOT_STARTING;
 				*dbid = w->dbid;
 				*generation = w->generation;
 				slot = i;
@@ -426,23 +425,23 @@ idgen_seq_cache_take_wanted(Oid *dbid, uint32 *generation, const bool *stopping)
  * database no longer is.
  */
 int
-idgen_seq_cache_take_for_purge(Oid dbid, uint32 *generation)
+idgen_seq_slot_take_for_purge(Oid dbid, uint32 *generation)
 {
 	int			slot = -1;
 	bool		has = false;
 	bool		wanted = false;
 
 	SpinLockAcquire(&slots->mutex);
-	for (int i = 0; i < slots->nworkers; i++)
+	for (int i = 0; i < slots->nslots; i++)
 	{
-		SeqDbWorker *w = &slots->workers[i];
+		SeqSlot *w = &slots->slot[i];
 
-		if (w->state != WORKER_FREE && w->dbid == dbid)
+		if (w->state != SLOT_FREE && w->dbid == dbid)
 		{
 			has = true;
-			wanted = (w->state == WORKER_WANTED);
+			wanted = (w->state == SLOT_WANTED);
 		}
-		else if (w->state == WORKER_FREE && slot < 0)
+		else if (w->state == SLOT_FREE && slot < 0)
 			slot = i;
 	}
 	if (has)
@@ -451,19 +450,19 @@ idgen_seq_cache_take_for_purge(Oid dbid, uint32 *generation)
 		slot = -2;
 	else
 	{
-		SeqDbWorker *w = &slots->workers[slot];
+		SeqSlot *w = &slots->slot[slot];
 
 		w->dbid = dbid;
-		w->state = WORKER_STARTING;
+		w->state = SLOT_STARTING;
 		w->generation++;
 		w->serve = false;
 		w->for_purge = true;
 		*generation = w->generation;
 	}
 	if (slot >= -1)
-		for (int i = 0; i < slots->nworkers; i++)
-			if (slots->workers[i].yield_to == dbid)
-				slots->workers[i].yield_to = InvalidOid;
+		for (int i = 0; i < slots->nslots; i++)
+			if (slots->slot[i].yield_to == dbid)
+				slots->slot[i].yield_to = InvalidOid;
 	SpinLockRelease(&slots->mutex);
 	return slot;
 }
@@ -475,23 +474,23 @@ idgen_seq_cache_take_for_purge(Oid dbid, uint32 *generation)
  * whether one is asked now.
  */
 bool
-idgen_seq_cache_ask_yield(Oid dbid, int64 min_age)
+idgen_seq_slot_ask_yield(Oid dbid, int64 min_age)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	SeqDbWorker *oldest = NULL;
+	SeqSlot *oldest = NULL;
 	Latch	   *latch = NULL;
 
 	SpinLockAcquire(&slots->mutex);
-	for (int i = 0; i < slots->nworkers; i++)
+	for (int i = 0; i < slots->nslots; i++)
 	{
-		SeqDbWorker *w = &slots->workers[i];
+		SeqSlot *w = &slots->slot[i];
 
 		if (OidIsValid(w->yield_to))
 		{
 			oldest = NULL;		/* one at a time */
 			break;
 		}
-		if (w->state == WORKER_RUNNING && w->serve && w->dbid != dbid &&
+		if (w->state == SLOT_RUNNING && w->serve && w->dbid != dbid &&
 			w->started <= now - min_age && (oldest == NULL || w->started < oldest->started))
 			oldest = w;
 	}
@@ -511,7 +510,7 @@ idgen_seq_cache_ask_yield(Oid dbid, int64 min_age)
  * since when the first has waited (n = 0: none), for idgen_info().
  */
 void
-idgen_seq_cache_set_waiting(const Oid *dbids, int n, TimestampTz since)
+idgen_seq_slot_set_waiting(const Oid *dbids, int n, TimestampTz since)
 {
 	SpinLockAcquire(&slots->mutex);
 	slots->nwaiting = n;
@@ -526,7 +525,7 @@ idgen_seq_cache_set_waiting(const Oid *dbids, int n, TimestampTz since)
  * 'dbids'), their number, and since when the first has waited.
  */
 int
-idgen_seq_cache_waiting(Oid *dbids, int max, TimestampTz *since)
+idgen_seq_slot_waiting(Oid *dbids, int max, TimestampTz *since)
 {
 	int			n;
 
@@ -548,16 +547,16 @@ idgen_seq_cache_waiting(Oid *dbids, int max, TimestampTz *since)
  * attached (it frees the slot itself) or the slot changed hands.
  */
 void
-idgen_seq_cache_start_ended(int slot, uint32 generation, bool start_failed)
+idgen_seq_slot_start_ended(int slot, uint32 generation, bool start_failed)
 {
-	SeqDbWorker *w = &slots->workers[slot];
+	SeqSlot *w = &slots->slot[slot];
 	TimestampTz now = GetCurrentTimestamp();
 
 	SpinLockAcquire(&slots->mutex);
-	if (w->generation == generation && w->state == WORKER_STARTING)
+	if (w->generation == generation && w->state == SLOT_STARTING)
 	{
 		w->dbid = InvalidOid;
-		w->state = WORKER_FREE;
+		w->state = SLOT_FREE;
 		w->serve = w->for_purge = false;
 		w->yield_to = InvalidOid;
 	}
@@ -568,18 +567,18 @@ idgen_seq_cache_start_ended(int slot, uint32 generation, bool start_failed)
 
 
 /* ----------
- * A database's process (seq_worker.c)
+ * A database's process (sequencer.c)
  * ----------
  */
 /* The database of slot 'slot', which this process was started for. */
 Oid
-idgen_seq_cache_slot_dbid(int slot, uint32 *generation)
+idgen_seq_slot_dbid(int slot, uint32 *generation)
 {
 	Oid			dbid;
 
 	SpinLockAcquire(&slots->mutex);
-	dbid = slots->workers[slot].state == WORKER_STARTING ? slots->workers[slot].dbid : InvalidOid;
-	*generation = slots->workers[slot].generation;
+	dbid = slots->slot[slot].state == SLOT_STARTING ? slots->slot[slot].dbid : InvalidOid;
+	*generation = slots->slot[slot].generation;
 	SpinLockRelease(&slots->mutex);
 	return dbid;
 }
@@ -592,11 +591,11 @@ idgen_seq_cache_slot_dbid(int slot, uint32 *generation)
 bool
 idgen_seq_slot_starting(int slot, uint32 generation)
 {
-	SeqDbWorker *w = &slots->workers[slot];
+	SeqSlot *w = &slots->slot[slot];
 	bool		ours;
 
 	SpinLockAcquire(&slots->mutex);
-	ours = w->generation == generation && w->state == WORKER_STARTING &&
+	ours = w->generation == generation && w->state == SLOT_STARTING &&
 		w->dbid == MyDatabaseId;
 	SpinLockRelease(&slots->mutex);
 	return ours;
@@ -609,7 +608,7 @@ idgen_seq_slot_starting(int slot, uint32 generation)
 void
 idgen_seq_slot_run(int slot, Latch *latch)
 {
-	SeqDbWorker *w = &slots->workers[slot];
+	SeqSlot *w = &slots->slot[slot];
 	TimestampTz now = GetCurrentTimestamp();
 
 	SpinLockAcquire(&slots->mutex);
@@ -620,9 +619,9 @@ idgen_seq_slot_run(int slot, Latch *latch)
 	w->latch = latch;
 	w->pid = MyProcPid;
 	w->started = now;
-	w->state = WORKER_RUNNING;
+	w->state = SLOT_RUNNING;
 	SpinLockRelease(&slots->mutex);
-	my_worker = slot;
+	my_slot = slot;
 }
 /*
  * Free this process's slot (slots->mutex held) and tell the launcher; or,
@@ -631,10 +630,10 @@ idgen_seq_slot_run(int slot, Latch *latch)
 static Latch *
 free_my_slot(Oid to)
 {
-	SeqDbWorker *w = &slots->workers[my_worker];
+	SeqSlot *w = &slots->slot[my_slot];
 
 	w->dbid = to;
-	w->state = OidIsValid(to) ? WORKER_WANTED : WORKER_FREE;
+	w->state = OidIsValid(to) ? SLOT_WANTED : SLOT_FREE;
 	if (OidIsValid(to))
 		w->generation++;
 	w->serve = false;
@@ -642,20 +641,20 @@ free_my_slot(Oid to)
 	w->yield_to = InvalidOid;
 	w->latch = NULL;
 	w->pid = 0;
-	my_worker = -1;
+	my_slot = -1;
 	return slots->launcher_latch;
 }
 
 
 void
-idgen_seq_cache_worker_detach(int code, Datum arg)
+idgen_seq_slot_detach(int code, Datum arg)
 {
 	Latch	   *launcher = NULL;
 
-	if (slots == NULL || my_worker < 0)
+	if (slots == NULL || my_slot < 0)
 		return;
 	SpinLockAcquire(&slots->mutex);
-	if (slots->workers[my_worker].pid == MyProcPid)
+	if (slots->slot[my_slot].pid == MyProcPid)
 		launcher = free_my_slot(InvalidOid);
 	SpinLockRelease(&slots->mutex);
 	if (launcher != NULL)
@@ -674,7 +673,7 @@ bool
 idgen_seq_slot_done(TimestampTz last, int idle_ms, bool *handed_over)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	SeqDbWorker *w = &slots->workers[my_worker];
+	SeqSlot *w = &slots->slot[my_slot];
 	bool		done;
 	Oid			to;
 	Latch	   *launcher = NULL;
@@ -683,8 +682,8 @@ idgen_seq_slot_done(TimestampTz last, int idle_ms, bool *handed_over)
 	last = Max(last, w->started);
 	/* Asked for the slot: unless that database has found one meanwhile. */
 	to = w->yield_to;
-	for (int i = 0; i < slots->nworkers && OidIsValid(to); i++)
-		if (slots->workers[i].dbid == to && slots->workers[i].state != WORKER_FREE)
+	for (int i = 0; i < slots->nslots && OidIsValid(to); i++)
+		if (slots->slot[i].dbid == to && slots->slot[i].state != SLOT_FREE)
 			to = w->yield_to = InvalidOid;
 	done = !w->serve || TimestampDifferenceExceeds(last, now, idle_ms);
 	if (OidIsValid(to) || (done && w->queue_tail == w->queue_head && !w->overflow))
@@ -707,7 +706,7 @@ idgen_seq_slot_done(TimestampTz last, int idle_ms, bool *handed_over)
 bool
 idgen_seq_slot_queue_begin(void)
 {
-	SeqDbWorker *w = &slots->workers[my_worker];
+	SeqSlot *w = &slots->slot[my_slot];
 	bool		scan;
 
 	SpinLockAcquire(&slots->mutex);
@@ -723,7 +722,7 @@ idgen_seq_slot_queue_begin(void)
 int
 idgen_seq_slot_queue_pop(void)
 {
-	SeqDbWorker *w = &slots->workers[my_worker];
+	SeqSlot *w = &slots->slot[my_slot];
 	int			i = -1;
 
 	SpinLockAcquire(&slots->mutex);
@@ -739,15 +738,15 @@ void
 idgen_seq_slot_rescan(void)
 {
 	SpinLockAcquire(&slots->mutex);
-	slots->workers[my_worker].overflow = true;
+	slots->slot[my_slot].overflow = true;
 	SpinLockRelease(&slots->mutex);
 }
 
 /* Whether requests wait in the queue, and whether a caller waits. */
 bool
-idgen_seq_cache_pending(bool *urgent)
+idgen_seq_slot_pending(bool *urgent)
 {
-	SeqDbWorker *w = &slots->workers[my_worker];
+	SeqSlot *w = &slots->slot[my_slot];
 	bool		pending;
 
 	SpinLockAcquire(&slots->mutex);

@@ -1,15 +1,15 @@
 /*-------------------------------------------------------------------------
  *
- * seq_worker.c
- *	  The "idgen purge" background processes, one per database at a time:
- *	  they reserve the segments of cached per-key sequences, forget expired
- *	  keys and end worker-id leases; and the "idgen launcher" that starts
- *	  them.
+ * sequencer.c
+ *	  The "idgen sequencer" processes, one per database at a time: they
+ *	  reserve the segments of cached per-key sequences, forget expired keys
+ *	  and end worker-id leases; and the "idgen sequencer launcher" that
+ *	  starts them.
  *
  * Launcher
  *	  One process, connected to no database (it reads pg_database).  It
- *	  starts a database's idgen purge process (a dynamic background worker,
- *	  in a slot of seq_cache.c) when a backend there asks for one (a cached
+ *	  starts a database's idgen sequencer (a dynamic background worker,
+ *	  in a slot of seq_slots.c) when a backend there asks for one (a cached
  *	  key met without a process), and every idgen.purge_interval lends the
  *	  free slots, one purge each and as they come free, to the databases
  *	  that accept connections and have no process (templates aside), each
@@ -17,16 +17,16 @@
  *	  turn; a round not finished when the next is due goes on instead.  No
  *	  setting names a database: cached keys and purges work in every
  *	  database where the extension is created.  At most
- *	  idgen.max_database_workers processes run at once; beyond that a
+ *	  idgen.max_sequencers processes run at once; beyond that a
  *	  database's cached keys are served from their rows (idgen_seq_keys
  *	  says so, idgen_info() counts the refusals).  A purge that finds no
  *	  free slot, or no background worker slot (max_worker_processes), waits
  *	  (idgen_info() names the databases waiting) and asks the process that
  *	  has served longest, if for at least idgen.purge_interval, to give its
- *	  slot (seq_cache.c, "A process per database"): each database waits at
+ *	  slot (seq_slots.c): each database waits at
  *	  most about idgen.purge_interval plus a second for each one before it
- *	  in the round that had to wait too, whatever the others do.  That the launcher cannot start
- *	  processes is logged once, and again when it has started every process
+ *	  in the round that had to wait too, whatever the others do.  That the
+ *	  launcher cannot start processes is logged once, and again when it has started every process
  *	  asked for a minute long, not at every try.  A process that stops
  *	  before it attached (its database dropped meanwhile, say) is seen
  *	  through its handle, and its slot freed.
@@ -36,14 +36,14 @@
  *	  installed, purges, and then either ends (lent for the purge) or, while
  *	  its database's cached keys are in use, stays: reserving their
  *	  segments and purging every idgen.purge_interval, until none has been
- *	  used for idgen.database_worker_idle.  While it runs it is a session
+ *	  used for idgen.sequencer_idle.  While it runs it is a session
  *	  in its database, so DROP DATABASE, ALTER DATABASE ... RENAME and
  *	  CREATE DATABASE ... TEMPLATE of that database fail (55006) until it
  *	  ends, or WITH (FORCE) ends it.
  *
  * Segments
  *	  Callers ask for segments through a queue in shared memory
- *	  (seq_cache.c).  The process takes the requests in batches and, in one
+ *	  (seq_slots.c, seq_cache.c).  The process takes the requests in batches and, in one
  *	  transaction of its own with synchronous_commit on, locks the keys'
  *	  rows (skipping rows other transactions hold: asked again), advances
  *	  each past its segment, commits, and only then publishes the segments:
@@ -92,14 +92,14 @@
 #include "idgen_sql.h"
 #include "idgen_bgworker.h"
 
-PGDLLEXPORT void idgen_launcher_main(Datum main_arg);
-PGDLLEXPORT void idgen_purge_main(Datum main_arg);
+PGDLLEXPORT void idgen_sequencer_launcher_main(Datum main_arg);
+PGDLLEXPORT void idgen_sequencer_main(Datum main_arg);
 
 /* Requests handled in one transaction (reservation) or one purge run. */
-#define WORKER_BATCH	256
+#define SEQUENCER_BATCH	256
 
 /*
- * The worker's statements: it runs a few of them for every batch of
+ * The sequencer's statements: it runs a few of them for every batch of
  * reservations (hundreds of batches a second under load), so they are
  * prepared once, with generic plans (a custom one would be planned again
  * for every batch).  Keys come as arrays, and the generic plans look them
@@ -111,10 +111,10 @@ enum
 	W_RESERVE,					/* advance keys $1 to values $2, used at $3 */
 	W_PRESENT,					/* which of keys $1 exist */
 	W_USED,						/* record that keys $1 were used at $2 */
-	NUM_WORKER_QUERIES
+	NUM_SEQUENCER_QUERIES
 };
 
-static const IdgenStatement worker_statement_list[NUM_WORKER_QUERIES] = {
+static const IdgenStatement sequencer_statement_list[NUM_SEQUENCER_QUERIES] = {
 	[W_LOCK] = {
 		"SELECT key, step, start, min_value, max_value, cycle, ttl, last_used, cache, created_by, "
 		"called, value "
@@ -141,9 +141,9 @@ static const IdgenStatement worker_statement_list[NUM_WORKER_QUERIES] = {
 	},
 };
 
-static SPIPlanPtr worker_plans[NUM_WORKER_QUERIES];
-static IdgenStatements worker_statements = {worker_statement_list, NUM_WORKER_QUERIES,
-worker_plans, InvalidOid, ""};
+static SPIPlanPtr sequencer_plans[NUM_SEQUENCER_QUERIES];
+static IdgenStatements sequencer_statements = {sequencer_statement_list, NUM_SEQUENCER_QUERIES,
+sequencer_plans, InvalidOid, ""};
 
 /* A text[] of the requests' keys. */
 static Datum
@@ -176,7 +176,7 @@ find_request(IdgenSeqRequest *req, int n, const char *key)
 /*
  * Reserve a segment for each request: lock the key's row (skipping rows
  * other transactions hold: those are asked again), advance its value past
- * the segment.  Runs in the worker's transaction, SPI connected, as a
+ * the segment.  Runs in the sequencer's transaction, SPI connected, as a
  * superuser; the segments may be served once it commits.
  */
 static void
@@ -190,7 +190,7 @@ reserve_segments(const IdgenFunction *ext, IdgenSeqRequest *req, int n)
 	int			nnew = 0;
 	bool		any_retry = false;
 
-	idgen_sql_begin(ext, &worker_statements, &cx);
+	idgen_sql_begin(ext, &sequencer_statements, &cx);
 	args[0] = request_keys(req, n, NULL);
 	(void) idgen_sql_run(&cx, W_LOCK, args, NULL);
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -258,7 +258,7 @@ reserve_segments(const IdgenFunction *ext, IdgenSeqRequest *req, int n)
 
 /*
  * Record the use of cached keys with a ttl (see idgen_seq_ttl_passed), in the
- * worker's transaction.
+ * sequencer's transaction.
  */
 static void
 record_use(const IdgenFunction *ext, IdgenSeqRequest *req, int n)
@@ -268,7 +268,7 @@ record_use(const IdgenFunction *ext, IdgenSeqRequest *req, int n)
 
 	if (n == 0)
 		return;
-	idgen_sql_begin(ext, &worker_statements, &cx);
+	idgen_sql_begin(ext, &sequencer_statements, &cx);
 	args[0] = request_keys(req, n, NULL);
 	args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 	(void) idgen_sql_run(&cx, W_USED, args, NULL);
@@ -307,7 +307,7 @@ end_work(void)
 static bool
 reserve_once(IdgenSeqRequest *req)
 {
-	int			n = idgen_seq_cache_collect(req, WORKER_BATCH);
+	int			n = idgen_seq_cache_collect(req, SEQUENCER_BATCH);
 	IdgenFunction ext;
 	bool		progress = false;
 
@@ -350,7 +350,7 @@ purge_call(void *arg)
 /*
  * Run the extension's function (which returns a count) in a
  * subtransaction: a failure is logged and rolled back, and the other purge
- * and the worker go on.  The count, 0 on failure.
+ * and the sequencer go on.  The count, 0 on failure.
  */
 static uint64
 purge_step(Oid nspid, const char *function)
@@ -362,7 +362,7 @@ purge_step(Oid nspid, const char *function)
 		return call.deleted;
 	ereport(WARNING,
 			(errcode(edata->sqlerrcode),
-			 errmsg("the idgen purge could not run %s.%s()",
+			 errmsg("the idgen sequencer could not run %s.%s()",
 					quote_identifier(get_namespace_name(nspid)), function),
 			 errdetail("%s", edata->message),
 			 errhint("The other purge goes on; this one is tried again after \"idgen.purge_interval\".")));
@@ -382,7 +382,7 @@ purge_once(IdgenSeqRequest *req)
 	uint64		deleted = 0;
 	IdgenFunction ext;
 
-	if (begin_work("idgen purge", &ext))
+	if (begin_work("idgen sequencer", &ext))
 	{
 		record_use(&ext, req, idgen_seq_cache_collect_used(req, idgen_seq_cache_keys));
 		deleted += purge_step(ext.nspid, "idgen_seq_purge");
@@ -395,33 +395,29 @@ purge_once(IdgenSeqRequest *req)
 }
 
 /*
- * Main entry point of a database's idgen purge process (a dynamic
- * background worker started by the launcher for slot main_arg).
+ * Connect to the database of slot 'slot' and take the slot; leave if it
+ * changed hands meanwhile, or if the extension is not installed there.
  */
-void
-idgen_purge_main(Datum main_arg)
+static void
+attach_to_slot(int slot)
 {
-	int			slot = DatumGetInt32(main_arg);
 	uint32		generation;
 	Oid			dbid;
-	IdgenSeqRequest *req;
-	TimestampTz next_purge;
-	TimestampTz next_check;		/* whether to end, once a second */
 	IdgenFunction ext;
 	bool		installed;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	dbid = idgen_seq_cache_slot_dbid(slot, &generation);
+	dbid = idgen_seq_slot_dbid(slot, &generation);
 	if (!OidIsValid(dbid))
 		proc_exit(0);			/* the slot changed hands meanwhile */
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 
 	/* A reservation must be durable before its values are served. */
 	SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
-	before_shmem_exit(idgen_seq_cache_worker_detach, (Datum) 0);
-	if (!idgen_seq_cache_worker_attach(slot, generation, MyLatch))
+	before_shmem_exit(idgen_seq_slot_detach, (Datum) 0);
+	if (!idgen_seq_cache_sequencer_attach(slot, generation, MyLatch))
 		proc_exit(0);
 
 	/*
@@ -429,15 +425,30 @@ idgen_purge_main(Datum main_arg)
 	 * name is read in the transaction: a catalog lookup outside one crashed
 	 * the process at DEBUG1.)
 	 */
-	installed = begin_work("idgen purge", &ext);
+	installed = begin_work("idgen sequencer", &ext);
 	if (installed)
-		elog(DEBUG1, "idgen purge started in database \"%s\"", get_database_name(MyDatabaseId));
+		elog(DEBUG1, "idgen sequencer started in database \"%s\"", get_database_name(MyDatabaseId));
 	end_work();
 	if (!installed)
 		proc_exit(0);
+}
 
+/*
+ * Main entry point of a database's idgen sequencer (a dynamic background
+ * worker started by the launcher for slot main_arg): reserve segments as
+ * they are asked for, purge every idgen.purge_interval, and check once a
+ * second whether to end.
+ */
+void
+idgen_sequencer_main(Datum main_arg)
+{
+	IdgenSeqRequest *req;
+	TimestampTz next_purge;
+	TimestampTz next_check;		/* whether to end, once a second */
+
+	attach_to_slot(DatumGetInt32(main_arg));
 	req = MemoryContextAlloc(TopMemoryContext,
-							 sizeof(IdgenSeqRequest) * Max(idgen_seq_cache_keys, WORKER_BATCH));
+							 sizeof(IdgenSeqRequest) * Max(idgen_seq_cache_keys, SEQUENCER_BATCH));
 	next_purge = next_check = GetCurrentTimestamp();
 
 	for (;;)
@@ -456,7 +467,7 @@ idgen_purge_main(Datum main_arg)
 
 		ResetLatch(MyLatch);
 		/* Prefetch requests can wait 2 ms to be reserved together. */
-		if (idgen_seq_cache_pending(&urgent) && !urgent)
+		if (idgen_seq_slot_pending(&urgent) && !urgent)
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 2L, PG_WAIT_EXTENSION);
 		progress = reserve_once(req);
@@ -467,7 +478,7 @@ idgen_purge_main(Datum main_arg)
 			uint64		deleted = purge_once(req);
 
 			if (deleted > 0)
-				elog(DEBUG1, "idgen purge deleted " UINT64_FORMAT " expired keys and leases", deleted);
+				elog(DEBUG1, "idgen sequencer deleted " UINT64_FORMAT " expired keys and leases", deleted);
 			next_purge = now + (TimestampTz) idgen_purge_interval_s * USECS_PER_SEC;
 			next_check = now;
 		}
@@ -475,7 +486,7 @@ idgen_purge_main(Datum main_arg)
 		/* Lent for a purge, done; or no cached key used here for a while. */
 		if (now >= next_check)
 		{
-			if (idgen_seq_cache_worker_done(idgen_database_worker_idle_s * 1000))
+			if (idgen_seq_cache_sequencer_done(idgen_sequencer_idle_s * 1000))
 				proc_exit(0);
 			next_check = now + USECS_PER_SEC;
 		}
@@ -484,7 +495,7 @@ idgen_purge_main(Datum main_arg)
 		 * More to reserve: at once.  Only busy rows to ask again: in 10 ms.
 		 * Nothing: sleep until woken, the next check or the next purge.
 		 */
-		if (idgen_seq_cache_pending(&urgent))
+		if (idgen_seq_slot_pending(&urgent))
 			timeout_ms = progress ? 0 : 10;
 		else
 			timeout_ms = (long) ((Min(next_purge, next_check) - now) / 1000) + 1;
@@ -505,7 +516,7 @@ typedef struct Started
 	uint32		generation;
 } Started;
 
-static Started started[IDGEN_MAX_DATABASE_WORKERS];
+static Started started[IDGEN_MAX_SEQUENCERS];
 
 /*
  * Starts that failed for want of a background worker slot: since when (0:
@@ -522,23 +533,23 @@ static int64 start_failures = 0;
 static bool
 start_process(int slot, uint32 generation, Oid dbid)
 {
-	BackgroundWorker worker;
+	BackgroundWorker bgw;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, sizeof(worker.bgw_library_name), "idgen");
-	snprintf(worker.bgw_function_name, sizeof(worker.bgw_function_name), "idgen_purge_main");
-	snprintf(worker.bgw_name, sizeof(worker.bgw_name), "idgen purge for database %u", dbid);
-	snprintf(worker.bgw_type, sizeof(worker.bgw_type), "idgen purge");
-	worker.bgw_main_arg = Int32GetDatum(slot);
-	worker.bgw_notify_pid = MyProcPid;
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(bgw.bgw_library_name, sizeof(bgw.bgw_library_name), "idgen");
+	snprintf(bgw.bgw_function_name, sizeof(bgw.bgw_function_name), "idgen_sequencer_main");
+	snprintf(bgw.bgw_name, sizeof(bgw.bgw_name), "idgen sequencer for database %u", dbid);
+	snprintf(bgw.bgw_type, sizeof(bgw.bgw_type), "idgen sequencer");
+	bgw.bgw_main_arg = Int32GetDatum(slot);
+	bgw.bgw_notify_pid = MyProcPid;
 
 	if (started[slot].handle != NULL)
 		pfree(started[slot].handle);
 	started[slot].handle = NULL;
-	if (!RegisterDynamicBackgroundWorker(&worker, &started[slot].handle))
+	if (!RegisterDynamicBackgroundWorker(&bgw, &started[slot].handle))
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
@@ -547,14 +558,14 @@ start_process(int slot, uint32 generation, Oid dbid)
 			start_failing_since = now;
 			ereport(WARNING,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("the idgen launcher could not start an idgen purge process for database %u", dbid),
+					 errmsg("the idgen sequencer launcher could not start an idgen sequencer for database %u", dbid),
 					 errdetail("Every background worker slot is taken (max_worker_processes = %d). Until one is free, databases without a process have their cached per-key sequences served transactionally and their purges wait (idgen_info() names them); this is not logged again until no start has failed for a minute.",
 							   max_worker_processes),
-					 errhint("Raise max_worker_processes, or lower idgen.max_database_workers.")));
+					 errhint("Raise max_worker_processes, or lower idgen.max_sequencers.")));
 		}
 		start_failed_last = now;
 		start_failures++;
-		idgen_seq_cache_start_ended(slot, generation, true);
+		idgen_seq_slot_start_ended(slot, generation, true);
 		started[slot].handle = NULL;
 		return false;
 	}
@@ -569,7 +580,7 @@ check_start_failures(TimestampTz now)
 	if (start_failing_since == 0 || now - start_failed_last < START_FAILURES_CLEAR)
 		return;
 	ereport(LOG,
-			(errmsg("the idgen launcher starts idgen purge processes again"),
+			(errmsg("the idgen sequencer launcher starts idgen sequencers again"),
 			 errdetail("No start has failed for a minute; " INT64_FORMAT " failed before, for want of a background worker slot, over %ld s.",
 					   start_failures, (long) ((start_failed_last - start_failing_since) / USECS_PER_SEC))));
 	start_failing_since = start_failed_last = 0;
@@ -580,7 +591,7 @@ check_start_failures(TimestampTz now)
 static void
 reap_processes(void)
 {
-	for (int i = 0; i < idgen_max_database_workers; i++)
+	for (int i = 0; i < idgen_max_sequencers; i++)
 	{
 		pid_t		pid;
 
@@ -588,7 +599,7 @@ reap_processes(void)
 			continue;
 		if (GetBackgroundWorkerPid(started[i].handle, &pid) != BGWH_STOPPED)
 			continue;
-		idgen_seq_cache_start_ended(i, started[i].generation, false);
+		idgen_seq_slot_start_ended(i, started[i].generation, false);
 		pfree(started[i].handle);
 		started[i].handle = NULL;
 	}
@@ -667,12 +678,12 @@ continue_round(void)
 	{
 		Oid			dbid = linitial_oid(round_dbids);
 		uint32		generation;
-		int			slot = idgen_seq_cache_take_for_purge(dbid, &generation);
+		int			slot = idgen_seq_slot_take_for_purge(dbid, &generation);
 
 		if (slot >= 0 && !start_process(slot, generation, dbid))
 			slot = -2;			/* no background worker slot: as no slot */
 		if (slot == -2)
-			(void) idgen_seq_cache_ask_yield(dbid, (int64) idgen_purge_interval_s * USECS_PER_SEC);
+			(void) idgen_seq_slot_ask_yield(dbid, (int64) idgen_purge_interval_s * USECS_PER_SEC);
 		if (slot <= -2)
 		{
 			/* -3: its process is about to start; the round waits for it */
@@ -698,18 +709,18 @@ continue_round(void)
 				waiting[n] = lfirst_oid(lc);
 			n++;
 		}
-		idgen_seq_cache_set_waiting(waiting, n, round_blocked_since);
+		idgen_seq_slot_set_waiting(waiting, n, round_blocked_since);
 	}
 	else
-		idgen_seq_cache_set_waiting(NULL, 0, 0);
+		idgen_seq_slot_set_waiting(NULL, 0, 0);
 	return blocked;
 }
 
 /*
- * Main entry point of the idgen launcher.
+ * Main entry point of the idgen sequencer launcher.
  */
 void
-idgen_launcher_main(Datum main_arg)
+idgen_sequencer_launcher_main(Datum main_arg)
 {
 	TimestampTz next_round = 0;
 
@@ -717,12 +728,12 @@ idgen_launcher_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
-	before_shmem_exit(idgen_seq_cache_launcher_detach, (Datum) 0);
-	idgen_seq_cache_launcher_attach(MyLatch);
+	before_shmem_exit(idgen_seq_slot_launcher_detach, (Datum) 0);
+	idgen_seq_slot_launcher_attach(MyLatch);
 	ereport(LOG,
-			(errmsg("idgen launcher started"),
-			 errdetail("It starts up to %d idgen purge processes, one per database: where cached per-key sequences are used, and every %d s to purge expired keys and leases.",
-					   idgen_max_database_workers, idgen_purge_interval_s)));
+			(errmsg("idgen sequencer launcher started"),
+			 errdetail("It starts up to %d idgen sequencers, one per database: where cached per-key sequences are used, and every %d s to purge expired keys and leases.",
+					   idgen_max_sequencers, idgen_purge_interval_s)));
 
 	for (;;)
 	{
@@ -730,7 +741,7 @@ idgen_launcher_main(Datum main_arg)
 		Oid			dbid;
 		uint32		generation;
 		int			slot;
-		bool		stopping[IDGEN_MAX_DATABASE_WORKERS];
+		bool		stopping[IDGEN_MAX_SEQUENCERS];
 		long		timeout_ms;
 
 		CHECK_FOR_INTERRUPTS();
@@ -747,9 +758,9 @@ idgen_launcher_main(Datum main_arg)
 		 * it needs the background worker slot that process holds until then.
 		 */
 		reap_processes();
-		for (int i = 0; i < idgen_max_database_workers; i++)
+		for (int i = 0; i < idgen_max_sequencers; i++)
 			stopping[i] = started[i].handle != NULL;
-		while ((slot = idgen_seq_cache_take_wanted(&dbid, &generation, stopping)) >= 0)
+		while ((slot = idgen_seq_slot_take_wanted(&dbid, &generation, stopping)) >= 0)
 			(void) start_process(slot, generation, dbid);
 
 		now = GetCurrentTimestamp();
@@ -776,11 +787,11 @@ idgen_launcher_main(Datum main_arg)
  * It reads pg_database, so it starts once recovery has finished.
  */
 void
-idgen_seq_worker_init(void)
+idgen_sequencer_init(void)
 {
 	idgen_seq_slots_init();
 	if (process_shared_preload_libraries_in_progress)
-		idgen_register_worker("idgen launcher", "idgen_launcher_main",
+		idgen_register_worker("idgen sequencer launcher", "idgen_sequencer_launcher_main",
 							  BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
 							  BgWorkerStart_RecoveryFinished, 10);
 }
