@@ -60,17 +60,12 @@
  */
 #include "postgres.h"
 
-#include <limits.h>
-
 #include "access/genam.h"
 #include "access/htup_details.h"
-#include "access/stratnum.h"
 #include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xact.h"
-#include "catalog/pg_am.h"
 #include "catalog/pg_index.h"
-#include "catalog/pg_opfamily.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "common/int.h"
@@ -78,11 +73,8 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "storage/itemptr.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
-#include "storage/procarray.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -94,7 +86,6 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
-#include "utils/tuplestore.h"
 
 #include "idgen.h"
 #include "idgen_seq.h"

@@ -217,7 +217,7 @@ idgen_seq_slot_request(Oid dbid, int index, bool urgent)
  * library is preloaded and this database's process runs.  On every call of
  * idgen_seq_next, so without the mutex: the slot found last is looked at
  * first, with aligned 4-byte reads (a process that ends meanwhile only
- * makes a request wait for the next one, see request_segment).
+ * makes a request wait for the next one, see idgen_seq_slot_request).
  */
 static int	known_slot = -1;	/* a backend's: the slot found last */
 static int	my_slot = -1;		/* a database's process: its own slot */
