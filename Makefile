@@ -36,6 +36,7 @@ OBJS = \
 	src/seq_settings.o \
 	src/seq_slots.o \
 	src/sequencer.o \
+	src/sequencer_launcher.o \
 	src/shmem.o \
 	src/snowflake.o \
 	src/stats.o \

@@ -2,7 +2,8 @@
  *
  * bgworker.c
  *	  Registering idgen's background processes: the keeper (horizon.c), the
- *	  registry worker (registry.c) and "idgen sequencer" (sequencer.c).
+ *	  registry worker (registry.c) and the "idgen sequencer launcher"
+ *	  (sequencer_launcher.c).
  *
  *-------------------------------------------------------------------------
  */

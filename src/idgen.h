@@ -21,7 +21,8 @@
  *	  seq_slots.c, seq_quota.c  the sequencers' slots; keys per role
  *	  seq_cache.c             cached segments: the entry protocol
  *	  seq.c, seq_admin.c      next and current; the administrative functions
- *	  sequencer.c             the "idgen sequencer" and its launcher
+ *	  sequencer.c, sequencer_launcher.c  the "idgen sequencer" process;
+ *	                          the "idgen sequencer launcher" that starts them
  *	  lease.c                 worker-id leases
  *	  registry.c, registry_worker.c, remote.c  identity from a registry
  *

@@ -3,11 +3,12 @@
  * idgen_seq.h
  *	  Per-key sequences, bottom to top: their settings (seq_settings.c); a
  *	  key's row, the limit rule and bounded waits (seq_row.c); the keys a
- *	  transaction holds (seq_held.c); the processes' slots (seq_slots.c);
+ *	  transaction holds (seq_held.c); the sequencers' slots (seq_slots.c);
  *	  keys per role (seq_quota.c); the cached segments in shared memory
  *	  (seq_cache.c); next and current (seq.c); the administrative functions
- *	  (seq_admin.c); and the processes (sequencer.c).  A file references
- *	  only files before it in this list.
+ *	  (seq_admin.c); and the processes (sequencer.c and
+ *	  sequencer_launcher.c).  A file references only files before it in
+ *	  this list.
  *
  *-------------------------------------------------------------------------
  */
@@ -266,7 +267,7 @@ extern Oid	idgen_seq_relid(FunctionCallInfo fcinfo);
 extern IdgenSeqApplied idgen_seq_apply(FunctionCallInfo fcinfo, text *key, IdgenSeqOp op,
 									   void *arg, bool next);
 
-/* sequencer.c */
+/* sequencer_launcher.c: registers the launcher, and the slots' area */
 extern void idgen_sequencer_init(void);
 
 /* active.c: values interleaved by node (active-active) */
