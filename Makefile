@@ -33,10 +33,15 @@ OBJS = \
 	src/registry.o \
 	src/remote.o \
 	src/seq.o \
-	src/seq_row.o \
-	src/seq_held.o \
+	src/seq_admin.o \
 	src/seq_cache.o \
-	src/seq_worker.o \
+	src/seq_held.o \
+	src/seq_quota.o \
+	src/seq_row.o \
+	src/seq_settings.o \
+	src/seq_slots.o \
+	src/sequencer.o \
+	src/sequencer_launcher.o \
 	src/shmem.o \
 	src/snowflake.o \
 	src/stats.o \

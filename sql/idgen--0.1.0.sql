@@ -818,9 +818,9 @@ CREATE FUNCTION @extschema@.idgen_info(
     OUT wal_records bigint,
     OUT recovery_ended_at timestamptz,
     OUT recovery_lead_ms bigint,
-    OUT database_workers int,
-    OUT max_database_workers int,
-    OUT database_workers_refused bigint,
+    OUT sequencers int,
+    OUT max_sequencers int,
+    OUT sequencers_refused bigint,
     OUT databases_waiting name[],
     OUT databases_waiting_since timestamptz,
     OUT identity_clash text)
@@ -1146,7 +1146,7 @@ COMMENT ON FUNCTION @extschema@.idgen_worker_lease_replica_trigger() IS
 
 -- Identity claims (active.c, docs/active-active.md): each primary writes
 -- its Snowflake identity here, one row per server (its system identifier),
--- from the idgen purge process; replication carries the rows to the other
+-- from the idgen sequencer; replication carries the rows to the other
 -- nodes with the data.  A trigger enabled ALWAYS (it fires in replication's
 -- workers too) stops this server's Snowflake generation when a row claims
 -- its identity for another server.  Not dumped: a restored copy claims its
@@ -1180,7 +1180,7 @@ ALTER TABLE @extschema@.idgen_identity_claim ENABLE ALWAYS TRIGGER idgen_identit
 COMMENT ON TABLE @extschema@.idgen_identity_claim IS
     'each server''s Snowflake identity, one row per server, carried by logical replication; another server''s claim to this one''s stops its generation';
 COMMENT ON FUNCTION @extschema@.idgen_identity_announce() IS
-    'write this server''s identity claim and look for another server''s claim to it (the idgen purge process calls it)';
+    'write this server''s identity claim and look for another server''s claim to it (the idgen sequencer calls it)';
 COMMENT ON FUNCTION @extschema@.idgen_identity_claim_check() IS
     'trigger on idgen_identity_claim, enabled ALWAYS: another server''s claim to this server''s identity stops its generation';
 

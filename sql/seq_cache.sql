@@ -1,12 +1,12 @@
 --
 -- Cached per-key sequences (cache => n).  Their segments are reserved by
--- this database's idgen purge process, which the first cached key asks the
--- idgen launcher for (configuring one does): wait for it first.
+-- this database's idgen sequencer, which the first cached key asks the
+-- idgen sequencer launcher for (configuring one does): wait for it first.
 --
 SELECT idgen_seq_configure('cache:a', cache => 5);
-\i test/wait_seq_worker.sql
+\i test/wait_sequencer.sql
 SELECT count(*) AS worker_here FROM pg_stat_activity
-WHERE backend_type = 'idgen purge' AND datname = current_database();
+WHERE backend_type = 'idgen sequencer' AND datname = current_database();
 
 -- Values come from shared memory, in order, each once.
 SELECT string_agg(idgen_seq_next('cache:a')::text, ',') AS served FROM generate_series(1, 12);
@@ -47,7 +47,7 @@ SELECT idgen_seq_next('cache:a') AS restarts_transactional;
 SELECT count(*) AS cached_after_drop FROM idgen_seq_cache WHERE key = 'cache:a';
 
 -- A transaction that configured the key holds its row: it is served from
--- the table until it commits (the worker could not reserve meanwhile).
+-- the table until it commits (the sequencer could not reserve meanwhile).
 BEGIN;
 SELECT idgen_seq_configure('cache:t', cache => 5);
 SELECT idgen_seq_next('cache:t') AS first, idgen_seq_next('cache:t') AS second;

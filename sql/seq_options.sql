@@ -4,16 +4,16 @@
 -- (2200H) unless the key cycles; configure changes only what it is given;
 -- CREATE/ALTER SEQUENCE's refusals (22023) and setval's (22003).  Every
 -- story runs in both modes, transactional (cache 0) and cached (cache 5,
--- served from shared memory by this database's idgen purge process, which
+-- served from shared memory by this database's idgen sequencer, which
 -- configuring a cached key asks for: wait for it first).
 --
 SELECT idgen_seq_configure('opt:wake', cache => 5);
-\i test/wait_seq_worker.sql
+\i test/wait_sequencer.sql
 
 -- calls(key, n, count): n calls of idgen_seq_next(key, count), each shown
 -- as its values or the SQLSTATE it failed with, then the key's current
 -- value, for a transactional key or one that reached its limit (a cached
--- key's current value is the end of the range reserved, which the worker
+-- key's current value is the end of the range reserved, which the sequencer
 -- moves ahead as it prefetches).
 CREATE FUNCTION calls(key text, n int, count int DEFAULT 1) RETURNS text
 LANGUAGE plpgsql AS $$

@@ -47,7 +47,7 @@
  *	  database).  So every primary announces its identity in a table of
  *	  idgen's own, idgen_identity_claim, one row per server (keyed by its
  *	  system identifier), which replication carries to the others with the
- *	  data: the idgen purge process writes this server's row in every
+ *	  data: the idgen sequencer writes this server's row in every
  *	  database with idgen, at each purge (idgen_identity_announce), so
  *	  that a node that subscribes later receives it too.  A trigger on the
  *	  table, enabled ALWAYS so that it fires in replication's apply processes too,
@@ -359,7 +359,7 @@ idgen_identity_clash_text(void)
  *		Write this server's claim to its identity into idgen_identity_claim
  *		anew, then look for another server's
  *		claim to it: 1 if there is one (generation stops), else 0.  The idgen
- *		purge process calls it in every database at each purge.  Nothing on
+ *		sequencer calls it in every database at each purge.  Nothing on
  *		a standby, or without an identity of its own to announce.
  */
 Datum

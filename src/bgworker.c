@@ -2,7 +2,8 @@
  *
  * bgworker.c
  *	  Registering idgen's background processes: "idgen keeper" (keeper.c),
- *	  "idgen registry" (registry.c) and "idgen purge" (seq_worker.c).
+ *	  "idgen registry" (registry.c) and the "idgen sequencer launcher"
+ *	  (sequencer_launcher.c), which starts the "idgen sequencer"s.
  *
  *-------------------------------------------------------------------------
  */

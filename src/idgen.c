@@ -89,7 +89,7 @@ _PG_init(void)
 	idgen_lease_init();
 	idgen_seq_init();
 	idgen_seq_cache_init();
-	idgen_seq_worker_init();
+	idgen_sequencer_init();
 	idgen_active_init();
 
 	MarkGUCPrefixReserved("idgen");

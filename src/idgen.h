@@ -19,8 +19,13 @@
  *	                          and shared state; WAL; the "idgen keeper"
  *	                          process
  *	  owner_sql.c, interval.c SQL as the extension's owner; ttl arithmetic
- *	  seq.c, seq_row.c        per-key sequences: SQL semantics; the row
- *	  seq_cache.c, seq_worker.c  cached segments; the "idgen purge" process
+ *	  seq_settings.c, seq_row.c, seq_held.c  per-key sequences: settings;
+ *	                          the row, the limit rule; keys a transaction holds
+ *	  seq_slots.c, seq_quota.c  the sequencers' slots; keys per role
+ *	  seq_cache.c             cached segments: the entry protocol
+ *	  seq.c, seq_admin.c      next and current; the administrative functions
+ *	  sequencer.c, sequencer_launcher.c  the "idgen sequencer" process;
+ *	                          the "idgen sequencer launcher" that starts them
  *	  lease.c, lease_*.c      worker-id leases (the files: idgen_lease.h)
  *	  identity.c, registry.c, remote.c  identity from a registry: the
  *	                          leased identity's shared state and

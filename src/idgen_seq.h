@@ -1,9 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * idgen_seq.h
- *	  Per-key sequences: their SQL functions (seq.c), a key's row and
- *	  direct access to it (seq_row.c), the cached segments in shared memory
- *	  (seq_cache.c) and the process that reserves them (seq_worker.c).
+ *	  Per-key sequences, bottom to top: their settings (seq_settings.c); a
+ *	  key's row, the limit rule and bounded waits (seq_row.c); the keys a
+ *	  transaction holds (seq_held.c); the sequencers' slots (seq_slots.c);
+ *	  keys per role (seq_quota.c); the cached segments in shared memory
+ *	  (seq_cache.c); next and current (seq.c); the administrative functions
+ *	  (seq_admin.c); and the processes (sequencer.c and
+ *	  sequencer_launcher.c).  A file references only files before it in
+ *	  this list.
  *
  *-------------------------------------------------------------------------
  */
@@ -17,25 +22,24 @@
 #include "storage/latch.h"
 #include "utils/relcache.h"
 
-/* settings (seq.c, seq_cache.c, seq_worker.c) */
+/* seq_settings.c */
 extern int	idgen_purge_interval_s;
 extern double idgen_seq_default_ttl;
 extern int	idgen_seq_max_keys_per_role;
 extern int	idgen_seq_cache_keys;
-extern int	idgen_max_database_workers;
-extern int	idgen_database_worker_idle_s;
+extern int	idgen_max_sequencers;
+extern int	idgen_sequencer_idle_s;
 extern int	idgen_seq_cache_wait_ms;
 extern double idgen_seq_cache_prefetch;
+extern void idgen_seq_settings_init(void);
 
-/* seq.c */
-extern void idgen_seq_init(void);
 #define IDGEN_SEQ_MAX_KEY			256 /* longest key, in bytes */
 #define IDGEN_SEQ_MAX_CACHE			1000000 /* largest cache setting */
-pg_noreturn extern void idgen_seq_batch_set_back(const char *key, int64 after);
-pg_noreturn extern void idgen_seq_limit_reached(const char *key, int64 step, int64 limit,
-												int count);
 
-/* seq_row.c: a key's row in the table idgen_seq, and direct access to it */
+/*
+ * seq_row.c: a key's row in the table idgen_seq, the limit rule, direct
+ * access to the row, and the administrative functions' bounded waits
+ */
 /* The table's columns, in order. */
 enum
 {
@@ -95,7 +99,15 @@ typedef enum IdgenSeqRowFound
 } IdgenSeqRowFound;
 
 extern bool idgen_seq_ttl_passed(const IdgenSeqRow *row, TimestampTz now);
+extern uint64 idgen_seq_values_to_limit(int64 first, int64 step, int64 min_value, int64 max_value);
+extern int64 idgen_seq_value_at(int64 first, int64 step, int64 min_value, int64 max_value,
+								uint64 to_limit, uint64 off);
+extern int64 idgen_seq_fit(int64 first, int64 step, int64 min_value, int64 max_value, bool cycle,
+						   int64 want, bool *final);
 extern bool idgen_seq_advance(const IdgenSeqRow *row, int64 v, int64 *next);
+pg_noreturn extern void idgen_seq_limit_reached(const char *key, int64 step, int64 limit,
+												int count);
+pg_noreturn extern void idgen_seq_batch_set_back(const char *key, int64 after);
 extern void idgen_seq_row_defaults(IdgenSeqRow *row, TimestampTz now);
 extern void idgen_seq_take_default_ttl(IdgenSeqRow *row);
 extern void idgen_seq_row_from_values(IdgenSeqRow *row, const Datum *values, const bool *isnull);
@@ -108,6 +120,7 @@ extern IdgenSeqRowFound idgen_seq_lock_row(IdgenSeqTable *t, text *key, IdgenSeq
 extern bool idgen_seq_find_held_row(IdgenSeqTable *t, text *key);
 extern void idgen_seq_write_row(IdgenSeqTable *t, IdgenSeqRow *row);
 extern void idgen_seq_delete_row(IdgenSeqTable *t);
+extern void idgen_seq_run_bounded(text *key, IdgenSeqTable *t, void (*step) (void *arg), void *arg);
 
 
 /* seq_held.c: the keys this transaction holds, advanced in backend memory */
@@ -139,7 +152,40 @@ extern void idgen_seq_held_deleted(Oid relid, const char *key, int keylen);
 extern void idgen_seq_held_write_all(void);
 
 
-/* seq_cache.c: a segment request, as the worker handles it */
+/* seq_slots.c: the sequencers' slots, and the launcher's handshake */
+#define IDGEN_MAX_SEQUENCERS		64
+#define IDGEN_MAX_WAITING_SHOWN		64
+extern void idgen_seq_slots_init(void);
+extern bool idgen_seq_slot_available(void);
+extern char *idgen_seq_slot_why_not(bool *for_now);
+extern void idgen_seq_slot_want(void);
+extern void idgen_seq_slots_report(int *running, int *max, int64 *refused);
+extern void idgen_seq_slot_launcher_attach(Latch *latch);
+extern void idgen_seq_slot_launcher_detach(int code, Datum arg);
+extern int	idgen_seq_slot_take_wanted(Oid *dbid, uint32 *generation, const bool *stopping);
+extern int	idgen_seq_slot_take_for_purge(Oid dbid, uint32 *generation);
+extern bool idgen_seq_slot_ask_yield(Oid dbid, int64 min_age);
+extern void idgen_seq_slot_set_waiting(const Oid *dbids, int n, TimestampTz since);
+extern int	idgen_seq_slot_waiting(Oid *dbids, int max, TimestampTz *since);
+extern void idgen_seq_slot_start_ended(int slot, uint32 generation, bool start_failed);
+extern Oid	idgen_seq_slot_dbid(int slot, uint32 *generation);
+extern void idgen_seq_slot_detach(int code, Datum arg);
+extern void idgen_seq_slot_wake(void);
+extern bool idgen_seq_slot_request(Oid dbid, int index, bool urgent);
+extern bool idgen_seq_slot_starting(int slot, uint32 generation);
+extern void idgen_seq_slot_run(int slot, Latch *latch);
+extern bool idgen_seq_slot_done(TimestampTz last, int idle_ms, bool *handed_over);
+extern bool idgen_seq_slot_queue_begin(void);
+extern int	idgen_seq_slot_queue_pop(void);
+extern void idgen_seq_slot_rescan(void);
+extern bool idgen_seq_slot_pending(bool *urgent);
+
+/* seq_quota.c: keys per role */
+extern void idgen_seq_quota_init(void);
+extern void idgen_seq_check_keys_per_role(IdgenSeqTable *t, text *key, TimestampTz now);
+extern void idgen_seq_created_by_admin(void);
+
+/* seq_cache.c: a segment request, as the sequencer handles it */
 typedef enum IdgenSeqOutcome
 {
 	IDGEN_SEQ_RETRY,			/* the row was busy: ask again */
@@ -179,8 +225,6 @@ typedef struct IdgenSeqCacheRow
 } IdgenSeqCacheRow;
 
 extern void idgen_seq_cache_init(void);
-extern bool idgen_seq_cache_available(void);
-extern char *idgen_seq_cache_why_not(bool *for_now);
 extern int	idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out,
 								 const int64 *after, Oid relid);
 pg_noreturn extern void idgen_seq_cache_timed_out(const char *key);
@@ -188,36 +232,43 @@ extern bool idgen_seq_cache_claim(pg_atomic_uint64 *cursor, uint64 *w, uint32 ta
 extern void idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_ttl,
 								   Oid relid);
 extern void idgen_seq_cache_invalidate(const char *key, int keylen);
-#define IDGEN_MAX_DATABASE_WORKERS	64
-extern void idgen_seq_cache_want_worker(void);
-extern void idgen_seq_cache_workers_report(int *running, int *max, int64 *refused);
-extern void idgen_seq_cache_launcher_attach(Latch *latch);
-extern void idgen_seq_cache_launcher_detach(int code, Datum arg);
-extern int	idgen_seq_cache_take_wanted(Oid *dbid, uint32 *generation, const bool *stopping);
-extern int	idgen_seq_cache_take_for_purge(Oid dbid, uint32 *generation);
-extern bool idgen_seq_cache_ask_yield(Oid dbid, int64 min_age);
-extern void idgen_seq_cache_set_waiting(const Oid *dbids, int n, TimestampTz since);
-#define IDGEN_MAX_WAITING_SHOWN		64
-extern int	idgen_seq_cache_waiting(Oid *dbids, int max, TimestampTz *since);
-extern void idgen_seq_cache_start_ended(int slot, uint32 generation, bool start_failed);
-extern Oid	idgen_seq_cache_slot_dbid(int slot, uint32 *generation);
-extern bool idgen_seq_cache_worker_attach(int slot, uint32 generation, Latch *latch);
-extern void idgen_seq_cache_worker_detach(int code, Datum arg);
-extern bool idgen_seq_cache_worker_done(int idle_ms);
+extern bool idgen_seq_cache_sequencer_attach(int slot, uint32 generation, Latch *latch);
+extern bool idgen_seq_cache_sequencer_done(int idle_ms);
 extern int	idgen_seq_cache_collect(IdgenSeqRequest *req, int max);
-extern bool idgen_seq_cache_pending(bool *urgent);
 extern bool idgen_seq_cache_request_live(const IdgenSeqRequest *r);
 extern int64 idgen_seq_cache_reserve(IdgenSeqRequest *r, const IdgenSeqRow *row);
 extern void idgen_seq_cache_publish(IdgenSeqRequest *req, int n);
 extern int	idgen_seq_cache_collect_used(IdgenSeqRequest *req, int max);
-extern bool idgen_seq_role_keys_take(Oid role, int64 limit, TimestampTz now);
-extern void idgen_seq_role_keys_created(Oid role);
-extern void idgen_seq_role_keys_counted(Oid role, int64 limit, int64 counted, TimestampTz now);
 extern void idgen_seq_cache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), void *arg,
 								  Oid relid);
 
-/* seq_worker.c */
-extern void idgen_seq_worker_init(void);
+/*
+ * seq.c: next and current, and how every function changes a key
+ * (idgen_seq_apply, used by seq_admin.c too)
+ */
+extern void idgen_seq_init(void);
+
+/*
+ * What an operation does to a key's row: change 'row' (which holds the
+ * defaults if the key is new or expired) and return whether to write it.
+ */
+typedef bool (*IdgenSeqOp) (IdgenSeqRow *row, bool existed, TimestampTz now, void *arg);
+
+/* What idgen_seq_apply() found. */
+typedef enum IdgenSeqApplied
+{
+	SEQ_APPLIED_NEW,			/* the key was new (or had expired) */
+	SEQ_APPLIED_EXISTED,		/* the key existed */
+	SEQ_APPLIED_CACHED			/* a cached key: nothing done, entry installed */
+} IdgenSeqApplied;
+
+extern text *idgen_seq_key_arg(FunctionCallInfo fcinfo);
+extern Oid	idgen_seq_relid(FunctionCallInfo fcinfo);
+extern IdgenSeqApplied idgen_seq_apply(FunctionCallInfo fcinfo, text *key, IdgenSeqOp op,
+									   void *arg, bool next);
+
+/* sequencer_launcher.c: registers the launcher, and the slots' area */
+extern void idgen_sequencer_init(void);
 
 /* active.c: values interleaved by node (active-active) */
 extern void idgen_seq_node_view(const IdgenSeqRow *row, const char *key, IdgenSeqRow *view);

@@ -19,7 +19,7 @@
  * first run, and again if the extension was re-created in another schema,
  * or its schema renamed, since; one that cannot be prepared fails the calls
  * that run it and no other.  It is the one cache of prepared statements in
- * idgen: the SQL functions and the idgen purge process (seq_worker.c) use
+ * idgen: the SQL functions and the idgen sequencer (sequencer.c) use
  * it alike.
  *
  * What a statement may name.  The statements run as the extension's owner
@@ -38,7 +38,7 @@
  *		types, is ambiguous (42725) once its schema's owner creates one of
  *		the same name with one more, defaulted, argument.  What a function
  *		of idgen would compute is computed in C (idgen_expiry's test, in
- *		seq.c), and the purge process calls idgen's purge functions by oid
+ *		seq_row.c), and the sequencer calls idgen's purge functions by oid
  *		(idgen_extension_function).
  *
  * Test test/t/030_shadowing.pl creates such look-alikes for every name the
@@ -118,7 +118,7 @@ idgen_lookup_extension(IdgenFunction *fn)
  * The oid of function 'name'() of the extension, with no argument, in
  * schema 'nspid': looked up by its exact signature, which nothing else in
  * the schema can share, and refused unless it is a member of the extension
- * (for the idgen purge process, which runs as a superuser).
+ * (for the idgen sequencer, which runs as a superuser).
  */
 Oid
 idgen_extension_function(Oid nspid, const char *name)

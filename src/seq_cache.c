@@ -7,8 +7,8 @@
  * A key configured with cache => n is served from a fixed-capacity table of
  * entries in shared memory (idgen.seq_cache_keys), one per cached key.  Each
  * entry has two segments: the one being served and the next one.  A segment
- * is a range of the key's values that the idgen purge process of the key's
- * database (seq_worker.c) has reserved in its own committed transaction by
+ * is a range of the key's values that the idgen sequencer of the key's
+ * database (sequencer.c) has reserved in its own committed transaction by
  * advancing the key's row past it, before any of its values is served.  So
  * every value served is at most the row's value, and after a crash or a
  * restart new segments start past it: no value is ever served twice (a
@@ -78,10 +78,10 @@
  *	  as above).
  *
  *	  When the offset reaches the segment's prefetch point (a fraction,
- *	  idgen.seq_cache_prefetch, of it used) the caller asks the worker for
+ *	  idgen.seq_cache_prefetch, of it used) the caller asks the sequencer for
  *	  the next segment.  When the segment is used up, the caller takes the
  *	  entry's lock and switches to the next segment, or, if it is not there
- *	  yet, waits for the worker on a condition variable, at most
+ *	  yet, waits for the sequencer on a condition variable, at most
  *	  idgen.seq_cache_wait, then fails: a value is never served without a
  *	  durable reservation.
  *
@@ -90,7 +90,7 @@
  *	  entry's lock the keygen is bumped and the cursor moved to an empty
  *	  segment, so a compare-and-swap based on an old cursor fails, and a
  *	  caller with the old keygen looks the key up again.  A segment the
- *	  worker reserved for an entry whose keygen changed meanwhile is not
+ *	  sequencer reserved for an entry whose keygen changed meanwhile is not
  *	  published.  When the table is full, installing a key evicts the entry
  *	  used least recently.
  *
@@ -107,34 +107,15 @@
  *	  marks is under the entry's lock ('switches' is written under it and
  *	  read without it, see "Serving").
  *
- * A process per database
- *	  Each database whose cached keys are in use has its own idgen purge
- *	  process, in one of idgen.max_database_workers slots here, with its own
- *	  queue of requests.  A backend that meets a cached key in a database
- *	  without a running process asks for one (idgen_seq_cache_want_worker):
- *	  it takes a free slot and wakes the idgen launcher, which starts the
- *	  process; meanwhile, and when every slot serves another database, the
- *	  key is served from its row, transactionally, and idgen_seq_keys says
- *	  why (idgen_seq_cache_why_not).  A process ends once its database's
- *	  cached keys have gone unused for idgen.database_worker_idle, freeing
- *	  its slot; the launcher also lends free slots, for one purge, to the
- *	  databases that have none (seq_worker.c).
+ * The database's sequencer
+ *	  Entries wanting a segment are queued for their database's idgen
+ *	  sequencer (its slot and queue: seq_slots.c), which reserves them
+ *	  (sequencer.c) through collect, reserve and publish here.  A sequencer
+ *	  that attaches or gives its slot away first retires its database's
+ *	  entries: no segment reserved before is served after the row's values.
  *
- *	  When a database's purge finds no slot (or no background worker slot),
- *	  the launcher asks the process that has served longest, if for at
- *	  least idgen.purge_interval, to give its slot (yield_to): at its next
- *	  check the process hands the slot over, under the mutex, as a slot
- *	  wanted for that database's purge (for_purge), retires its own
- *	  database's entries (so that callers waiting for a segment go to the
- *	  table), and ends.  The launcher starts the purge once the process has
- *	  stopped, so that its background worker slot is free.  The databases
- *	  whose purge waits are published for idgen_info() (waiting[]).
- *
- * Keys per role
- *	  The segment also holds, under roles_lock, the estimates of how many
- *	  live keys a role has, for idgen.seq_max_keys_per_role (seq.c, "Keys
- *	  per role"): a few slots of (database, role), taken only when a key is
- *	  created while that setting is on.
+ * This file holds the entry protocol alone, both sides of it (callers
+ * serving, the sequencer reserving), hence its length.
  *
  *-------------------------------------------------------------------------
  */
@@ -145,24 +126,15 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/condition_variable.h"
-#include "storage/ipc.h"
-#include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
-#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "idgen.h"
 #include "idgen_seq.h"
 #include "idgen_shmem.h"
-
-/* Settings */
-int			idgen_seq_cache_keys = 1024;
-int			idgen_max_database_workers = 4;
-int			idgen_seq_cache_wait_ms = 2000;
-double		idgen_seq_cache_prefetch = 0.1;
 
 /*
  * A segment of a key's values: 'count' values from 'first' on, as
@@ -176,7 +148,7 @@ typedef struct SeqSegment
 	int64		max_value;
 	bool		cycle;
 	bool		final;			/* it ends at the key's limit (no cycle) */
-	uint64		to_limit;		/* values_to_limit() from 'first' */
+	uint64		to_limit;		/* idgen_seq_values_to_limit() from 'first' */
 	uint32		count;
 	uint32		prefetch_at;	/* offset at which the next is requested */
 } SeqSegment;
@@ -203,7 +175,7 @@ typedef struct SeqCacheEntry
 			pg_atomic_uint64 cursor;
 			pg_atomic_uint64 switches;	/* the cursor's moves; see "Serving" */
 			TimestampTz last_used;	/* statement time of a recent use (LRU) */
-			bool		used;	/* since the worker last recorded a use */
+			bool		used;	/* since the sequencer last recorded a use */
 		}			f;
 		char		pad[PG_CACHE_LINE_SIZE];
 	}			c;
@@ -215,8 +187,8 @@ typedef struct SeqCacheEntry
 	uint32		keygen;
 	SeqSegment	seg[2];
 	bool		next_ready;		/* seg[(epoch + 1) & 1] holds the next */
-	bool		requested;		/* the worker is asked for a segment */
-	bool		reserving;		/* the worker is reserving one */
+	bool		requested;		/* the sequencer is asked for a segment */
+	bool		reserving;		/* the sequencer is reserving one */
 	bool		failed;			/* the key reached its limit (no cycle) */
 	int64		failed_step;	/* then: its step and limit, for the error */
 	int64		failed_limit;
@@ -230,78 +202,12 @@ typedef struct SeqCacheEntry
 	int64		waits;
 } SeqCacheEntry;
 
-/*
- * The estimate of a role's live keys in a database (see "Keys per role"):
- * an exact count, capped at the limit it was made for, plus the keys
- * created by use since, by every backend.
- */
-#define IDGEN_SEQ_ROLE_SLOTS		32
-/* An estimate is trusted this long after its count. */
-#define IDGEN_SEQ_ROLE_RECOUNT		(60 * USECS_PER_SEC)
-
-typedef struct SeqRoleKeys
-{
-	Oid			dbid;			/* InvalidOid: a free slot */
-	Oid			role;
-	int64		cap;			/* the limit the count stopped at */
-	TimestampTz counted_at;
-	int64		keys;			/* the count, plus the keys created since */
-} SeqRoleKeys;
-
-/* A slot for a database's idgen purge process (see "A process per database"). */
-typedef enum SeqWorkerState
-{
-	WORKER_FREE,				/* no database */
-	WORKER_WANTED,				/* a backend asked for a process */
-	WORKER_STARTING,			/* the launcher started it */
-	WORKER_RUNNING				/* it reserves segments (attached) */
-} SeqWorkerState;
-
-typedef struct SeqDbWorker
-{
-	Oid			dbid;			/* InvalidOid when free */
-	SeqWorkerState state;
-	uint32		generation;		/* bumped each time the slot is taken */
-	bool		serve;			/* cached keys are in use: stay after a purge */
-	bool		for_purge;		/* taken (or handed over) for a purge: started first */
-	Oid			yield_to;		/* the launcher asks for the slot for this database's purge */
-	Latch	   *latch;			/* the process's, when running */
-	int			pid;
-	TimestampTz started;
-
-	/*
-	 * Entries that want a segment, for the process (so that it need not scan
-	 * them all): a ring of queue_size indexes, pushed when an entry's
-	 * 'requested' turns true.  An entry retired and installed again may be
-	 * in it twice; if it ever fills, 'overflow' makes the process scan.
-	 */
-	int		   *queue;
-	uint64		queue_head;		/* next to pop */
-	uint64		queue_tail;		/* next to push */
-	int			queue_size;
-	bool		overflow;
-	bool		urgent;			/* a caller is waiting for a segment */
-} SeqDbWorker;
-
 typedef struct SeqCacheShared
 {
 	LWLock	   *map_lock;
 	ConditionVariable cv;		/* a segment was published, or a key dropped */
-	slock_t		mutex;			/* guards the slots and the launcher's fields */
-	Latch	   *launcher_latch;
-	uint64		refused;		/* requests for a process with every slot taken */
-	TimestampTz refused_at;
-	TimestampTz start_failed_at;	/* the launcher could not start a process */
-	int			nwaiting;		/* databases whose purge waits for a slot */
-	Oid			waiting[IDGEN_MAX_WAITING_SHOWN];	/* the first of them */
-	TimestampTz waiting_since;	/* since when the first has waited */
-	int			nworkers;
-	SeqDbWorker *workers;		/* idgen.max_database_workers slots */
 
 	pg_atomic_uint64 installs;	/* entries installed so far */
-
-	LWLock	   *roles_lock;		/* guards roles[] */
-	SeqRoleKeys roles[IDGEN_SEQ_ROLE_SLOTS];
 
 	int			nentries;
 	SeqCacheEntry entries[FLEXIBLE_ARRAY_MEMBER];
@@ -374,20 +280,13 @@ static localkeys_hash *local_map = NULL;
  * Shared memory
  * ----------
  */
-/*
- * The structure: its entries, the process slots, and a queue of twice as
- * many indexes as entries per slot.
- */
+/* The structure and its entries. */
 static Size
 struct_size(void)
 {
 	Size		size = offsetof(SeqCacheShared, entries);
 
-	size = add_size(size, mul_size(sizeof(SeqCacheEntry), idgen_seq_cache_keys));
-	size = add_size(size, mul_size(sizeof(SeqDbWorker), idgen_max_database_workers));
-	size = add_size(size, mul_size(mul_size(sizeof(int), 2 * idgen_seq_cache_keys),
-								   idgen_max_database_workers));
-	return size;
+	return add_size(size, mul_size(sizeof(SeqCacheEntry), idgen_seq_cache_keys));
 }
 
 /* The shared map of keys to entries, outside the struct. */
@@ -397,11 +296,11 @@ map_size(void)
 	return hash_estimate_size(idgen_seq_cache_keys, sizeof(SeqCacheMapEntry));
 }
 
-/* map_lock, one per entry, roles_lock */
+/* map_lock, one per entry */
 static int
 nlocks(void)
 {
-	return idgen_seq_cache_keys + 2;
+	return idgen_seq_cache_keys + 1;
 }
 
 static void
@@ -413,28 +312,9 @@ shmem_startup(void *ptr, bool found, LWLockPadded *locks)
 	if (!found)
 	{
 		cache->map_lock = &locks[0].lock;
-		cache->roles_lock = &locks[idgen_seq_cache_keys + 1].lock;
-		memset(cache->roles, 0, sizeof(cache->roles));
 		ConditionVariableInit(&cache->cv);
-		SpinLockInit(&cache->mutex);
-		cache->launcher_latch = NULL;
-		cache->refused = 0;
-		cache->refused_at = cache->start_failed_at = 0;
-		cache->nwaiting = 0;
-		cache->waiting_since = 0;
-		cache->nentries = idgen_seq_cache_keys;
-		cache->nworkers = idgen_max_database_workers;
-		cache->workers = (SeqDbWorker *) &cache->entries[cache->nentries];
-		for (int i = 0; i < cache->nworkers; i++)
-		{
-			SeqDbWorker *w = &cache->workers[i];
-
-			memset(w, 0, sizeof(*w));
-			w->state = WORKER_FREE;
-			w->queue_size = 2 * cache->nentries;
-			w->queue = (int *) &cache->workers[cache->nworkers] + (Size) i * w->queue_size;
-		}
 		pg_atomic_init_u64(&cache->installs, 0);
+		cache->nentries = idgen_seq_cache_keys;
 		for (int i = 0; i < cache->nentries; i++)
 		{
 			SeqCacheEntry *e = &cache->entries[i];
@@ -476,273 +356,36 @@ make_tag(SeqCacheTag *tag, Oid dbid, const char *key, int len)
 }
 
 /*
- * How many values a key can still give from 'first' on before it passes its
- * limit, in its direction: 'first' itself and every step after it up to the
- * limit (a count up to 2^64, as uint64; 0 means 2^64, more than any want).
+ * The value 'off' (0-based) of segment 's' (seq_row.c, "The limit rule");
+ * only a key that cycles has values past its limit in a segment.
  */
-static uint64
-values_to_limit(int64 first, int64 step, int64 min_value, int64 max_value)
-{
-	if (step > 0)
-		return ((uint64) max_value - (uint64) first) / (uint64) step + 1;
-	return ((uint64) first - (uint64) min_value) / ((uint64) -(step + 1) + 1) + 1;
-}
-
-/*
- * The value 'off' (0-based) of a segment: what idgen_seq_advance() gives
- * 'off' times from 'first'.  Past the limit, a key that cycles goes on
- * from the other one (min_value for a positive step), one full cycle of
- * values at a time.
- */
-static int64
+static inline int64
 segment_value(const SeqSegment *s, uint64 off)
 {
-	uint64		per_cycle;
-	uint64		astep = s->step > 0 ? (uint64) s->step : (uint64) -(s->step + 1) + 1;
-
-	if (s->to_limit == 0 || off < s->to_limit)
-		return (int64) ((uint64) s->first + (s->step > 0 ? off * astep : -(off * astep)));
-	/* a key that cycles: off >= to_limit only if it does (see segment_fit) */
-	per_cycle = ((uint64) s->max_value - (uint64) s->min_value) / astep + 1;
-	off = (off - s->to_limit) % (per_cycle == 0 ? PG_UINT64_MAX : per_cycle);
-	if (s->step > 0)
-		return (int64) ((uint64) s->min_value + off * astep);
-	return (int64) ((uint64) s->max_value - off * astep);
+	Assert(off < s->count);
+	Assert(s->cycle || s->to_limit == 0 || off < s->to_limit);
+	return idgen_seq_value_at(s->first, s->step, s->min_value, s->max_value, s->to_limit, off);
 }
 
 /*
- * How many of 'want' values from 'first' on a key can give: all of them if
- * it cycles, else those before its limit; whether they reach the limit.
- */
-static int64
-segment_fit(int64 first, int64 step, int64 min_value, int64 max_value, bool cycle,
-			int64 want, bool *final)
-{
-	uint64		room;
-
-	*final = false;
-	if (cycle)
-		return want;
-	room = values_to_limit(first, step, min_value, max_value);
-	if (room == 0 || room > (uint64) want)
-		return want;
-	*final = true;
-	return (int64) room;
-}
-
-/*
- * The running process of database 'dbid' (cache->mutex held), or NULL.
- */
-static SeqDbWorker *
-running_worker(Oid dbid)
-{
-	for (int i = 0; i < cache->nworkers; i++)
-	{
-		SeqDbWorker *w = &cache->workers[i];
-
-		if (w->dbid == dbid && w->state == WORKER_RUNNING)
-			return w;
-	}
-	return NULL;
-}
-
-/* Wake the process of this database, if one runs. */
-static void
-wake_worker(void)
-{
-	SeqDbWorker *w;
-	Latch	   *latch = NULL;
-
-	SpinLockAcquire(&cache->mutex);
-	w = running_worker(MyDatabaseId);
-	if (w != NULL)
-		latch = w->latch;
-	SpinLockRelease(&cache->mutex);
-	if (latch)
-		SetLatch(latch);
-}
-
-/*
- * Ask the worker for a segment for entry 'e' (its lock held), unless one is
+ * Ask the sequencer for a segment for entry 'e' (its lock held), unless one is
  * asked for or being reserved already; 'urgent' when the caller will wait
- * for it.  Returns whether the worker must be woken: for an urgent request,
+ * for it.  Returns whether the sequencer must be woken: for an urgent request,
  * or the first in the queue (it sleeps a little to gather the others).
  */
 static bool
 request_segment(SeqCacheEntry *e, bool urgent)
 {
-	bool		wake = urgent;
-	SeqDbWorker *w;
+	int			index = -1;
 
-	SpinLockAcquire(&cache->mutex);
-	w = running_worker(e->tag.dbid);
+	Assert(LWLockHeldByMeInMode(e->lock, LW_EXCLUSIVE));
 	if (!e->requested && !e->reserving)
 	{
 		e->requested = true;
-		/* Without a process, the next one's first scan finds the request. */
-		if (w != NULL)
-		{
-			if (w->queue_tail - w->queue_head >= (uint64) w->queue_size)
-				w->overflow = true;
-			else
-				w->queue[w->queue_tail++ % w->queue_size] = (int) (e - cache->entries);
-			wake |= (w->queue_tail - w->queue_head == 1) || w->overflow;
-		}
+		index = (int) (e - cache->entries);
 	}
-	if (urgent && w != NULL)
-		w->urgent = true;
-	SpinLockRelease(&cache->mutex);
-	return wake;
-}
-
-/*
- * Whether cached keys of this database are served from shared memory: the
- * library is preloaded and this database's process runs.  On every call of
- * idgen_seq_next, so without the mutex: the slot found last is looked at
- * first, with aligned 4-byte reads (a process that ends meanwhile only
- * makes a request wait for the next one, see request_segment).
- */
-static int	known_worker = -1;	/* a backend's: the slot found last */
-static int	my_worker = -1;		/* a database's process: its own slot */
-
-bool
-idgen_seq_cache_available(void)
-{
-	volatile SeqDbWorker *w;
-
-	if (cache == NULL)
-		return false;
-	if (known_worker >= 0)
-	{
-		w = &cache->workers[known_worker];
-		if (w->dbid == MyDatabaseId && w->state == WORKER_RUNNING)
-			return true;
-	}
-	for (int i = 0; i < cache->nworkers; i++)
-	{
-		w = &cache->workers[i];
-		if (w->dbid == MyDatabaseId && w->state == WORKER_RUNNING)
-		{
-			known_worker = i;
-			return true;
-		}
-	}
-	return false;
-}
-
-/*
- * Why cached keys of this database are served from their rows, in the
- * caller's transaction, instead of from shared memory; NULL if they are
- * not (the view idgen_seq_keys shows it for every cached key).
- */
-char *
-idgen_seq_cache_why_not(bool *for_now)
-{
-	SeqWorkerState state = WORKER_FREE;
-	bool		full = true;
-	TimestampTz start_failed_at;
-	bool		start_failed;
-
-	if (for_now != NULL)
-		*for_now = false;
-	if (cache == NULL)
-		return pstrdup("idgen is not in shared_preload_libraries");
-	SpinLockAcquire(&cache->mutex);
-	for (int i = 0; i < cache->nworkers; i++)
-	{
-		SeqDbWorker *w = &cache->workers[i];
-
-		if (w->dbid == MyDatabaseId)
-			state = w->state;
-		full &= (w->state != WORKER_FREE);
-	}
-	start_failed_at = cache->start_failed_at;
-	SpinLockRelease(&cache->mutex);
-	start_failed = start_failed_at != 0 &&
-		!TimestampDifferenceExceeds(start_failed_at, GetCurrentTimestamp(), 60 * 1000);
-
-	if (state == WORKER_RUNNING)
-		return NULL;
-	if (for_now != NULL)
-		*for_now = (state != WORKER_FREE || (!full && !start_failed));
-	if (state != WORKER_FREE)
-		return pstrdup("the idgen purge process of this database is starting");
-	if (full)
-		return psprintf("all %d idgen purge processes (idgen.max_database_workers) serve other databases",
-						cache->nworkers);
-	if (start_failed)
-		return pstrdup("the idgen launcher could not start a process in the last minute (max_worker_processes)");
-	return pstrdup("no idgen purge process runs in this database: the next use of a cached key starts one");
-}
-
-/*
- * A cached key of this database is served from its row because no process
- * runs here: ask the launcher for one, unless it is asked for or running
- * already.  When every slot serves another database, count the refusal.  A
- * backend asks at most once a second.
- */
-void
-idgen_seq_cache_want_worker(void)
-{
-	static TimestampTz asked_at = 0;
-	TimestampTz now;
-	SeqDbWorker *free_slot = NULL;
-	Latch	   *launcher = NULL;
-	bool		found = false;
-
-	if (cache == NULL)
-		return;
-	now = GetCurrentTimestamp();
-	if (asked_at != 0 && !TimestampDifferenceExceeds(asked_at, now, 1000))
-		return;
-	asked_at = now;
-	SpinLockAcquire(&cache->mutex);
-	for (int i = 0; i < cache->nworkers && !found; i++)
-	{
-		SeqDbWorker *w = &cache->workers[i];
-
-		if (w->dbid == MyDatabaseId && w->state != WORKER_FREE)
-		{
-			w->serve = true;	/* a process lent for a purge stays */
-			found = true;
-		}
-		else if (w->state == WORKER_FREE && free_slot == NULL)
-			free_slot = w;
-	}
-	if (!found && free_slot != NULL)
-	{
-		free_slot->dbid = MyDatabaseId;
-		free_slot->state = WORKER_WANTED;
-		free_slot->generation++;
-		free_slot->serve = true;
-		free_slot->for_purge = false;
-		free_slot->yield_to = InvalidOid;
-		launcher = cache->launcher_latch;
-	}
-	else if (!found)
-	{
-		cache->refused++;
-		cache->refused_at = now;
-	}
-	SpinLockRelease(&cache->mutex);
-	if (launcher != NULL)
-		SetLatch(launcher);
-}
-
-/* For idgen_info(): the processes running, and the refusals so far. */
-void
-idgen_seq_cache_workers_report(int *running, int *max, int64 *refused)
-{
-	*running = *max = 0;
-	*refused = 0;
-	if (cache == NULL)
-		return;
-	SpinLockAcquire(&cache->mutex);
-	for (int i = 0; i < cache->nworkers; i++)
-		*running += (cache->workers[i].state == WORKER_RUNNING);
-	*max = cache->nworkers;
-	*refused = (int64) cache->refused;
-	SpinLockRelease(&cache->mutex);
+	/* the queue of the database's process (seq_slots.c) */
+	return idgen_seq_slot_request(e->tag.dbid, index, urgent) || urgent;
 }
 
 /*
@@ -754,6 +397,7 @@ idgen_seq_cache_workers_report(int *running, int *max, int64 *refused)
 static void
 move_cursor(SeqCacheEntry *e, uint64 w)
 {
+	Assert(LWLockHeldByMeInMode(e->lock, LW_EXCLUSIVE));
 	pg_atomic_write_u64(&e->c.f.switches, pg_atomic_read_u64(&e->c.f.switches) + 1);
 	pg_write_barrier();
 	pg_atomic_write_u64(&e->c.f.cursor, CURSOR(e->keygen, CURSOR_EPOCH(w) + 1, 0));
@@ -802,6 +446,9 @@ switch_segment(SeqCacheEntry *e, uint64 w)
 	int64		max_size = Min((int64) e->cache * 1024, (int64) IDGEN_SEQ_MAX_SEGMENT);
 	uint32		epoch = CURSOR_EPOCH(w);
 
+	/* only a segment used up is switched from, to one published */
+	Assert(CURSOR_OFFSET(w) >= e->seg[epoch & 1].count);
+	Assert(e->seg[(epoch + 1) & 1].count > 0);
 	if (lasted < IDGEN_SEQ_SEGMENT_TARGET)
 		e->seg_size = Min(e->seg_size * 2, max_size);
 	else if (lasted > 4 * IDGEN_SEQ_SEGMENT_TARGET)
@@ -870,20 +517,24 @@ idgen_seq_cache_timed_out(const char *key)
 			 errmsg("could not get a segment for cached sequence key \"%s\" in time", key),
 			 errdetail("No segment was reserved within \"idgen.seq_cache_wait\" (%d ms); no value is served before its segment is reserved durably.",
 					   idgen_seq_cache_wait_ms),
-			 errhint("Check that the \"idgen purge\" process runs (it reserves segments), that no transaction holds the key's row or locks the table idgen_seq, and that \"idgen.seq_cache_keys\" holds every cached key in use.")));
+			 errhint("Check that the \"idgen sequencer\" process runs (it reserves segments), that no transaction holds the key's row or locks the table idgen_seq, and that \"idgen.seq_cache_keys\" holds every cached key in use.")));
 }
 
 /*
  * The current segment is used up (the cursor is 'w'): switch to the next
- * one, or wait for the worker to bring it.  Returns when the cursor has
+ * one, or wait for the sequencer to bring it.  Returns when the cursor has
  * moved (or the entry changed); fails after idgen.seq_cache_wait.
  */
 static void
-switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key, int count)
+switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key, int keylen,
+			   int count)
 {
+	SeqCacheTag tag;			/* the key, NUL-terminated, for messages */
 	TimestampTz start = GetCurrentTimestamp();
 	bool		counted = false;
 	bool		woke = false;
+
+	make_tag(&tag, MyDatabaseId, key, keylen);
 
 	ConditionVariablePrepareToSleep(&cache->cv);
 	for (;;)
@@ -903,7 +554,7 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key, int c
 		 * earlier round of the epoch: see "Serving"): serve again.
 		 */
 		if (pg_atomic_read_u64(&e->c.f.cursor) != w || e->keygen != keygen ||
-			e->tag.dbid != MyDatabaseId || strcmp(e->tag.key, key) != 0 ||
+			e->tag.dbid != MyDatabaseId || strcmp(e->tag.key, tag.key) != 0 ||
 			CURSOR_OFFSET(w) < e->seg[CURSOR_EPOCH(w) & 1].count)
 		{
 			LWLockRelease(e->lock);
@@ -921,7 +572,7 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key, int c
 			wake = request_segment(e, false);	/* and the one after */
 			LWLockRelease(e->lock);
 			if (wake)
-				wake_worker();
+				idgen_seq_slot_wake();
 			break;
 		}
 		if (!failed)
@@ -934,11 +585,11 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key, int c
 		if (failed)
 		{
 			ConditionVariableCancelSleep();
-			idgen_seq_limit_reached(key, failed_step, failed_limit, count);
+			idgen_seq_limit_reached(tag.key, failed_step, failed_limit, count);
 		}
 		if (wake || !woke)
 		{
-			wake_worker();
+			idgen_seq_slot_wake();
 			woke = true;
 		}
 
@@ -946,7 +597,7 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key, int c
 		if (waited_ms >= idgen_seq_cache_wait_ms)
 		{
 			ConditionVariableCancelSleep();
-			idgen_seq_cache_timed_out(key);
+			idgen_seq_cache_timed_out(tag.key);
 		}
 		/* Woken by a publication (or a retirement); or look again in 100 ms. */
 		(void) ConditionVariableTimedSleep(&cache->cv, Min(idgen_seq_cache_wait_ms - waited_ms, 100L),
@@ -1039,7 +690,7 @@ note_use(SeqCacheEntry *e, uint32 keygen, const SeqSegment *seg, uint32 off, uin
 			wake = request_segment(e, false);
 		LWLockRelease(e->lock);
 		if (wake)
-			wake_worker();
+			idgen_seq_slot_wake();
 	}
 }
 
@@ -1054,6 +705,50 @@ pg_noinline bool
 idgen_seq_cache_claim(pg_atomic_uint64 *cursor, uint64 *w, uint32 take)
 {
 	return pg_atomic_compare_exchange_u64(cursor, w, *w + take);
+}
+
+/*
+ * The final segment copied ('seg', of cursor 'w') has fewer values left than
+ * the call wants: raise 2200H if the cursor, read again, names that segment
+ * still, in the same round (see "Serving"); return otherwise, for the
+ * caller to start over.
+ */
+static void
+final_segment_short(SeqCacheEntry *e, uint64 w, uint64 switches, const SeqSegment *seg,
+					const char *key, int keylen, int count)
+{
+	SeqCacheTag tag;
+
+	Assert(seg->final && !seg->cycle);
+	pg_read_barrier();
+	if (!same_segment(pg_atomic_read_u64(&e->c.f.cursor), w))
+		return;
+	pg_read_barrier();
+	if (!same_round(e, switches))
+		return;
+	make_tag(&tag, MyDatabaseId, key, keylen);
+	idgen_seq_limit_reached(tag.key, seg->step, seg->step > 0 ? seg->max_value : seg->min_value,
+							count);
+}
+
+/*
+ * Values 'off' .. off + take - 1 of the caller's copy of a segment into
+ * 'out'.  The rest of a batch ('after': its last value so far) goes on in
+ * its key's direction, unless the key cycles: else the key was set back.
+ */
+static void
+copy_values(const SeqSegment *seg, uint32 off, uint32 take, int64 *out, const int64 *after,
+			const char *key, int keylen)
+{
+	for (uint32 j = 0; j < take; j++)
+		out[j] = segment_value(seg, (uint64) off + j);
+	if (after != NULL && !seg->cycle && (seg->step > 0 ? out[0] <= *after : out[0] >= *after))
+	{
+		SeqCacheTag tag;
+
+		make_tag(&tag, MyDatabaseId, key, keylen);
+		idgen_seq_batch_set_back(tag.key, *after);
+	}
 }
 
 /*
@@ -1082,7 +777,7 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, const i
 	bool		has_after = after_p != NULL;
 	int64		after = has_after ? *after_p : 0;
 
-	if (!idgen_seq_cache_available())
+	if (!idgen_seq_slot_available())
 		return 0;
 	h = key_hash(MyDatabaseId, key, keylen);
 	le = local_entry(key, keylen, h);
@@ -1125,25 +820,12 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, const i
 		off = CURSOR_OFFSET(w);
 		if (seg.final && (int64) (count - done) > (int64) seg.count - off)
 		{
-			SeqCacheTag tag;
-
-			/* The segment read is the one the cursor names still? */
-			pg_read_barrier();
-			if (!same_segment(pg_atomic_read_u64(&e->c.f.cursor), w))
-				continue;
-			pg_read_barrier();
-			if (!same_round(e, switches))
-				continue;
-			make_tag(&tag, MyDatabaseId, key, keylen);
-			idgen_seq_limit_reached(tag.key, seg.step,
-									seg.step > 0 ? seg.max_value : seg.min_value, count);
+			final_segment_short(e, w, switches, &seg, key, keylen, count);
+			continue;
 		}
 		if (off >= seg.count)
 		{
-			SeqCacheTag tag;
-
-			make_tag(&tag, MyDatabaseId, key, keylen);
-			switch_or_wait(e, le->keygen, w, tag.key, count);
+			switch_or_wait(e, le->keygen, w, key, keylen, count);
 			continue;
 		}
 		take = (uint32) Min((int64) (count - done), (int64) (seg.count - off));
@@ -1154,17 +836,7 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, const i
 			continue;
 
 		/* Claimed: the values are this caller's (or a gap). */
-		for (uint32 j = 0; j < take; j++)
-			out[done + j] = segment_value(&seg, (uint64) off + j);
-		/* A batch goes on in its key's direction, unless the key cycles. */
-		if (has_after && !seg.cycle &&
-			(seg.step > 0 ? out[done] <= after : out[done] >= after))
-		{
-			SeqCacheTag tag;
-
-			make_tag(&tag, MyDatabaseId, key, keylen);
-			idgen_seq_batch_set_back(tag.key, after);
-		}
+		copy_values(&seg, off, take, out + done, has_after ? &after : NULL, key, keylen);
 		done += take;
 		has_after = true;
 		after = out[done - 1];
@@ -1175,7 +847,7 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, const i
 }
 
 /*
- * Give the key an entry (asking the worker for its first segment), evicting
+ * Give the key an entry (asking the sequencer for its first segment), evicting
  * the least recently used one if the table is full.  'cache_size' is the
  * key's cache setting.
  */
@@ -1187,7 +859,7 @@ idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_
 	bool		found;
 	SeqCacheEntry *e = NULL;
 
-	if (!idgen_seq_cache_available())
+	if (!idgen_seq_slot_available())
 		return;
 	make_tag(&tag, MyDatabaseId, key, keylen);
 	LWLockAcquire(cache->map_lock, LW_EXCLUSIVE);
@@ -1240,7 +912,7 @@ idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_
 	pg_atomic_fetch_add_u64(&cache->installs, 1);
 	LWLockRelease(e->lock);
 	LWLockRelease(cache->map_lock);
-	wake_worker();
+	idgen_seq_slot_wake();
 }
 
 /*
@@ -1272,286 +944,31 @@ idgen_seq_cache_invalidate(const char *key, int keylen)
 }
 
 /* ----------
- * The launcher's side (seq_worker.c)
- * ----------
- */
-void
-idgen_seq_cache_launcher_attach(Latch *latch)
-{
-	SpinLockAcquire(&cache->mutex);
-	cache->launcher_latch = latch;
-	/* A launcher started again forgets the processes it had started. */
-	for (int i = 0; i < cache->nworkers; i++)
-		if (cache->workers[i].state == WORKER_STARTING)
-			cache->workers[i].state = WORKER_WANTED;
-	SpinLockRelease(&cache->mutex);
-}
-
-void
-idgen_seq_cache_launcher_detach(int code, Datum arg)
-{
-	SpinLockAcquire(&cache->mutex);
-	cache->launcher_latch = NULL;
-	SpinLockRelease(&cache->mutex);
-}
-
-/*
- * A slot whose database wants a process, now being started: its index,
- * database and generation; -1 if none.  Slots wanted for a purge come
- * first (one handed over by a process that gave it would otherwise lose
- * the background worker slot it freed to a database that asked later);
- * slots whose previous process has not stopped yet ('stopping[i]') wait.
- */
-int
-idgen_seq_cache_take_wanted(Oid *dbid, uint32 *generation, const bool *stopping)
-{
-	int			slot = -1;
-
-	SpinLockAcquire(&cache->mutex);
-	for (int pass = 0; pass < 2 && slot < 0; pass++)
-		for (int i = 0; i < cache->nworkers && slot < 0; i++)
-		{
-			SeqDbWorker *w = &cache->workers[i];
-
-			if (w->state == WORKER_WANTED && !stopping[i] && (pass == 1 || w->for_purge))
-			{
-				w->state = WORKER_STARTING;
-				*dbid = w->dbid;
-				*generation = w->generation;
-				slot = i;
-			}
-		}
-	SpinLockRelease(&cache->mutex);
-	return slot;
-}
-
-/*
- * Lend a free slot to database 'dbid' for one purge: its index and
- * generation; -1 if the database has a process already (which purges
- * it), -3 if its process is wanted but not started yet, -2 if no slot is
- * free.  On -1 or a slot, a process asked to give its slot to this
- * database no longer is.
- */
-int
-idgen_seq_cache_take_for_purge(Oid dbid, uint32 *generation)
-{
-	int			slot = -1;
-	bool		has = false;
-	bool		wanted = false;
-
-	SpinLockAcquire(&cache->mutex);
-	for (int i = 0; i < cache->nworkers; i++)
-	{
-		SeqDbWorker *w = &cache->workers[i];
-
-		if (w->state != WORKER_FREE && w->dbid == dbid)
-		{
-			has = true;
-			wanted = (w->state == WORKER_WANTED);
-		}
-		else if (w->state == WORKER_FREE && slot < 0)
-			slot = i;
-	}
-	if (has)
-		slot = wanted ? -3 : -1;
-	else if (slot < 0)
-		slot = -2;
-	else
-	{
-		SeqDbWorker *w = &cache->workers[slot];
-
-		w->dbid = dbid;
-		w->state = WORKER_STARTING;
-		w->generation++;
-		w->serve = false;
-		w->for_purge = true;
-		*generation = w->generation;
-	}
-	if (slot >= -1)
-		for (int i = 0; i < cache->nworkers; i++)
-			if (cache->workers[i].yield_to == dbid)
-				cache->workers[i].yield_to = InvalidOid;
-	SpinLockRelease(&cache->mutex);
-	return slot;
-}
-
-/*
- * Database 'dbid' waits for a slot for its purge: ask the process that has
- * served longest, if for at least 'min_age', to give it its slot (see "A
- * process per database"), unless a process is asked already.  Returns
- * whether one is asked now.
- */
-bool
-idgen_seq_cache_ask_yield(Oid dbid, int64 min_age)
-{
-	TimestampTz now = GetCurrentTimestamp();
-	SeqDbWorker *oldest = NULL;
-	Latch	   *latch = NULL;
-
-	SpinLockAcquire(&cache->mutex);
-	for (int i = 0; i < cache->nworkers; i++)
-	{
-		SeqDbWorker *w = &cache->workers[i];
-
-		if (OidIsValid(w->yield_to))
-		{
-			oldest = NULL;		/* one at a time */
-			break;
-		}
-		if (w->state == WORKER_RUNNING && w->serve && w->dbid != dbid &&
-			w->started <= now - min_age && (oldest == NULL || w->started < oldest->started))
-			oldest = w;
-	}
-	if (oldest != NULL)
-	{
-		oldest->yield_to = dbid;
-		latch = oldest->latch;
-	}
-	SpinLockRelease(&cache->mutex);
-	if (latch != NULL)
-		SetLatch(latch);
-	return oldest != NULL;
-}
-
-/*
- * The databases whose purge waits for a slot, in the launcher's order, and
- * since when the first has waited (n = 0: none), for idgen_info().
- */
-void
-idgen_seq_cache_set_waiting(const Oid *dbids, int n, TimestampTz since)
-{
-	SpinLockAcquire(&cache->mutex);
-	cache->nwaiting = n;
-	for (int i = 0; i < Min(n, IDGEN_MAX_WAITING_SHOWN); i++)
-		cache->waiting[i] = dbids[i];
-	cache->waiting_since = n > 0 ? since : 0;
-	SpinLockRelease(&cache->mutex);
-}
-
-/*
- * For idgen_info(): the databases whose purge waits (at most 'max' into
- * 'dbids'), their number, and since when the first has waited.
- */
-int
-idgen_seq_cache_waiting(Oid *dbids, int max, TimestampTz *since)
-{
-	int			n;
-
-	*since = 0;
-	if (cache == NULL)
-		return 0;
-	SpinLockAcquire(&cache->mutex);
-	n = cache->nwaiting;
-	for (int i = 0; i < Min(n, Min(max, IDGEN_MAX_WAITING_SHOWN)); i++)
-		dbids[i] = cache->waiting[i];
-	*since = cache->waiting_since;
-	SpinLockRelease(&cache->mutex);
-	return n;
-}
-
-/*
- * The process started for slot 'slot' (of 'generation') stopped, or could
- * not be started ('start_failed'): free the slot, unless the process
- * attached (it frees the slot itself) or the slot changed hands.
- */
-void
-idgen_seq_cache_start_ended(int slot, uint32 generation, bool start_failed)
-{
-	SeqDbWorker *w = &cache->workers[slot];
-	TimestampTz now = GetCurrentTimestamp();
-
-	SpinLockAcquire(&cache->mutex);
-	if (w->generation == generation && w->state == WORKER_STARTING)
-	{
-		w->dbid = InvalidOid;
-		w->state = WORKER_FREE;
-		w->serve = w->for_purge = false;
-		w->yield_to = InvalidOid;
-	}
-	if (start_failed)
-		cache->start_failed_at = now;
-	SpinLockRelease(&cache->mutex);
-}
-
-/* ----------
- * A database's process (seq_worker.c)
+ * A database's process (sequencer.c)
  * ----------
  */
 static void retire_database_entries(void);
-
-/* The database of slot 'slot', which this process was started for. */
-Oid
-idgen_seq_cache_slot_dbid(int slot, uint32 *generation)
-{
-	Oid			dbid;
-
-	SpinLockAcquire(&cache->mutex);
-	dbid = cache->workers[slot].state == WORKER_STARTING ? cache->workers[slot].dbid : InvalidOid;
-	*generation = cache->workers[slot].generation;
-	SpinLockRelease(&cache->mutex);
-	return dbid;
-}
 
 /*
  * Take slot 'slot' (started for this database, 'generation'); false if it
  * changed hands meanwhile (the launcher restarted).
  */
 bool
-idgen_seq_cache_worker_attach(int slot, uint32 generation, Latch *latch)
+idgen_seq_cache_sequencer_attach(int slot, uint32 generation, Latch *latch)
 {
-	SeqDbWorker *w = &cache->workers[slot];
-	TimestampTz now;
-	bool		ours;
-
-	SpinLockAcquire(&cache->mutex);
-	ours = w->generation == generation && w->state == WORKER_STARTING &&
-		w->dbid == MyDatabaseId;
-	SpinLockRelease(&cache->mutex);
-	if (!ours)
+	if (!idgen_seq_slot_starting(slot, generation))
 		return false;
 
 	/*
 	 * Start afresh: while no process ran here, cached keys of this database
 	 * were served from the table, past the segments their entries hold.
-	 * Their callers install them again, past the table's values.
+	 * Their callers install them again, past the table's values.  Only then
+	 * does the slot say the process runs (and callers serve from here).
 	 */
 	retire_database_entries();
-
-	now = GetCurrentTimestamp();
-	SpinLockAcquire(&cache->mutex);
-	w->queue_head = w->queue_tail = 0;
-	w->urgent = false;
-	w->overflow = true;			/* one scan, for anything installed meanwhile */
-	w->latch = latch;
-	w->pid = MyProcPid;
-	w->started = now;
-	w->state = WORKER_RUNNING;
-	SpinLockRelease(&cache->mutex);
-	my_worker = slot;
+	idgen_seq_slot_run(slot, latch);
 	ConditionVariableBroadcast(&cache->cv);
 	return true;
-}
-
-/*
- * Free this process's slot (cache->mutex held) and tell the launcher; or,
- * if 'to' is valid, hand it over as wanted for database 'to''s purge.
- */
-static Latch *
-free_my_slot(Oid to)
-{
-	SeqDbWorker *w = &cache->workers[my_worker];
-
-	w->dbid = to;
-	w->state = OidIsValid(to) ? WORKER_WANTED : WORKER_FREE;
-	if (OidIsValid(to))
-		w->generation++;
-	w->serve = false;
-	w->for_purge = OidIsValid(to);
-	w->yield_to = InvalidOid;
-	w->latch = NULL;
-	w->pid = 0;
-	my_worker = -1;
-	return cache->launcher_latch;
 }
 
 /*
@@ -1580,37 +997,18 @@ retire_database_entries(void)
 	ConditionVariableBroadcast(&cache->cv);
 }
 
-void
-idgen_seq_cache_worker_detach(int code, Datum arg)
-{
-	Latch	   *launcher = NULL;
-
-	if (cache == NULL || my_worker < 0)
-		return;
-	SpinLockAcquire(&cache->mutex);
-	if (cache->workers[my_worker].pid == MyProcPid)
-		launcher = free_my_slot(InvalidOid);
-	SpinLockRelease(&cache->mutex);
-	if (launcher != NULL)
-		SetLatch(launcher);
-}
-
 /*
- * Whether this process may end after a purge: it was lent for the purge
- * only, or no cached key of its database was used for 'idle_ms', or the
- * launcher asks for its slot for another database's purge.  If so, its
- * slot is freed or handed over (under the mutex, so that a backend asking
- * for the process either sees it stay or finds it gone).
+ * Whether this process may end after a purge (seq_slots.c says when), from
+ * the last use of its database's cached keys.  A slot handed over to
+ * another database's purge leaves its requests to nobody: their callers go
+ * to the table.
  */
 bool
-idgen_seq_cache_worker_done(int idle_ms)
+idgen_seq_cache_sequencer_done(int idle_ms)
 {
 	TimestampTz last = 0;
-	TimestampTz now = GetCurrentTimestamp();
-	SeqDbWorker *w = &cache->workers[my_worker];
+	bool		handed_over;
 	bool		done;
-	Oid			to;
-	Latch	   *launcher = NULL;
 
 	for (int i = 0; i < cache->nentries; i++)
 	{
@@ -1621,28 +1019,9 @@ idgen_seq_cache_worker_done(int idle_ms)
 			last = Max(last, e->c.f.last_used);
 		LWLockRelease(e->lock);
 	}
-	SpinLockAcquire(&cache->mutex);
-	last = Max(last, w->started);
-	/* Asked for the slot: unless that database has found one meanwhile. */
-	to = w->yield_to;
-	for (int i = 0; i < cache->nworkers && OidIsValid(to); i++)
-		if (cache->workers[i].dbid == to && cache->workers[i].state != WORKER_FREE)
-			to = w->yield_to = InvalidOid;
-	done = !w->serve || TimestampDifferenceExceeds(last, now, idle_ms);
-	if (OidIsValid(to) || (done && w->queue_tail == w->queue_head && !w->overflow))
-		launcher = free_my_slot(to);
-	else
-		done = false;
-	SpinLockRelease(&cache->mutex);
-
-	/* Its requests are nobody's now: their callers go to the table. */
-	if (OidIsValid(to))
-	{
+	done = idgen_seq_slot_done(last, idle_ms, &handed_over);
+	if (handed_over)
 		retire_database_entries();
-		done = true;
-	}
-	if (launcher != NULL)
-		SetLatch(launcher);
 	return done;
 }
 
@@ -1655,18 +1034,9 @@ static bool collect_one(SeqCacheEntry *e, IdgenSeqRequest *r);
 int
 idgen_seq_cache_collect(IdgenSeqRequest *req, int max)
 {
-	SeqDbWorker *w = &cache->workers[my_worker];
 	int			n = 0;
-	bool		scan;
 
-	SpinLockAcquire(&cache->mutex);
-	scan = w->overflow;
-	w->overflow = w->urgent = false;
-	if (scan)
-		w->queue_head = w->queue_tail;	/* the scan covers them */
-	SpinLockRelease(&cache->mutex);
-
-	if (scan)
+	if (idgen_seq_slot_queue_begin())
 	{
 		int			i;
 
@@ -1674,41 +1044,19 @@ idgen_seq_cache_collect(IdgenSeqRequest *req, int max)
 			if (cache->entries[i].requested)	/* unlocked peek; rechecked */
 				n += collect_one(&cache->entries[i], &req[n]);
 		if (i < cache->nentries)
-		{
-			/* Stopped early: scan again next round. */
-			SpinLockAcquire(&cache->mutex);
-			w->overflow = true;
-			SpinLockRelease(&cache->mutex);
-		}
+			idgen_seq_slot_rescan();
 		return n;
 	}
 	while (n < max)
 	{
-		int			i = -1;
+		int			i = idgen_seq_slot_queue_pop();
 
-		SpinLockAcquire(&cache->mutex);
-		if (w->queue_head < w->queue_tail)
-			i = w->queue[w->queue_head++ % w->queue_size];
-		SpinLockRelease(&cache->mutex);
 		if (i < 0)
 			break;
+		Assert(i < cache->nentries);
 		n += collect_one(&cache->entries[i], &req[n]);
 	}
 	return n;
-}
-
-/* Whether requests wait in the queue, and whether a caller waits. */
-bool
-idgen_seq_cache_pending(bool *urgent)
-{
-	SeqDbWorker *w = &cache->workers[my_worker];
-	bool		pending;
-
-	SpinLockAcquire(&cache->mutex);
-	pending = w->queue_head < w->queue_tail || w->overflow;
-	*urgent = w->urgent;
-	SpinLockRelease(&cache->mutex);
-	return pending;
 }
 
 /* Take entry 'e''s request into 'r', if it still wants a segment. */
@@ -1736,10 +1084,10 @@ collect_one(SeqCacheEntry *e, IdgenSeqRequest *r)
 
 /*
  * Whether the entry of request 'r' is still the one it was made for (the
- * worker holds the key's row locked).  A key that is set, dropped or
+ * sequencer holds the key's row locked).  A key that is set, dropped or
  * reconfigured has its entry retired before that transaction commits, so
- * once the worker holds the row, a request of a retired entry is known as
- * such: the worker then leaves the row alone, instead of reserving a
+ * once the sequencer holds the row, a request of a retired entry is known as
+ * such: the sequencer then leaves the row alone, instead of reserving a
  * segment nobody will serve (which would skip past an idgen_seq_set(k, v,
  * false): the next entry would start after it).
  */
@@ -1786,14 +1134,15 @@ idgen_seq_cache_reserve(IdgenSeqRequest *r, const IdgenSeqRow *row)
 		r->first = row->step > 0 ? row->max_value : row->min_value;
 		return stored->value;
 	}
-	r->count = segment_fit(r->first, row->step, row->min_value, row->max_value, row->cycle,
+	r->count = idgen_seq_fit(r->first, row->step, row->min_value, row->max_value, row->cycle,
 						   r->size, &r->final);
+	Assert(r->count >= 1 && r->count <= r->size && r->size <= IDGEN_SEQ_MAX_SEGMENT);
 	s.first = r->first;
 	s.step = r->step;
 	s.min_value = r->min_value;
 	s.max_value = r->max_value;
 	s.cycle = r->cycle;
-	s.to_limit = values_to_limit(s.first, s.step, s.min_value, s.max_value);
+	s.to_limit = idgen_seq_values_to_limit(s.first, s.step, s.min_value, s.max_value);
 	s.count = (uint32) r->count;
 	return segment_value(&s, (uint64) r->count - 1);
 }
@@ -1843,7 +1192,7 @@ idgen_seq_cache_publish(IdgenSeqRequest *req, int n)
 				next->max_value = r->max_value;
 				next->cycle = r->cycle;
 				next->final = r->final;
-				next->to_limit = values_to_limit(r->first, r->step, r->min_value, r->max_value);
+				next->to_limit = idgen_seq_values_to_limit(r->first, r->step, r->min_value, r->max_value);
 				next->count = (uint32) r->count;
 				next->prefetch_at = (uint32) Min((double) r->count - 1,
 												 r->count * idgen_seq_cache_prefetch);
@@ -1865,7 +1214,7 @@ idgen_seq_cache_publish(IdgenSeqRequest *req, int n)
 
 /*
  * Keys of this database used since the last call, that have a ttl: their
- * use is recorded in the table by the worker (see seq.c).
+ * use is recorded in the table by the sequencer (see seq.c).
  */
 int
 idgen_seq_cache_collect_used(IdgenSeqRequest *req, int max)
@@ -1941,125 +1290,10 @@ idgen_seq_cache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), vo
 	}
 }
 
-/* ----------
- * Keys per role (seq.c, "Keys per role")
- * ----------
- */
-/* The slot of (this database, role), or NULL (roles_lock held). */
-static SeqRoleKeys *
-role_slot(Oid role)
-{
-	for (int i = 0; i < IDGEN_SEQ_ROLE_SLOTS; i++)
-		if (cache->roles[i].dbid == MyDatabaseId && cache->roles[i].role == role)
-			return &cache->roles[i];
-	return NULL;
-}
-
-/*
- * Whether the estimate says 'role' has fewer than 'limit' live keys in this
- * database; if so, the key about to be created is added to it.  False when
- * there is no estimate to trust (none, made for a lower limit, or older
- * than IDGEN_SEQ_ROLE_RECOUNT), or it has reached the limit: the caller
- * then counts (idgen_seq_role_keys_counted).
- */
-bool
-idgen_seq_role_keys_take(Oid role, int64 limit, TimestampTz now)
-{
-	SeqRoleKeys *r;
-	bool		taken = false;
-
-	if (cache == NULL)
-		return false;
-	LWLockAcquire(cache->roles_lock, LW_EXCLUSIVE);
-	r = role_slot(role);
-	if (r != NULL && limit <= r->cap && now >= r->counted_at &&
-		now - r->counted_at < IDGEN_SEQ_ROLE_RECOUNT && r->keys < limit)
-	{
-		r->keys++;
-		taken = true;
-	}
-	LWLockRelease(cache->roles_lock);
-	return taken;
-}
-
-/*
- * An administrative function created a key for 'role' (which is not
- * limited): add it to the role's estimate, if there is one.
- */
-void
-idgen_seq_role_keys_created(Oid role)
-{
-	SeqRoleKeys *r;
-
-	if (cache == NULL)
-		return;
-	LWLockAcquire(cache->roles_lock, LW_EXCLUSIVE);
-	r = role_slot(role);
-	if (r != NULL)
-		r->keys++;
-	LWLockRelease(cache->roles_lock);
-}
-
-/*
- * Record an exact count of the role's live keys, made up to 'limit', and
- * the key about to be created if it is below.  A full table gives up the
- * slot counted longest ago.
- */
-void
-idgen_seq_role_keys_counted(Oid role, int64 limit, int64 counted, TimestampTz now)
-{
-	SeqRoleKeys *r;
-
-	if (cache == NULL)
-		return;
-	LWLockAcquire(cache->roles_lock, LW_EXCLUSIVE);
-	r = role_slot(role);
-	for (int i = 0; r == NULL && i < IDGEN_SEQ_ROLE_SLOTS; i++)
-		if (cache->roles[i].dbid == InvalidOid)
-			r = &cache->roles[i];
-	if (r == NULL)
-	{
-		r = &cache->roles[0];
-		for (int i = 1; i < IDGEN_SEQ_ROLE_SLOTS; i++)
-			if (cache->roles[i].counted_at < r->counted_at)
-				r = &cache->roles[i];
-	}
-	r->dbid = MyDatabaseId;
-	r->role = role;
-	r->cap = limit;
-	r->counted_at = now;
-	r->keys = counted < limit ? counted + 1 : counted;
-	LWLockRelease(cache->roles_lock);
-}
-
-/* Define the cached sequences' settings. */
+/* Register the cached sequences' shared memory (when preloading). */
 void
 idgen_seq_cache_init(void)
 {
-	DefineCustomIntVariable("idgen.seq_cache_keys",
-							"Sets how many cached per-key sequences shared memory holds.",
-							"The least recently used key is evicted when a new one needs room; "
-							"its reserved but unserved values are lost.",
-							&idgen_seq_cache_keys, 1024, 16, 1024 * 1024,
-							idgen_startup_context(), 0, NULL, NULL, NULL);
-	DefineCustomIntVariable("idgen.max_database_workers",
-							"Sets how many databases may have an idgen purge process at once.",
-							"A database's process reserves the segments of its cached per-key sequences and "
-							"deletes its expired keys and ended leases. Each is a background worker "
-							"(max_worker_processes).",
-							&idgen_max_database_workers, 4, 1, IDGEN_MAX_DATABASE_WORKERS,
-							idgen_startup_context(), 0, NULL, NULL, NULL);
-	DefineCustomIntVariable("idgen.seq_cache_wait",
-							"Sets how long a call waits for a segment of a cached key before it fails.",
-							NULL,
-							&idgen_seq_cache_wait_ms, 2000, 0, 60 * 1000,
-							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
-	DefineCustomRealVariable("idgen.seq_cache_prefetch",
-							 "Sets the fraction of a segment used after which the next one is reserved.",
-							 NULL,
-							 &idgen_seq_cache_prefetch, 0.1, 0.0, 1.0,
-							 PGC_SIGHUP, 0, NULL, NULL, NULL);
-
 	if (process_shared_preload_libraries_in_progress)
 		idgen_shmem_register(&seq_cache_area);
 }

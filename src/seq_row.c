@@ -37,6 +37,10 @@
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -49,7 +53,7 @@
 
 /*
  * Whether the key's ttl has passed since its last use.  The use of a cached
- * key is recorded in its row by the worker (at each reservation and each
+ * key is recorded in its row by the sequencer (at each reservation and each
  * purge run), so it may be up to idgen.purge_interval more recent than the
  * row says: such a key expires that much later.
  */
@@ -108,6 +112,83 @@ idgen_seq_take_default_ttl(IdgenSeqRow *row)
 	row->ttl.time = usecs % USECS_PER_DAY;
 }
 
+/* ----------
+ * The limit rule
+ *
+ * Values follow nextval(): from a value, every step up to the key's limit
+ * (max_value for a positive step, else min_value); past it, a key that
+ * cycles goes on from the other limit, one full cycle at a time, and one
+ * that does not stops there (2200H).  Every function below computes from
+ * idgen_seq_values_to_limit(), the only place that measures the distance to
+ * the limit, on values within [min_value, max_value] (as a row's always are).
+ * ----------
+ */
+
+/* |step|, as uint64 (-INT64_MIN does not fit in int64). */
+static inline uint64
+abs_step(int64 step)
+{
+	return step > 0 ? (uint64) step : (uint64) -(step + 1) + 1;
+}
+
+/*
+ * How many values a key can still give from 'first' on before it passes its
+ * limit, in its direction: 'first' itself and every step after it up to the
+ * limit (a count up to 2^64, as uint64; 0 means 2^64, more than any want).
+ */
+uint64
+idgen_seq_values_to_limit(int64 first, int64 step, int64 min_value, int64 max_value)
+{
+	Assert(step != 0);
+	Assert(min_value <= first && first <= max_value);
+	if (step > 0)
+		return ((uint64) max_value - (uint64) first) / (uint64) step + 1;
+	return ((uint64) first - (uint64) min_value) / abs_step(step) + 1;
+}
+
+/*
+ * The value 'off' (0-based) from 'first' on, 'to_limit' being
+ * idgen_seq_values_to_limit() from 'first'.  Past the limit (off >=
+ * to_limit, which only a key that cycles asks for), it goes on from the
+ * other limit (min_value for a positive step), one full cycle of values at
+ * a time.
+ */
+int64
+idgen_seq_value_at(int64 first, int64 step, int64 min_value, int64 max_value,
+				   uint64 to_limit, uint64 off)
+{
+	uint64		per_cycle;
+	uint64		astep = abs_step(step);
+
+	if (to_limit == 0 || off < to_limit)
+		return (int64) ((uint64) first + (step > 0 ? off * astep : -(off * astep)));
+	per_cycle = ((uint64) max_value - (uint64) min_value) / astep + 1;
+	off = (off - to_limit) % (per_cycle == 0 ? PG_UINT64_MAX : per_cycle);
+	if (step > 0)
+		return (int64) ((uint64) min_value + off * astep);
+	return (int64) ((uint64) max_value - off * astep);
+}
+
+/*
+ * How many of 'want' values from 'first' on a key can give: all of them if
+ * it cycles, else those before its limit; whether they reach the limit.
+ */
+int64
+idgen_seq_fit(int64 first, int64 step, int64 min_value, int64 max_value, bool cycle,
+			  int64 want, bool *final)
+{
+	uint64		room;
+
+	*final = false;
+	if (cycle)
+		return want;
+	room = idgen_seq_values_to_limit(first, step, min_value, max_value);
+	if (room == 0 || room > (uint64) want)
+		return want;
+	*final = true;
+	return (int64) room;
+}
+
 /*
  * The value after 'v' (the last one handed out) into *next, as nextval()
  * computes it: v + step, or, past max_value (min_value for a negative
@@ -117,21 +198,49 @@ idgen_seq_take_default_ttl(IdgenSeqRow *row)
 bool
 idgen_seq_advance(const IdgenSeqRow *row, int64 v, int64 *next)
 {
-	int64		n;
-	bool		past;
+	uint64		room = idgen_seq_values_to_limit(v, row->step, row->min_value, row->max_value);
 
-	if (row->step > 0)
-		past = pg_add_s64_overflow(v, row->step, &n) || n > row->max_value;
-	else
-		past = pg_add_s64_overflow(v, row->step, &n) || n < row->min_value;
-	if (past)
-	{
-		if (!row->cycle)
-			return false;
-		n = row->step > 0 ? row->min_value : row->max_value;
-	}
-	*next = n;
+	if (room == 1 && !row->cycle)
+		return false;
+	*next = idgen_seq_value_at(v, row->step, row->min_value, row->max_value, room, 1);
 	return true;
+}
+
+/*
+ * A call would pass the key's limit ('limit', max_value for a positive
+ * step, else min_value) of a key that does not cycle: it fails, as
+ * nextval() does, having changed nothing.  'count' is the batch's size.
+ */
+void
+idgen_seq_limit_reached(const char *key, int64 step, int64 limit, int count)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+			 step > 0 ?
+			 errmsg("reached maximum value of sequence key \"%s\" (" INT64_FORMAT ")", key, limit) :
+			 errmsg("reached minimum value of sequence key \"%s\" (" INT64_FORMAT ")", key, limit),
+			 count > 1 ?
+			 errdetail("A batch of %d values would pass it; the call returns none.", count) :
+			 errdetail("The key does not cycle: it stays at its last value."),
+			 step > 0 ?
+			 errhint("Raise max_value with idgen_seq_configure(), or configure cycle => true to go on from min_value.") :
+			 errhint("Lower min_value with idgen_seq_configure(), or configure cycle => true to go on from max_value.")));
+}
+
+/*
+ * The rest of a batch, from the table or from a new segment, would not be
+ * above 'after', the batch's last value so far: the key was dropped or set
+ * back by another session meanwhile.
+ */
+void
+idgen_seq_batch_set_back(const char *key, int64 after)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("per-key sequence key \"%s\" was set back while a batch of it was served", key),
+			 errdetail("The key was dropped, or set below " INT64_FORMAT ", by another session; the rest of the batch would repeat values it already holds.",
+					   after),
+			 errhint("Call again: the whole batch is discarded.")));
 }
 
 /* A row's columns from their values (key and ctid aside). */
@@ -184,12 +293,8 @@ idgen_seq_row_to_values(IdgenSeqRow *row, Datum *values, bool *isnull)
 void
 idgen_seq_open_table(const IdgenFunction *fn, IdgenSeqTable *t)
 {
-	Oid			relid = get_relname_relid("idgen_seq", fn->nspid);
+	Oid			relid = idgen_extension_table(fn, "idgen_seq", false);
 
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("table \"%s.idgen_seq\" does not exist", get_namespace_name(fn->nspid))));
 	idgen_seq_open_table_oid(relid, t);
 }
 
@@ -362,7 +467,7 @@ idgen_seq_find_held_row(IdgenSeqTable *t, text *key)
  * Lock the latest version of the key's row into t->slot and read it into
  * 'row'.  With 'stop_if_cached', a committed row of a live cached key that
  * this transaction does not hold is only read, not locked (SEQ_ROW_CACHED): its
- * values are served from shared memory, and the worker that reserves them
+ * values are served from shared memory, and the sequencer that reserves them
  * must be able to lock the row.
  */
 IdgenSeqRowFound
@@ -393,8 +498,8 @@ idgen_seq_lock_row(IdgenSeqTable *t, text *key, IdgenSeqRow *row, bool stop_if_c
 		/*
 		 * A cached key is served from shared memory, unless this transaction
 		 * holds its row (it then gets values from the row until it ends, as
-		 * the worker could not reserve meanwhile).  While another transaction
-		 * writes the row (the worker reserving a segment, or a set or
+		 * the sequencer could not reserve meanwhile).  While another transaction
+		 * writes the row (the sequencer reserving a segment, or a set or
 		 * reconfiguration), wait for it and look again: a value taken from
 		 * the row would belong to this transaction, and a rollback would
 		 * give back a value of a cached key.
@@ -482,4 +587,94 @@ void
 idgen_seq_delete_row(IdgenSeqTable *t)
 {
 	simple_heap_delete(t->rel, &t->slot->tts_tid);
+}
+
+/*
+ * Bounded waits for the administrative functions
+ *
+ * idgen_seq_next waits for a key's row as UPDATE waits for a row, bounded
+ * only by the caller's own lock_timeout: a caller of a hot key queues, and
+ * its place in the queue is what makes values come in commit order.  An
+ * administrator's set, set_if_absent, configure or drop must not wait for
+ * ever behind a session that used the key and sits idle in its
+ * transaction, so each of their waits for a key's row (for the transaction
+ * that inserted, updated or locked it, or to insert it) lasts at most
+ * lock_timeout, or IDGEN_SEQ_ADMIN_WAIT_MS when lock_timeout is 0, and then
+ * fails with a message that names the key and the holder.
+ *
+ * Mechanism: lock_timeout itself, set for the duration of the call at a GUC
+ * nesting level of its own (as a function's SET clause is), which the end
+ * of the call pops, and so does an error (at the end of the transaction or
+ * of the subtransaction that catches it).  The wait stays a real wait in
+ * the lock queue: a polling loop (NOWAIT or SKIP LOCKED, then sleep) would
+ * lose its place each time and could starve behind a key that its callers
+ * never leave unlocked for long.  A new setting would only repeat
+ * lock_timeout: an administrator who means to wait longer sets it for the
+ * call (SET lock_timeout = '1min').
+ *
+ * The wait that timed out raises "canceling statement due to lock
+ * timeout" (55P03), already cleaned up (LockErrorCleanup); it is caught
+ * and replaced with the key's message before the transaction aborts.
+ * idgen_seq_lock_row records the transaction waited for (IdgenSeqTable.blocker),
+ * whose process the detail names.
+ */
+#define IDGEN_SEQ_ADMIN_WAIT_MS		5000
+
+static void
+key_locked(text *key, TransactionId blocker, int waited_ms, bool own_bound)
+{
+	int			pid = TransactionIdIsValid(blocker) ? BackendXidGetPid(blocker) : 0;
+	char	   *bound = own_bound ?
+		psprintf("%d ms, the bound of these functions when lock_timeout is 0", waited_ms) :
+		psprintf("lock_timeout (%d ms)", waited_ms);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("sequence key \"%s\" is locked by another transaction", text_to_cstring(key)),
+			 pid != 0 ?
+			 errdetail("Process %d holds the key's row in a transaction that has not ended; this call gave up after %s.",
+					   pid, bound) :
+			 errdetail("Another transaction holds the key's row; this call gave up after %s.", bound),
+			 errhint("A transaction left idle holds the keys it used until it ends: set idle_in_transaction_session_timeout for the roles that use the key, then call again. A prepared transaction holds them across restarts, out of that setting's reach: find it in pg_prepared_xacts and end it with COMMIT PREPARED or ROLLBACK PREPARED.")));
+}
+
+/*
+ * Run step(arg), which locks the key's row in table 't', with every wait
+ * bounded as described above.
+ */
+void
+idgen_seq_run_bounded(text *key, IdgenSeqTable *t, void (*step) (void *arg), void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	int			nestlevel = NewGUCNestLevel();
+	bool		own_bound = LockTimeout <= 0;
+	int			waited_ms = own_bound ? IDGEN_SEQ_ADMIN_WAIT_MS : LockTimeout;
+
+	if (own_bound)
+	{
+		char		value[32];
+
+		snprintf(value, sizeof(value), "%dms", IDGEN_SEQ_ADMIN_WAIT_MS);
+		(void) set_config_option("lock_timeout", value, PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	}
+	t->bounded = true;
+	PG_TRY();
+	{
+		step(arg);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			PG_RE_THROW();
+		FlushErrorState();
+		key_locked(key, t->blocker, waited_ms, own_bound);
+	}
+	PG_END_TRY();
+	t->bounded = false;
+	AtEOXact_GUC(true, nestlevel);
 }

@@ -108,7 +108,7 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
  * The areas registered with idgen_shmem_register(), in order.  Filled in by
  * _PG_init in the postmaster; every process inherits it.
  */
-#define IDGEN_MAX_SHMEM_AREAS		8
+#define IDGEN_MAX_SHMEM_AREAS		16
 
 static const IdgenShmemArea *areas[IDGEN_MAX_SHMEM_AREAS];
 static int	nareas = 0;

@@ -170,7 +170,7 @@ databases_waiting(bool *isnull, Datum *since, bool *since_null)
 	Oid			dbids[IDGEN_MAX_WAITING_SHOWN];
 	Datum		names[IDGEN_MAX_WAITING_SHOWN];
 	TimestampTz from;
-	int			n = idgen_seq_cache_waiting(dbids, IDGEN_MAX_WAITING_SHOWN, &from);
+	int			n = idgen_seq_slot_waiting(dbids, IDGEN_MAX_WAITING_SHOWN, &from);
 	int			m = 0;
 
 	for (int j = 0; j < Min(n, IDGEN_MAX_WAITING_SHOWN); j++)
@@ -328,17 +328,17 @@ idgen_info(PG_FUNCTION_ARGS)
 			nulls[i++] = true;
 	}
 
-	/* The databases' idgen purge processes (seq_cache.c). */
+	/* The databases' idgen sequencers (seq_slots.c). */
 	if (idgen_shared != NULL)
 	{
 		int			running;
 		int			max;
 		int64		refused;
 
-		idgen_seq_cache_workers_report(&running, &max, &refused);
-		values[i++] = Int32GetDatum(running);	/* database_workers */
-		values[i++] = Int32GetDatum(max);	/* max_database_workers */
-		values[i++] = Int64GetDatum(refused);	/* database_workers_refused */
+		idgen_seq_slots_report(&running, &max, &refused);
+		values[i++] = Int32GetDatum(running);	/* sequencers */
+		values[i++] = Int32GetDatum(max);	/* max_sequencers */
+		values[i++] = Int64GetDatum(refused);	/* sequencers_refused */
 		values[i] = databases_waiting(&nulls[i], &values[i + 1], &nulls[i + 1]);
 		i += 2;					/* databases_waiting, databases_waiting_since */
 	}

@@ -108,15 +108,15 @@ sql "SELECT idgen_seq_configure('hc', cache => 1000)" >/dev/null
 sql "SELECT count(idgen_seq_configure('c:' || i, cache => 100)) FROM generate_series(1, $NKEYS) i" >/dev/null
 sql "SELECT idgen_seq_configure('one', cache => 1000)" >/dev/null
 # The keys live in database bench, not postgres: configuring them had the
-# idgen launcher start bench's own idgen purge process, which reserves
+# idgen sequencer launcher start bench's own idgen sequencer, which reserves
 # their segments (no setting names a database).
 for _ in $(seq 100); do
-	[ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idgen purge' AND datname = 'bench'")" = 1 ] && break
+	[ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idgen sequencer' AND datname = 'bench'")" = 1 ] && break
 	sleep 0.2
 done
-[ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idgen purge' AND datname = 'bench'")" = 1 ] ||
-	die "the idgen purge process of database bench did not start"
-echo "  the keys are in database bench; its idgen purge process reserves their segments"
+[ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idgen sequencer' AND datname = 'bench'")" = 1 ] ||
+	die "the idgen sequencer of database bench did not start"
+echo "  the keys are in database bench; its idgen sequencer reserves their segments"
 # Warm the cache: every cached key has its entry and first segment before the
 # runs, as in a service that has been running (the first call of a key waits
 # for its first segment to be reserved).

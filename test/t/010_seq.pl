@@ -15,7 +15,7 @@ use IdgenTest;
 my $node = idgen_node('seq', 'idgen.purge_interval' => '1s', 'max_connections' => 30,
 	'max_prepared_transactions' => 2);
 
-ok($node->log_contains(qr/LOG:  idgen launcher started/), 'the idgen launcher started');
+ok($node->log_contains(qr/LOG:  idgen sequencer launcher started/), 'the idgen sequencer launcher started');
 
 # Keys with a 1 s ttl, one of them kept in use; and a key without ttl.
 $node->safe_psql('postgres', q{
@@ -38,7 +38,7 @@ is( $node->safe_psql(
 	'keys in use, and keys without ttl, were left alone');
 
 # Every database is purged, not only one: the launcher lends a database
-# without an idgen purge process one for a purge, every idgen.purge_interval.
+# without an idgen sequencer one for a purge, every idgen.purge_interval.
 {
 	$node->safe_psql('postgres', 'CREATE DATABASE elsewhere');
 	$node->safe_psql('elsewhere', q{CREATE EXTENSION idgen;
@@ -62,7 +62,7 @@ is( $node->safe_psql(
 	  or die 'the free expired key was not purged';
 	is($node->safe_psql('postgres',
 			"SET lock_timeout = '5s'; SELECT idgen_seq_purge(), (SELECT count(*) FROM idgen_seq WHERE key = 'held')"),
-		'0|1', 'purge: the worker and idgen_seq_purge() skip the held row without waiting');
+		'0|1', 'purge: the sequencer and idgen_seq_purge() skip the held row without waiting');
 	$holder->query_safe('COMMIT');
 	$holder->quit;
 	$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM idgen_seq WHERE key = 'held'")
@@ -251,7 +251,7 @@ is( $node->safe_psql(
 		CREATE TRIGGER refuse BEFORE DELETE ON idgen_seq FOR EACH ROW EXECUTE FUNCTION refuse();
 	});
 	my $offset = -s $node->logfile;
-	ok($node->wait_for_log(qr/WARNING:  the idgen purge could not run public\.idgen_seq_purge\(\)/, $offset),
+	ok($node->wait_for_log(qr/WARNING:  the idgen sequencer could not run public\.idgen_seq_purge\(\)/, $offset),
 		'a failing purge: a WARNING names it');
 	ok($node->log_contains(qr/DETAIL:  no deletes today/, $offset), 'with the error as its detail');
 	is($node->safe_psql('postgres', "SELECT count(*) FROM idgen_seq WHERE key = 'doomed'"), '1',
@@ -313,12 +313,12 @@ is( $node->safe_psql(
 		'10001|3001|1', 'crash: COMMIT PREPARED afterwards commits the prepared transaction\'s values');
 }
 
-# More databases than idgen purge processes: a round lends the one slot to
+# More databases than idgen sequencers: a round lends the one slot to
 # each database in turn, as it comes free, so every database is purged in
 # the round the server starts with (the next is an hour away).
 {
 	$node->append_conf('postgresql.conf',
-		"idgen.max_database_workers = 1\nidgen.purge_interval = '1h'");
+		"idgen.max_sequencers = 1\nidgen.purge_interval = '1h'");
 	$node->restart;
 	for my $db ('p1', 'p2', 'p3')
 	{

@@ -37,7 +37,7 @@ my $node = idgen_node(
 	'idgen.seq_cache_wait' => 1000);
 my $connstr = $node->connstr('postgres');
 
-# Wait for the idgen purge process of database $db (default postgres),
+# Wait for the idgen sequencer of database $db (default postgres),
 # which configuring a cached key asks for.
 sub wait_for_worker
 {
@@ -48,8 +48,8 @@ sub wait_for_worker
 	$node->poll_query_until($db, q{
 		SELECT (SELECT count(*) FROM (SELECT idgen_seq_configure('worker:wanted', cache => 1)) c) = 1
 		   AND (SELECT count(*) = 1 FROM pg_stat_activity
-		        WHERE backend_type = 'idgen purge' AND datname = current_database())})
-	  or die "the idgen purge process of database $db did not start";
+		        WHERE backend_type = 'idgen sequencer' AND datname = current_database())})
+	  or die "the idgen sequencer of database $db did not start";
 }
 
 sub configure_keys
@@ -81,7 +81,7 @@ wait_for_worker();
 # --- load while the hot key is reconfigured ---------------------------------
 # The same load while another session reconfigures the hot key every few
 # milliseconds: each time its entry is retired, and callers look the key up
-# in the table while the worker or the reconfiguration writes its row.  A
+# in the table while the sequencer or the reconfiguration writes its row.  A
 # caller must then wait and serve from a new segment; a value taken from the
 # row would be its transaction's, and a rollback would give it back (about
 # 3 000 duplicates and 17 order violations per run before this was fixed).
@@ -137,7 +137,7 @@ wait_for_worker();
 
 # --- two databases ------------------------------------------------------------
 # Cached keys in two more databases, with no setting changed: each database
-# gets its own idgen purge process, its keys are served from shared memory,
+# gets its own idgen sequencer, its keys are served from shared memory,
 # and under load through a crash-restart and an immediate stop no value of
 # either repeats.
 {
@@ -158,7 +158,7 @@ wait_for_worker();
 			'100|t', "$db: idgen_seq_cache shows its 100 values served from shared memory");
 	}
 	is($node->safe_psql('postgres', q{SELECT string_agg(datname, ',' ORDER BY datname)
-			FROM pg_stat_activity WHERE backend_type = 'idgen purge' AND datname IN ('one', 'two')}),
+			FROM pg_stat_activity WHERE backend_type = 'idgen sequencer' AND datname IN ('one', 'two')}),
 		'one,two', 'a process per database with cached keys in use');
 	my (%h, %out);
 	for my $db ('one', 'two')
@@ -183,7 +183,7 @@ $out{$db}");
 		'one: its keys are in shared memory after the restarts');
 }
 
-# --- the worker cannot reserve ----------------------------------------------
+# --- the sequencer cannot reserve -------------------------------------------
 {
 	wait_for_worker();
 	$node->safe_psql('postgres', "SELECT idgen_seq_configure('slow', cache => 1)");
@@ -321,7 +321,7 @@ $out{$db}");
 # before its first segment comes; it is installed again, and the caller
 # fails after idgen.seq_cache_wait rather than take a value from the row
 # (which would be its transaction's, given back by a rollback).  Here
-# another session holds the key's row (FOR UPDATE), so the worker can never
+# another session holds the key's row (FOR UPDATE), so the sequencer can never
 # reserve for it: the call must end with 55000 in bounded time, not wait
 # for that session (it did, after three evictions, until the session ended).
 {
@@ -361,15 +361,15 @@ $out{$db}");
 }
 
 # --- more databases than processes -------------------------------------------
-# With idgen.max_database_workers = 1, the database that asks first gets
+# With idgen.max_sequencers = 1, the database that asks first gets
 # the process; another's cached keys are served from their rows, and it is
 # said: a NOTICE when a key is configured, the reason in idgen_seq_keys,
 # and the refusal counted in idgen_info().  Once the first database's keys
-# have gone unused for idgen.database_worker_idle, its process ends, and
+# have gone unused for idgen.sequencer_idle, its process ends, and
 # the other database's next use gets one.
 {
 	$node->append_conf('postgresql.conf',
-		"idgen.max_database_workers = 1\nidgen.database_worker_idle = '5s'\nidgen.purge_interval = '1h'");
+		"idgen.max_sequencers = 1\nidgen.sequencer_idle = '5s'\nidgen.purge_interval = '1h'");
 	$node->restart;
 	$node->safe_psql('one', "SELECT idgen_seq_configure('hot', cache => 50)");
 	wait_for_worker('one');
@@ -377,20 +377,20 @@ $out{$db}");
 	my ($ret, $stdout, $stderr) = $node->psql('two', "SELECT idgen_seq_configure('hot', cache => 50)");
 	like($stderr, qr/NOTICE:  sequence key "hot" is served transactionally in this database, not from shared memory/,
 		'one process, two databases: configuring a cached key in the second raises a NOTICE');
-	like($stderr, qr/all 1 idgen purge processes \(idgen.max_database_workers\) serve other databases/,
+	like($stderr, qr/all 1 idgen sequencers \(idgen.max_sequencers\) serve other databases/,
 		'which says why');
 	is($node->safe_psql('two', "SELECT served FROM idgen_seq_keys WHERE key = 'hot'"),
-		'transactional: all 1 idgen purge processes (idgen.max_database_workers) serve other databases',
+		'transactional: all 1 idgen sequencers (idgen.max_sequencers) serve other databases',
 		'one process, two databases: idgen_seq_keys says why the second database serves it transactionally');
 	is($node->safe_psql('two', q{BEGIN; SELECT idgen_seq_next('hot') > 0; ROLLBACK;
 			SELECT idgen_seq_next('hot') = idgen_seq_current('hot')}),
 		"t\nt", 'one process, two databases: the key works, transactionally');
-	is($node->safe_psql('two', q{SELECT database_workers, max_database_workers, database_workers_refused > 0
+	is($node->safe_psql('two', q{SELECT sequencers, max_sequencers, sequencers_refused > 0
 			FROM idgen_info()}),
 		'1|1|t', 'idgen_info() counts the process and the refusals');
 	# The first database's process ends once its keys have gone unused.
 	$node->poll_query_until('postgres',
-		"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'idgen purge' AND datname = 'one'")
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'idgen sequencer' AND datname = 'one'")
 	  or die 'the idle process of database one did not end';
 	pass('the process of a database whose cached keys went unused ended');
 	$node->safe_psql('two', "SELECT idgen_seq_next('hot')");

@@ -1,11 +1,11 @@
-# Scenario: a database's idgen purge process is a session in its database
+# Scenario: a database's idgen sequencer is a session in its database
 # while it runs (its cached keys in use), so CREATE DATABASE ... TEMPLATE,
 # ALTER DATABASE ... RENAME and DROP DATABASE of that database fail with
 # 55006 ("is being accessed by other users", one other session) and change
 # nothing.  DROP DATABASE ... WITH (FORCE) ends the process and drops the
 # database; the launcher starts none for a database that is gone, and the
 # database created again gets one at its first cached key.  Once the keys
-# have gone unused for idgen.database_worker_idle, the process ends and the
+# have gone unused for idgen.sequencer_idle, the process ends and the
 # commands work.
 #
 # (PostgreSQL 19 lets a background worker ask to be ended by the three
@@ -20,7 +20,7 @@ use IdgenTest;
 
 # Each refused command waits 5 s for the other sessions to leave: the
 # process must not end meanwhile.
-my $node = idgen_node('dbcmds', 'idgen.database_worker_idle' => "'10s'");
+my $node = idgen_node('dbcmds', 'idgen.sequencer_idle' => "'10s'");
 $node->safe_psql('postgres', 'CREATE DATABASE app');
 $node->safe_psql('app', "CREATE EXTENSION idgen; SELECT idgen_seq_next('k')");
 
@@ -30,9 +30,9 @@ my $process_in_app = sub {
 		SELECT (SELECT count(*) FROM (SELECT idgen_seq_configure('c', cache => 10)) c) = 1
 		   AND (SELECT count(*) FROM idgen_seq_next('c', 2)) = 2
 		   AND (SELECT count(*) = 1 FROM pg_stat_activity
-		        WHERE backend_type = 'idgen purge' AND datname = 'app')});
+		        WHERE backend_type = 'idgen sequencer' AND datname = 'app')});
 };
-ok($process_in_app->(), 'a cached key in use: app has its idgen purge process');
+ok($process_in_app->(), 'a cached key in use: app has its idgen sequencer');
 
 for my $cmd ('CREATE DATABASE app_copy TEMPLATE app', 'ALTER DATABASE app RENAME TO app_renamed',
 	'DROP DATABASE app')
@@ -41,7 +41,7 @@ for my $cmd ('CREATE DATABASE app_copy TEMPLATE app', 'ALTER DATABASE app RENAME
 	$node->safe_psql('app', "SELECT idgen_seq_next('c')");
 	my $err = sql_error($node, $cmd);
 	like($err, qr/ERROR:  55006: (source )?database "app" is being accessed by other users/,
-		"$cmd: 55006 while the idgen purge process is connected");
+		"$cmd: 55006 while the idgen sequencer is connected");
 	like($err, qr/DETAIL:  There is 1 other session using the database\./, "$cmd: one session, the process");
 }
 is($node->safe_psql('postgres',
@@ -54,7 +54,7 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM pg_database WHERE datname 
 	'DROP DATABASE ... WITH (FORCE): dropped');
 sleep 2;
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity
-		WHERE backend_type = 'idgen purge' AND (datname IS NULL OR datname = 'app')}),
+		WHERE backend_type = 'idgen sequencer' AND (datname IS NULL OR datname = 'app')}),
 	'0', 'no process is started for the dropped database');
 $node->safe_psql('postgres', 'CREATE DATABASE app');
 {
@@ -66,10 +66,10 @@ ok($process_in_app->(), 'the database created again gets a process at its first 
 is($node->safe_psql('app', "SELECT served FROM idgen_seq_keys WHERE key = 'c'"), 'cached',
 	'a cached key is served there from shared memory');
 
-# Unused for idgen.database_worker_idle (10 s), the process ends: the
+# Unused for idgen.sequencer_idle (10 s), the process ends: the
 # commands work without FORCE.
 $node->poll_query_until('postgres',
-	"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'idgen purge' AND datname = 'app'")
+	"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'idgen sequencer' AND datname = 'app'")
   or die 'the idle process did not end';
 pass('the process ended once its cached keys went unused');
 $node->safe_psql('postgres', 'ALTER DATABASE app RENAME TO app_renamed');

@@ -19,12 +19,12 @@ my $node = idgen_node('seqlimit', 'max_connections' => 30);
 my $pgbench = $node->installed_command('pgbench');
 my $tmp = PostgreSQL::Test::Utils::tempdir();
 
-# Wait for this database's idgen purge process, which serves cached keys.
+# Wait for this database's idgen sequencer, which serves cached keys.
 $node->safe_psql('postgres', q{SELECT idgen_seq_configure('wake', cache => 10)});
 $node->poll_query_until('postgres', q{
 	SELECT count(*) = 1 FROM pg_stat_activity
-	WHERE backend_type = 'idgen purge' AND datname = current_database()})
-  or die 'no idgen purge process in this database';
+	WHERE backend_type = 'idgen sequencer' AND datname = current_database()})
+  or die 'no idgen sequencer in this database';
 
 $node->safe_psql('postgres', q{
 	CREATE TABLE taken (key text, v bigint, PRIMARY KEY (key, v));
@@ -115,11 +115,11 @@ for my $mode ([ 'transactional', 0 ], [ 'cached', 10 ])
 	}
 }
 # idgen_seq_set(k, v, false) on a cached key makes v the next value, even
-# while the worker is reserving a segment for the entry the set retires: a
+# while the sequencer is reserving a segment for the entry the set retires: a
 # reservation for a retired entry leaves the row alone (before, it could
 # take v .. v + 4 for nobody, about once in 2 000 rounds, and the next
 # value was v + 5).  One client, 5 000 rounds of: use the key (a segment of
-# 1, so the worker is asked for the next at every use), set it back, check.
+# 1, so the sequencer is asked for the next at every use), set it back, check.
 {
 	$node->safe_psql('postgres', q{
 		SELECT idgen_seq_configure('restart', cache => 1);

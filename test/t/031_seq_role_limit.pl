@@ -39,7 +39,7 @@ sub keys_of
 {
 	my $ctl = $node->background_psql('postgres');
 	$ctl->query_safe('SELECT pg_advisory_lock(42)');
-	my @workers;
+	my @clients;
 	for my $k (1 .. $sessions)
 	{
 		my $w = $node->background_psql('postgres', on_error_stop => 0,
@@ -50,7 +50,7 @@ SELECT count(idgen_seq_next('c${k}_' || g)) FROM generate_series(1, 10) g;
 SELECT pg_advisory_xact_lock_shared(42);
 COMMIT;
 });
-		push @workers, $w;
+		push @clients, $w;
 	}
 	# Every session waits at the barrier, or was refused and has ended its
 	# transaction.
@@ -67,7 +67,7 @@ COMMIT;
 		SELECT count(*) = 0 FROM pg_stat_activity
 		WHERE usename = 'keymaker' AND state <> 'idle'})
 	  or die 'the sessions did not end their transactions';
-	$_->quit for @workers;
+	$_->quit for @clients;
 	is(keys_of('c'), '10', "$sessions concurrent sessions of a role limited to 10 keys: 10 keys");
 	my $refused = () = PostgreSQL::Test::Utils::slurp_file($node->logfile)
 	  =~ /ERROR:  role "keymaker" has reached its limit of 10 per-key sequences/g;

@@ -1,15 +1,15 @@
 # Scenario: purges at the limits of background processes.
 #
 #  - Background worker slots run out: max_worker_processes at its default
-#    (8: the idgen keeper, the idgen launcher and the logical replication
-#    launcher leave 5), idgen.max_database_workers 16, and 12 databases
+#    (8: the idgen keeper, the idgen sequencer launcher and the logical replication
+#    launcher leave 5), idgen.max_sequencers 16, and 12 databases
 #    whose cached keys are used all the time.  The launcher cannot start
 #    every process it is asked for: it says so in one WARNING, not once per
 #    try, and every database is still purged (an expired ttl key is
 #    deleted in each): a process that has served for idgen.purge_interval
 #    gives its slot to a database whose purge waits.
 #  - Two databases whose cached keys are used all the time hold both of
-#    idgen.max_database_workers = 2 slots: a third database's purge waits,
+#    idgen.max_sequencers = 2 slots: a third database's purge waits,
 #    idgen_info() names it while it waits, and it is purged once a process
 #    gives its slot.  The two processes are stopped (SIGSTOP) while the
 #    launcher asks one of them for its slot, so that the wait lasts long
@@ -76,7 +76,7 @@ sub purged
 {
 	my $node = idgen_node('workers_out',
 		'max_connections' => 40,
-		'idgen.max_database_workers' => 16,
+		'idgen.max_sequencers' => 16,
 		'idgen.purge_interval' => "'2s'");
 	is($node->safe_psql('postgres', 'SHOW max_worker_processes'), '8', 'max_worker_processes at its default');
 	my @dbs = map { "d$_" } 1 .. 12;
@@ -84,8 +84,8 @@ sub purged
 	my @load = map { start_busy($node, $_) } @dbs;
 
 	ok($node->poll_query_until('postgres', q{SELECT count(*) >= 3 FROM pg_stat_activity
-		WHERE backend_type = 'idgen purge'}), 'databases have idgen purge processes');
-	$node->wait_for_log(qr/could not start an idgen purge process/);
+		WHERE backend_type = 'idgen sequencer'}), 'databases have idgen sequencers');
+	$node->wait_for_log(qr/could not start an idgen sequencer/);
 	pass('the background worker slots ran out');
 	make_expired($node, $_) for @dbs;
 
@@ -97,8 +97,8 @@ sub purged
 	# Refused starts go on all the while (the loads keep asking): said
 	# once.
 	my $log = slurp_file($node->logfile);
-	my $warnings = () = $log =~ /WARNING: .*could not start an idgen purge process/g;
-	is($warnings, 1, 'the launcher said once that it could not start idgen purge processes');
+	my $warnings = () = $log =~ /WARNING: .*could not start an idgen sequencer/g;
+	is($warnings, 1, 'the launcher said once that it could not start idgen sequencers');
 	like($log, qr/DETAIL:  Every background worker slot is taken/, 'and why');
 
 	$_->kill_kill for @load;
@@ -113,13 +113,13 @@ sub purged
 	my $node = idgen_node('slots_held',
 		'log_min_messages' => 'debug1',
 		'max_connections' => 20,
-		'idgen.max_database_workers' => 2,
+		'idgen.max_sequencers' => 2,
 		'idgen.purge_interval' => "'2s'");
 	make_database($node, $_) for qw(a b c);
 	my @load = map { start_busy($node, $_) } qw(a b);
 	ok($node->poll_query_until('postgres', q{SELECT count(DISTINCT datname) = 2 FROM pg_stat_activity
-		WHERE backend_type = 'idgen purge' AND datname IN ('a', 'b')}),
-		'a and b have their idgen purge processes: both slots');
+		WHERE backend_type = 'idgen sequencer' AND datname IN ('a', 'b')}),
+		'a and b have their idgen sequencers: both slots');
 
 	# Stop both while c's purge waits, so that neither can give its slot
 	# yet.  With a 2 s idgen.purge_interval the launcher asks for their
@@ -134,10 +134,10 @@ sub purged
 	for my $try (1 .. 50)
 	{
 		$node->poll_query_until('postgres', qq{SELECT count(DISTINCT datname) = 2 FROM pg_stat_activity
-			WHERE backend_type = 'idgen purge' AND datname IN ('a', 'b') AND ($c_waits)})
+			WHERE backend_type = 'idgen sequencer' AND datname IN ('a', 'b') AND ($c_waits)})
 		  or die 'a and b have no processes, or c never waits';
 		@pids = split /\n/, $node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity
-			WHERE backend_type = 'idgen purge' AND datname IN ('a', 'b')});
+			WHERE backend_type = 'idgen sequencer' AND datname IN ('a', 'b')});
 		kill 'STOP', @pids;
 		last if @pids == 2
 		  && join(',', map { $node->safe_psql($_, q{SELECT served FROM idgen_seq_keys WHERE key = 'busy'}) }
@@ -156,8 +156,8 @@ sub purged
 	kill 'CONT', @pids;
 
 	ok(purged($node, 'c'), 'c is purged once a process gives its slot');
-	ok($node->log_contains(qr/DEBUG:  idgen purge started in database "c"/, $log_offset),
-		"by c's own idgen purge process");
+	ok($node->log_contains(qr/DEBUG:  idgen sequencer started in database "c"/, $log_offset),
+		"by c's own idgen sequencer");
 	ok($node->poll_query_until('postgres', q{SELECT NOT ('c' = ANY (coalesce(databases_waiting, '{}')))
 		FROM idgen_info()}), 'c is no longer waiting');
 	# The databases that gave their slots get processes again at their next
@@ -165,10 +165,10 @@ sub purged
 	for my $db (qw(a b))
 	{
 		ok($node->poll_query_until('postgres', qq{SELECT count(*) = 1 FROM pg_stat_activity
-			WHERE backend_type = 'idgen purge' AND datname = '$db'}),
-			"$db has an idgen purge process again");
+			WHERE backend_type = 'idgen sequencer' AND datname = '$db'}),
+			"$db has an idgen sequencer again");
 	}
-	ok(!$node->log_contains(qr/could not start an idgen purge process/),
+	ok(!$node->log_contains(qr/could not start an idgen sequencer/),
 		'no background worker slot was missing');
 
 	$_->kill_kill for @load;

@@ -53,12 +53,12 @@ my $long = 10 * $PostgreSQL::Test::Utils::timeout_default;
 	}
 }
 
-# This database's idgen purge process serves the cached keys.
+# This database's idgen sequencer serves the cached keys.
 $node->safe_psql('postgres', q{SELECT idgen_seq_configure('wake', cache => 10)});
 $node->poll_query_until('postgres', q{
 	SELECT count(*) = 1 FROM pg_stat_activity
-	WHERE backend_type = 'idgen purge' AND datname = current_database()})
-  or die 'no idgen purge process in this database';
+	WHERE backend_type = 'idgen sequencer' AND datname = current_database()})
+  or die 'no idgen sequencer in this database';
 
 # handed: each batch of values a session got (one segment's values, so a
 # range with step 1), checked whole: n values, d of them distinct, lo..hi.
