@@ -1,6 +1,6 @@
 # Scenario: the server runs under libfaketime, whose offset file a test can
 # rewrite to step the wall clock of the running server.  The clock steps
-# back 50 ms (within idgen.max_drift = 100: generation continues at once),
+# back 1 s (within idgen.max_drift, set to 2 s for it: generation continues at once),
 # then to 500 ms behind (generation waits about 400 ms, then continues),
 # then 5 s further back (more than idgen.clock_wait = 1000 can absorb: a
 # clear error saying by how much), then forward again (generation resumes).
@@ -109,13 +109,18 @@ sub stats
 my ($ret, $stdout, $stderr) = generate(1);
 is($ret, 0, 'phase 1: clock as is');
 
-# 50 ms back, while a session is generating flat out (until told to stop,
-# half a second after the step): the clock is then behind the last ID,
-# within idgen.max_drift, and generation continues from the last millisecond
-# without waiting.  (A delay such as pg_sleep would hide the step: it sleeps
-# until the clock catches up.  So would a session kept off the CPU for as
-# long as the step, which a busy machine does for a few milliseconds: a
-# 3 ms step once went unseen that way while another suite ran.)
+# 1 s back, while a session is generating flat out (until told to stop,
+# half a second after the step), with idgen.max_drift at 2 s for this
+# phase: the clock is then behind the last ID, within idgen.max_drift, and
+# generation continues from the last millisecond without waiting.  (A
+# delay such as pg_sleep would hide the step: it sleeps until the clock
+# catches up.  So would a session kept off the CPU for as long as the
+# step: a 3 ms step once went unseen that way while another suite ran, and
+# a 50 ms one on 18 in a run beside two busy loops.  No session is kept
+# off the CPU for a second.)
+$node->safe_psql('postgres', q{ALTER SYSTEM SET idgen.max_drift = '2s'; SELECT pg_reload_conf()});
+$node->poll_query_until('postgres', q{SELECT current_setting('idgen.max_drift') = '2s'})
+  or die 'idgen.max_drift was not reloaded';
 $node->safe_psql('postgres',
 	'SELECT idgen_stats_reset(); CREATE SEQUENCE ord; CREATE TABLE stop_generating ()');
 my $bg = $node->background_psql('postgres');
@@ -134,22 +139,25 @@ END $$;
 $node->poll_query_until('postgres', "SELECT ids >= 1000 FROM idgen_stats WHERE kind = 'snowflake'")
   or die 'the generating session did not start';
 select(undef, undef, undef, 0.1);
-step_clock('-0.05');
+step_clock('-1');
 select(undef, undef, undef, 0.5);
 $node->safe_psql('postgres', 'INSERT INTO stop_generating DEFAULT VALUES');
 $bg->query_safe('SELECT 1');	# returns once the DO block has finished
 $bg->quit;
 my $phase2 = $node->safe_psql('postgres', 'SELECT count(*) FROM ids WHERE phase = 2');
-cmp_ok($phase2, '>=', 1000, "50 ms back: generation continued ($phase2 IDs)");
-is(phase_after_all_before(2), 't', '50 ms back: every new ID is greater than before');
+cmp_ok($phase2, '>=', 1000, "1 s back: generation continued ($phase2 IDs)");
+is(phase_after_all_before(2), 't', '1 s back: every new ID is greater than before');
 is( $node->safe_psql(
 		'postgres', q{
 	SELECT count(*) FROM (SELECT id, lag(id) OVER (ORDER BY n) AS prev FROM ids WHERE phase = 2) s
 	WHERE id <= prev}),
-	'0', '50 ms back: IDs kept increasing across the step');
+	'0', '1 s back: IDs kept increasing across the step');
 my ($waits, $waited, $backward) = split /\|/, stats();
-is($waits, '0', '50 ms back: no wait');
-cmp_ok($backward, '>', 0, "50 ms back: backward clock readings counted ($backward)");
+is($waits, '0', '1 s back: no wait');
+cmp_ok($backward, '>', 0, "1 s back: backward clock readings counted ($backward)");
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET idgen.max_drift; SELECT pg_reload_conf()');
+$node->poll_query_until('postgres', q{SELECT current_setting('idgen.max_drift') = '100ms'})
+  or die 'idgen.max_drift was not reset';
 step_clock('+0');	# the next steps are measured from the real clock
 
 # 500 ms back: wait until the clock is within 100 ms of the last ID.
