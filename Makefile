@@ -20,6 +20,7 @@ OBJS = \
 	src/horizon_wal.o \
 	src/identity.o \
 	src/idgen.o \
+	src/info.o \
 	src/interval.o \
 	src/keeper.o \
 	src/layout.o \

@@ -64,6 +64,16 @@ if ! make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" PG_CFLAGS="$WARN_FLAGS" IDGEN_ASSE
 	exit 1
 fi
 
+# The layers of src/ (src/layers), on the objects just built: no file
+# uses a higher layer's symbols, no files use each other in a cycle.
+log "PostgreSQL $PG_VERSION: the layers of src/ (test/layers.sh)"
+if bash "$SRC/test/layers.sh" "$SRC"; then
+	passed=$((passed + 1))
+else
+	failed=$((failed + 1))
+	failures+=(layers)
+fi
+
 # A private, writable copy of the tree for the test user.
 WORK=$(mktemp -d /tmp/idgen-test.XXXXXX)
 # Servers a test left running (an interrupted run) are ended first.
