@@ -57,7 +57,7 @@
  *	  on the same key, released when the session ends (or the acquiring
  *	  (sub)transaction aborts, or the lease is released).  Whoever can lock
  *	  such an id knows the session is gone and ends the lease then: the
- *	  purge (the idgen purge process, every idgen.purge_interval) or an
+ *	  purge (the idgen sequencer, every idgen.purge_interval) or an
  *	  acquirer passing by; the quarantine runs from that moment, which
  *	  shared memory keeps (lease_fence.c) so that an acquirer whose
  *	  transaction fails does not take it back with its rollback.

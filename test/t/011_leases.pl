@@ -8,7 +8,7 @@
 #    CONCURRENTLY rebuilds the lease table's primary key.
 #  - A session-bound lease ends with its connection and then rests in
 #    quarantine.
-#  - The idgen purge process deletes ended leases; tokens keep growing
+#  - The idgen sequencer deletes ended leases; tokens keep growing
 #    across a crash, and across DROP EXTENSION / CREATE EXTENSION, after which the
 #    ids of the dropped table's live leases are not handed out until those
 #    leases have ended and rested.
@@ -151,11 +151,11 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 	like(sql_error($node, "SELECT * FROM idgen_worker_acquire('other', max_workers => 1)"),
 		qr/54000: all 1 worker ids are taken/, 'its id is not leased again while the session lives');
 	$holder->quit;
-	# The idgen purge process notices the session is gone and ends the lease; the
+	# The idgen sequencer notices the session is gone and ends the lease; the
 	# id then rests for the quarantine (2 s).
 	$node->poll_query_until('postgres', 'SELECT expires_at IS NOT NULL FROM idgen_worker_lease')
 	  or die 'the session lease was not ended';
-	pass('the idgen purge process ended the lease of the closed session');
+	pass('the idgen sequencer ended the lease of the closed session');
 	like(sql_error($node, "SELECT * FROM idgen_worker_acquire('other', max_workers => 1)"),
 		qr/54000: all 1 worker ids are taken/, 'after the session ends, the id rests in quarantine');
 	is($node->safe_psql('postgres', 'SELECT state FROM idgen_worker_leases'),
@@ -175,7 +175,7 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 		'SELECT idgen_worker_release(worker_id, token) FROM idgen_worker_leases');
 	$node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM idgen_worker_lease')
 	  or die 'the released leases were not purged';
-	pass('the idgen purge process deleted the ended leases');
+	pass('the idgen sequencer deleted the ended leases');
 	$node->stop('immediate');
 	$node->start;
 	my $token = $node->safe_psql('postgres',
