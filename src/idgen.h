@@ -8,29 +8,8 @@
  *	  idgen_sql.h, idgen_seq.h, idgen_lease.h, idgen_bgworker.h); version differences are
  *	  in compat.h.
  *
- * The module map (files of one area share a prefix; the README's
- * Development section says more):
- *	  idgen.c, bgworker.c     _PG_init, one *_init() per area; background
- *	                          process registration
- *	  layout.c, clock.c       the Snowflake layout; ticks and clock policy
- *	  shmem.c, stats.c        the shared segment; idgen_stats, idgen_info
- *	  snowflake.c, uuid7.c    the two generators' SQL entry points
- *	  horizon.c, horizon_wal.c, keeper.c  the durable horizon: its file
- *	                          and shared state; WAL; the "idgen keeper"
- *	                          process
- *	  owner_sql.c, interval.c SQL as the extension's owner; ttl arithmetic
- *	  seq_settings.c, seq_row.c, seq_held.c  per-key sequences: settings;
- *	                          the row, the limit rule; keys a transaction holds
- *	  seq_slots.c, seq_quota.c  the sequencers' slots; keys per role
- *	  seq_cache.c             cached segments: the entry protocol
- *	  seq.c, seq_admin.c      next and current; the administrative functions
- *	  sequencer.c, sequencer_launcher.c  the "idgen sequencer" process;
- *	                          the "idgen sequencer launcher" that starts them
- *	  lease.c, lease_*.c      worker-id leases (the files: idgen_lease.h)
- *	  identity.c, registry.c, remote.c  identity from a registry: the
- *	                          leased identity's shared state and
- *	                          idgen_identity(); the "idgen registry"
- *	                          process; its connection
+ * docs/development.md has the module map (every file, by layer); src/layers
+ * the layers, which test/layers.sh checks.
  *
  *-------------------------------------------------------------------------
  */

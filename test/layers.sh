@@ -15,9 +15,10 @@
 # within a layer either (tsort finds one).
 #
 # It fails, naming every offending reference, when a reference goes
-# upward, when files form a cycle, or when an object is missing from
-# src/layers or src/layers names a file with no object; it prints the
-# layers and how many references cross between files.
+# upward, when files form a cycle, when an object is missing from
+# src/layers or src/layers names a file with no object, or when the module
+# map in docs/development.md misses a file; it prints the layers and how
+# many references cross between files.
 #
 set -uo pipefail
 
@@ -33,6 +34,10 @@ while read -r name files; do
 	layer_names+=("$name")
 	for f in $files; do
 		layer_of[$f]=$n
+		if ! grep -q "src/$f\.c " "$DIR/docs/development.md"; then
+			echo "layers: docs/development.md's module map does not list src/$f.c"
+			status=1
+		fi
 		if [ ! -f "$DIR/src/$f.o" ]; then
 			echo "layers: src/layers names $f, but there is no src/$f.o (not built, or renamed)"
 			status=1
