@@ -228,11 +228,11 @@ enum
 static const IdgenStatement statement_list[NUM_QUERIES] = {
 	/*
 	 * This server's claim, written anew at every announcement: a delete and
-	 * an insert, not an update, because replication skips the update of a
-	 * row the subscriber does not have (a subscription made after the
-	 * first announcement, without copying data), while it applies an
-	 * insert; the delete before it is skipped there, or removes the old
-	 * row first.  announced_at says when a server last announced.
+	 * an insert, not an update, because replication skips the update of a row
+	 * the subscriber does not have (a subscription made after the first
+	 * announcement, without copying data), while it applies an insert; the
+	 * delete before it is skipped there, or removes the old row first.
+	 * announced_at says when a server last announced.
 	 */
 	[Q_RETRACT] = {
 		"DELETE FROM %1$s.idgen_identity_claim WHERE system_identifier OPERATOR(pg_catalog.=) $1",

@@ -361,10 +361,10 @@ idgen_take_over(TimestampTz horizon, bool uuid7, IdgenTakeoverCause cause)
 	/*
 	 * Generators may issue up to idgen.max_drift ahead of the point, so the
 	 * point is that much behind the first ID: the IDs issued from here are
-	 * then at most (start - now) ahead of the clock at any later time, as
-	 * the point runs slower than the clock.  That is what keeps every
-	 * holder's IDs within idgen.horizon_lead + idgen.max_drift of its clock
-	 * when clocks agree (horizon_wal.c, end of recovery).
+	 * then at most (start - now) ahead of the clock at any later time, as the
+	 * point runs slower than the clock.  That is what keeps every holder's
+	 * IDs within idgen.horizon_lead + idgen.max_drift of its clock when
+	 * clocks agree (horizon_wal.c, end of recovery).
 	 */
 	point = start - (TimestampTz) idgen_max_drift_ms * 1000;
 	idgen_shared->takeover_cause = (int) cause;
@@ -486,8 +486,8 @@ idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *c)
 			 * Read after the compare-and-swap (a full barrier), the horizon
 			 * tells whether this tick was taken before the keeper read the
 			 * words (it counted it) or after the horizon was lowered: then
-			 * the tick is given to nobody, and the loop waits for the
-			 * horizon as above.
+			 * the tick is given to nobody, and the loop waits for the horizon
+			 * as above.
 			 */
 			if (unlikely(beyond_horizon(c, next_ms)))
 			{

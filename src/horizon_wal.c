@@ -263,9 +263,9 @@ idgen_rmgr_redo(XLogReaderState *record)
 	memcpy(&xlrec, XLogRecGetData(record), sizeof(xlrec));
 
 	/*
-	 * On disk first: once redo has passed this record a restartpoint may
-	 * make it unreachable.  An ERROR here stops recovery, as a failed write
-	 * of any other file would.
+	 * On disk first: once redo has passed this record a restartpoint may make
+	 * it unreachable.  An ERROR here stops recovery, as a failed write of any
+	 * other file would.
 	 */
 	(void) idgen_horizon_persist(xlrec.horizon, ERROR);
 
@@ -337,17 +337,17 @@ idgen_rmgr_cleanup(void)
 	idgen_wake_keeper();
 
 	/*
-	 * With clocks in agreement, no holder of this identity ever issued an
-	 * ID more than idgen.horizon_lead + idgen.max_drift ahead of its clock
-	 * (see the file header), so this clock plus that covers every ID any
-	 * earlier holder may have issued, however little WAL reached this
-	 * server and however fast takeovers followed each other.  The replayed
-	 * horizon covers the IDs the WAL read vouches for, whatever the clocks
-	 * say.  Crash recovery too: a server promoted and crashed before its
-	 * first horizon record replays only its old primary's.  But crash
-	 * recovery that replayed no record (wal_level = minimal) has nothing
-	 * to take over: the generators started above the horizon file, and a
-	 * clock behind it is met by the clock policy, as after a restart.
+	 * With clocks in agreement, no holder of this identity ever issued an ID
+	 * more than idgen.horizon_lead + idgen.max_drift ahead of its clock (see
+	 * the file header), so this clock plus that covers every ID any earlier
+	 * holder may have issued, however little WAL reached this server and
+	 * however fast takeovers followed each other.  The replayed horizon
+	 * covers the IDs the WAL read vouches for, whatever the clocks say. Crash
+	 * recovery too: a server promoted and crashed before its first horizon
+	 * record replays only its old primary's.  But crash recovery that
+	 * replayed no record (wal_level = minimal) has nothing to take over: the
+	 * generators started above the horizon file, and a clock behind it is met
+	 * by the clock policy, as after a restart.
 	 */
 	if (!promotion && replayed == 0)
 		return;

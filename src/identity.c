@@ -229,13 +229,12 @@ wait_for_lease(const IdgenRegistryStatus *copy, TimestampTz *give_up)
 	TimestampTz now;
 
 	/*
-	 * Held, and the last renewal succeeded (a failed one changes the
-	 * state), yet the bound is behind this tick: the clock jumped forward
-	 * past it (an NTP step, a virtual machine resumed).  Ask the registry
-	 * process to renew now, which it does as its next renewal is due by
-	 * this clock, and wait for it the same way, rather than tell clients
-	 * that a lease renewed moments ago has ended.  (SIGUSR1 sets the
-	 * process's latch, registry.c.)
+	 * Held, and the last renewal succeeded (a failed one changes the state),
+	 * yet the bound is behind this tick: the clock jumped forward past it (an
+	 * NTP step, a virtual machine resumed).  Ask the registry process to
+	 * renew now, which it does as its next renewal is due by this clock, and
+	 * wait for it the same way, rather than tell clients that a lease renewed
+	 * moments ago has ended.  (SIGUSR1 sets the process's latch, registry.c.)
 	 */
 	if (copy->state == IDGEN_IDENTITY_HELD && copy->pid != 0)
 		(void) kill(copy->pid, SIGUSR1);
@@ -306,7 +305,8 @@ idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 ge
 				   idgen_lease_word_covers(l, w, tick >> l->sequence_bits)))
 			return idgen_compose_identity(l, tick, gene, idgen_lease_word_identity(l, w));
 		if (pg_atomic_read_u64(&idgen_shared->lease.f.gen) != gen)
-			continue;			/* a lease ended or began meanwhile: a new tick */
+			continue;			/* a lease ended or began meanwhile: a new
+								 * tick */
 
 		/* No lease covers it. */
 		SpinLockAcquire(&idgen_registry_status->mutex);
@@ -409,7 +409,7 @@ idgen_identity(PG_FUNCTION_ARGS)
 	if (leased && copy.state == IDGEN_IDENTITY_HELD && copy.valid_until <= GetCurrentTimestamp())
 		values[i++] = CStringGetTextDatum("expired");
 	else
-		values[i++] = CStringGetTextDatum(state_names[copy.state]);	/* state */
+		values[i++] = CStringGetTextDatum(state_names[copy.state]); /* state */
 	if (!leased)
 	{
 		values[i++] = Int32GetDatum(idgen_layout.datacenter_id);

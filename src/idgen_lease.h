@@ -32,19 +32,23 @@ extern void idgen_lease_init(void);
 /* lease.c: the statements on the lease table (see there) */
 enum
 {
-	LEASE_Q_BUSY,				/* ids below $1 whose lease has not ended before $2 */
+	LEASE_Q_BUSY,				/* ids below $1 whose lease has not ended
+								 * before $2 */
 	LEASE_Q_CLAIM,				/* take id $1 if its lease ended before $9 */
 	LEASE_Q_HOLDER,				/* who has id $1, and until when */
 	LEASE_Q_END_SESSION,		/* end the session-bound lease $2 of id $1 */
 	LEASE_Q_BY_TOKEN,			/* the lease with token $1 */
 	LEASE_Q_RENEW,				/* renew the lease with token $1 */
 	LEASE_Q_RELEASE,			/* release the lease with token $1 */
-	LEASE_Q_SESSIONS,			/* session-bound leases not known to have ended */
+	LEASE_Q_SESSIONS,			/* session-bound leases not known to have
+								 * ended */
 	LEASE_Q_ENDED,				/* leases that ended before $1 */
-	LEASE_Q_DELETE,				/* delete lease $2 of id $1 if it ended before $3 */
+	LEASE_Q_DELETE,				/* delete lease $2 of id $1 if it ended before
+								 * $3 */
 	LEASE_Q_MAX_TOKEN,			/* the greatest token in the table */
 	LEASE_Q_ROLE_HELD,			/* leases of role $1 not ended before $2 */
-	LEASE_Q_ROLE_SESSIONS,		/* role $1's session-bound leases not known to have ended */
+	LEASE_Q_ROLE_SESSIONS,		/* role $1's session-bound leases not known to
+								 * have ended */
 	LEASE_Q_HORIZON,			/* id $1's horizon and when its lease ended */
 	LEASE_Q_SET_HORIZON,		/* set id $1's horizon to $2 */
 	LEASE_NUM_QUERIES

@@ -93,9 +93,9 @@ typedef struct IdgenSeqTable
 /* What idgen_seq_lock_row() found. */
 typedef enum IdgenSeqRowFound
 {
-	SEQ_ROW_NONE,					/* the key has no row */
-	SEQ_ROW_LOCKED,					/* locked, in t->slot and 'row' */
-	SEQ_ROW_CACHED					/* a live cached key, not locked, in 'row' */
+	SEQ_ROW_NONE,				/* the key has no row */
+	SEQ_ROW_LOCKED,				/* locked, in t->slot and 'row' */
+	SEQ_ROW_CACHED				/* a live cached key, not locked, in 'row' */
 } IdgenSeqRowFound;
 
 extern bool idgen_seq_ttl_passed(const IdgenSeqRow *row, TimestampTz now);
@@ -128,7 +128,7 @@ typedef struct IdgenSeqHeldTag
 {
 	Oid			relid;			/* the table idgen_seq */
 	int			keylen;
-	char		key[IDGEN_SEQ_MAX_KEY];	/* not terminated */
+	char		key[IDGEN_SEQ_MAX_KEY]; /* not terminated */
 } IdgenSeqHeldTag;
 
 typedef struct IdgenSeqHeld
@@ -230,7 +230,7 @@ extern int	idgen_seq_cache_next(const char *key, int keylen, int count, int64 *o
 pg_noreturn extern void idgen_seq_cache_timed_out(const char *key);
 extern bool idgen_seq_cache_claim(pg_atomic_uint64 *cursor, uint64 *w, uint32 take);
 extern void idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_ttl,
-								   Oid relid);
+									Oid relid);
 extern void idgen_seq_cache_invalidate(const char *key, int keylen);
 extern bool idgen_seq_cache_sequencer_attach(int slot, uint32 generation, Latch *latch);
 extern bool idgen_seq_cache_sequencer_done(int idle_ms);
@@ -240,7 +240,7 @@ extern int64 idgen_seq_cache_reserve(IdgenSeqRequest *r, const IdgenSeqRow *row)
 extern void idgen_seq_cache_publish(IdgenSeqRequest *req, int n);
 extern int	idgen_seq_cache_collect_used(IdgenSeqRequest *req, int max);
 extern void idgen_seq_cache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), void *arg,
-								  Oid relid);
+								   Oid relid);
 
 /*
  * seq.c: next and current, and how every function changes a key

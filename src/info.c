@@ -50,7 +50,7 @@ databases_waiting(bool *isnull, Datum *since, bool *since_null)
 
 	for (int j = 0; j < Min(n, IDGEN_MAX_WAITING_SHOWN); j++)
 	{
-		char	   *name = get_database_name(dbids[j]);	/* NULL: dropped since */
+		char	   *name = get_database_name(dbids[j]); /* NULL: dropped since */
 
 		if (name != NULL)
 		{
@@ -96,8 +96,8 @@ info_layout(Datum *values, bool *nulls, int i)
 		TimestampTz now = GetCurrentTimestamp();
 
 		values[i++] = TimestampTzGetDatum(l->epoch);	/* epoch */
-		values[i++] = Int32GetDatum(1 << l->gene_bits);	/* genes */
-		values[i++] = Int64GetDatum(per_ms * 1000);	/* ids_per_second_per_gene */
+		values[i++] = Int32GetDatum(1 << l->gene_bits); /* genes */
+		values[i++] = Int64GetDatum(per_ms * 1000); /* ids_per_second_per_gene */
 		values[i++] = Int64GetDatum((per_ms << l->gene_bits) * 1000);	/* ids_per_second */
 		values[i++] = TimestampTzGetDatum(l->end_of_time);	/* timestamp_end */
 		if (l->end_of_time == DT_NOEND)
@@ -136,7 +136,7 @@ info_keeper(Datum *values, bool *nulls, int i)
 		values[i++] = BoolGetDatum(idgen_horizon_shared->restored);
 		if (horizon != 0)
 		{
-			values[i++] = TimestampTzGetDatum(horizon);	/* horizon */
+			values[i++] = TimestampTzGetDatum(horizon); /* horizon */
 			values[i++] = Int64GetDatum((horizon - GetCurrentTimestamp()) / 1000);	/* horizon_lead_ms */
 		}
 		else
@@ -185,10 +185,10 @@ info_replay(Datum *values, bool *nulls, int i)
 			nulls[i++] = true;
 			nulls[i++] = true;
 		}
-		values[i++] = Int64GetDatum((int64) r.records);	/* wal_records */
+		values[i++] = Int64GetDatum((int64) r.records); /* wal_records */
 		if (r.lifted_at != 0)
 		{
-			values[i++] = TimestampTzGetDatum(r.lifted_at);	/* recovery_ended_at */
+			values[i++] = TimestampTzGetDatum(r.lifted_at); /* recovery_ended_at */
 			values[i++] = Int64GetDatum(r.lift_lead_ms);	/* recovery_lead_ms */
 		}
 		else

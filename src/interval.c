@@ -75,7 +75,7 @@ idgen_timestamptz_add(TimestampTz ts, const Interval *span, TimestampTz *result)
 void
 idgen_ttl_check(const Interval *ttl)
 {
-	static const Interval max_ttl = {.time = 0, .day = 0, .month = IDGEN_MAX_TTL_MONTHS};
+	static const Interval max_ttl = {.month = IDGEN_MAX_TTL_MONTHS};
 	char	   *text;
 
 	if (ttl->month >= 0 && ttl->day >= 0 && ttl->time >= 0 &&
@@ -86,12 +86,14 @@ idgen_ttl_check(const Interval *ttl)
 											  IntervalPGetDatum(&max_ttl))) <= 0)
 			return;
 		text = DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(ttl)));
+
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("ttl \"%s\" is too large", text),
 				 errdetail("The largest accepted ttl is %d years.", IDGEN_MAX_TTL_MONTHS / MONTHS_PER_YEAR)));
 	}
 	text = DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(ttl)));
+
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("ttl must be positive"),

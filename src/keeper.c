@@ -171,7 +171,8 @@ note_clock_step(ClockPair *last, ClockPair *cur, TimestampTz horizon)
 							step_us / 1000)));
 	}
 	if (cur->valid)
-		*last = *cur;			/* else compare the next round with the last good pair */
+		*last = *cur;			/* else compare the next round with the last
+								 * good pair */
 }
 
 /*
@@ -215,6 +216,7 @@ keeper_round(ClockPair *last)
 {
 	ClockPair	cur;
 	TimestampTz horizon = (TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value);
+
 	/* Read first: a round that began in recovery writes nothing into WAL. */
 	bool		logged = !RecoveryInProgress();
 	int64		lead_us = (int64) idgen_horizon_lead_ms * 1000;
@@ -231,24 +233,23 @@ keeper_round(ClockPair *last)
 	 * least lead/2 beyond that, and renewed to lead beyond it.
 	 *
 	 * But never beyond clock + lead + max_drift while the point is at most
-	 * lead ahead of the clock, which is all it ever is when clocks agree:
-	 * a successor starts at or above a horizon it replayed, so a horizon
-	 * further ahead would raise its lead, and every takeover would add to
-	 * the next one's (see the file header).  Right after a takeover the
-	 * margin is then less than lead/2; it comes back as the point slows
-	 * down.  A point further ahead comes from a clock that was behind its
-	 * last holder's; the horizon keeps its whole margin then.
+	 * lead ahead of the clock, which is all it ever is when clocks agree: a
+	 * successor starts at or above a horizon it replayed, so a horizon
+	 * further ahead would raise its lead, and every takeover would add to the
+	 * next one's (see the file header).  Right after a takeover the margin is
+	 * then less than lead/2; it comes back as the point slows down.  A point
+	 * further ahead comes from a clock that was behind its last holder's; the
+	 * horizon keeps its whole margin then.
 	 */
 	base = idgen_generators_now(cur.wall);
 	Assert(base >= cur.wall);
 
 	/*
 	 * In recovery, only a server that may generate publishes a horizon
-	 * (publish), so only it needs one in the file: redo writes the
-	 * replayed ones.  This also keeps the keeper from renaming files in
-	 * the data directory while the startup process fsyncs it at the start
-	 * of crash or archive recovery, which would log that the temporary
-	 * file has gone.
+	 * (publish), so only it needs one in the file: redo writes the replayed
+	 * ones.  This also keeps the keeper from renaming files in the data
+	 * directory while the startup process fsyncs it at the start of crash or
+	 * archive recovery, which would log that the temporary file has gone.
 	 */
 	if (!logged && !idgen_recovery_may_generate())
 		return;
@@ -376,8 +377,8 @@ idgen_keeper_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 
 	/*
-	 * A horizon is published only once synchronous standbys have it,
-	 * whatever synchronous_commit the server's configuration gives.
+	 * A horizon is published only once synchronous standbys have it, whatever
+	 * synchronous_commit the server's configuration gives.
 	 */
 	SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
 	keeper_start();
@@ -420,9 +421,9 @@ idgen_keeper_main(Datum main_arg)
 	}
 
 	/*
-	 * Exit code 1: the postmaster restarts the process after
-	 * bgw_restart_time (it does not during a shutdown).  Exit code 0 would
-	 * unregister it for good, and generation would stop.
+	 * Exit code 1: the postmaster restarts the process after bgw_restart_time
+	 * (it does not during a shutdown).  Exit code 0 would unregister it for
+	 * good, and generation would stop.
 	 */
 	proc_exit(1);
 }

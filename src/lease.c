@@ -162,7 +162,7 @@ static const IdgenStatement statement_list[LEASE_NUM_QUERIES] = {
 		"WHERE COALESCE((" LEASE_END("l.") " OPERATOR(pg_catalog.<=) $9), false) "
 		"RETURNING token, handover_horizon",
 		13, {INT4OID, TEXTOID, INT8OID, INTERVALOID, BOOLOID, OIDOID,
-		TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, BOOLOID,
+			TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, BOOLOID,
 		INTERVALOID}
 	},
 	[LEASE_Q_HOLDER] = {
@@ -182,9 +182,10 @@ static const IdgenStatement statement_list[LEASE_NUM_QUERIES] = {
 		"FROM %1$s.idgen_worker_lease WHERE token OPERATOR(pg_catalog.=) $1",
 		1, {INT8OID}
 	},
+
 	/*
-	 * A renewal never moves the expiry earlier: the holder may generate
-	 * until the expiry it was given, whoever renews with a shorter ttl.
+	 * A renewal never moves the expiry earlier: the holder may generate until
+	 * the expiry it was given, whoever renews with a shorter ttl.
 	 */
 	[LEASE_Q_RENEW] = {
 		"UPDATE %1$s.idgen_worker_lease SET renewed_at = $2, ttl = $3, "
@@ -194,13 +195,14 @@ static const IdgenStatement statement_list[LEASE_NUM_QUERIES] = {
 		"WHERE token OPERATOR(pg_catalog.=) $1 RETURNING expires_at",
 		4, {INT8OID, TIMESTAMPTZOID, INTERVALOID, TIMESTAMPTZOID}
 	},
+
 	/*
 	 * A release may lower the horizon to what the holder did issue (it
 	 * generates no more), never below where its lease began.  Only such a
-	 * release, by a server that has stopped generating under the id, ends
-	 * the lease before its expiry (the next holder starts above the
-	 * horizon); any other leaves the expiry, until which the holder may
-	 * still generate, not having heard of the release.
+	 * release, by a server that has stopped generating under the id, ends the
+	 * lease before its expiry (the next holder starts above the horizon); any
+	 * other leaves the expiry, until which the holder may still generate, not
+	 * having heard of the release.
 	 */
 	[LEASE_Q_RELEASE] = {
 		"UPDATE %1$s.idgen_worker_lease SET released_at = $2, "
@@ -216,6 +218,7 @@ static const IdgenStatement statement_list[LEASE_NUM_QUERIES] = {
 		"WHERE session_bound AND expires_at IS NULL AND released_at IS NULL LIMIT 1000",
 		0, {InvalidOid}
 	},
+
 	/*
 	 * A row with a horizon is the only record of how far that id's holders
 	 * may have issued (registry.c): kept, at most one per id.
@@ -358,11 +361,11 @@ idgen_lease_horizon_arg(FunctionCallInfo fcinfo, int n)
 {
 	NullableDatum h = {(Datum) 0, true};
 	TimestampTz ts;
-	TimestampTz latest = GetCurrentTimestamp() +
-		(TimestampTz) (100 * DAYS_PER_YEAR + 1) * USECS_PER_DAY;
+	TimestampTz latest;
 
 	if (PG_ARGISNULL(n))
 		return h;
+	latest = GetCurrentTimestamp() + (TimestampTz) (100 * DAYS_PER_YEAR + 1) * USECS_PER_DAY;
 	ts = PG_GETARG_TIMESTAMPTZ(n);
 	if (TIMESTAMP_NOT_FINITE(ts) || ts < IDGEN_UNIX_EPOCH || ts > latest)
 		ereport(ERROR,

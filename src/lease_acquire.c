@@ -75,7 +75,8 @@ typedef enum ClaimOutcome
 	CLAIM_GRANTED,
 	CLAIM_LOCKED,				/* another acquirer holds the id's lock */
 	CLAIM_TAKEN,				/* its lease has not ended */
-	CLAIM_RESTING				/* no row, but a dropped table's lease may live */
+	CLAIM_RESTING				/* no row, but a dropped table's lease may
+								 * live */
 } ClaimOutcome;
 
 static int
@@ -293,7 +294,7 @@ was_busy(LeaseScan *scan, int32 id)
 		if (scan->session_ids[s] == id)
 		{
 			TimestampTz end = idgen_lease_end_session(&scan->cx, scan->relid, id,
-												scan->session_tokens[s], scan->now);
+													  scan->session_tokens[s], scan->now);
 
 			return end == 0 || end > scan->ended_before;
 		}
@@ -383,7 +384,7 @@ claim_id(LeaseScan *scan, const LeaseRequest *req, int32 id, LeaseGrant *grant,
 	grant->expires_at.value = args[7];
 	grant->expires_at.isnull = (req->ttl == NULL);
 	idgen_lease_fence_note(scan->relid, id, req->ttl != NULL ? DatumGetTimestampTz(args[7]) : DT_NOEND,
-			   req->horizon);
+						   req->horizon);
 	return CLAIM_GRANTED;
 }
 
@@ -438,8 +439,8 @@ idgen_lease_check_role_limit(IdgenSqlContext *cx, Oid relid, TimestampTz now)
 	idgen_lease_lock_role(cx->save_userid);
 
 	/*
-	 * The role's session-bound leases whose session is gone end first (as
-	 * of when that was first seen), or a role whose sessions died would be
+	 * The role's session-bound leases whose session is gone end first (as of
+	 * when that was first seen), or a role whose sessions died would be
 	 * refused for ever where no purge process runs.
 	 */
 	args[0] = ObjectIdGetDatum(cx->save_userid);
@@ -588,14 +589,21 @@ idgen_worker_acquire(PG_FUNCTION_ARGS)
 	session_bound = PG_GETARG_BOOL(3);
 	ttl = session_bound ? NULL : idgen_lease_ttl_arg(fcinfo, 1);
 	max_workers = idgen_lease_max_workers_arg(fcinfo, 2);
-	req = (LeaseRequest) {
+	req = (LeaseRequest)
+	{
 		.holder = holder,
-		.ttl = ttl,
-		.session_bound = session_bound,
-		.max_workers = max_workers,
-		.want = -1,
-		.sysid = {(Datum) 0, true},
-		.horizon = {(Datum) 0, true},
+			.ttl = ttl,
+			.session_bound = session_bound,
+			.max_workers = max_workers,
+			.want = -1,
+			.sysid =
+		{
+			(Datum) 0, true
+		},
+			.horizon =
+		{
+			(Datum) 0, true
+		},
 	};
 
 	PreventCommandIfReadOnly("idgen_worker_acquire()");
@@ -647,10 +655,9 @@ idgen_server_lease(PG_FUNCTION_ARGS)
 	req.max_workers = (int32) Min(idgen_lease_space(), (int64) PG_INT32_MAX);
 	req.horizon = idgen_lease_horizon_arg(fcinfo, 5);
 	idgen_lease_check_horizon_reach(req.horizon,
-						DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-																TimestampTzGetDatum(GetCurrentTimestamp()),
-																IntervalPGetDatum(req.ttl))));
+									DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+																			TimestampTzGetDatum(GetCurrentTimestamp()),
+																			IntervalPGetDatum(req.ttl))));
 	PreventCommandIfReadOnly("idgen_server_lease()");
 	PG_RETURN_DATUM(lease_acquire(fcinfo, &req));
 }
-

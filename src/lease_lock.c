@@ -76,7 +76,8 @@ typedef struct SessionLease
 {
 	Oid			relid;
 	int32		id;
-	int			acquired_level; /* nesting level that acquired it; 0 once committed */
+	int			acquired_level; /* nesting level that acquired it; 0 once
+								 * committed */
 	int			released_level; /* nesting level that released it; 0 if none */
 } SessionLease;
 
@@ -111,8 +112,10 @@ idgen_lease_holds_id(int32 id)
 	ListCell   *lc;
 
 	foreach(lc, session_leases)
+	{
 		if (((SessionLease *) lfirst(lc))->id == id)
 			return true;
+	}
 	return false;
 }
 
@@ -223,7 +226,7 @@ idgen_lease_hold_for_session(Oid relid, int32 id)
 	sl->released_level = 0;
 	session_leases = lappend(session_leases, sl);
 	MemoryContextSwitchTo(old);
-	(void) idgen_lease_lock_id(id, true, true);	/* we hold it already: no wait */
+	(void) idgen_lease_lock_id(id, true, true); /* we hold it already: no wait */
 }
 
 /* Give up the session's lease of id when this transaction commits. */

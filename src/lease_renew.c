@@ -35,7 +35,8 @@ typedef struct Lease
 	bool		session_bound;
 	Oid			acquired_by;
 	bool		released;
-	bool		server;			/* a server's identity (it has a system identifier) */
+	bool		server;			/* a server's identity (it has a system
+								 * identifier) */
 	bool		has_expiry;
 	TimestampTz expires_at;
 } Lease;
@@ -93,9 +94,9 @@ lock_lease(FunctionCallInfo fcinfo, IdgenSqlContext *cx, const IdgenFunction *fn
 	l->relid = relid;
 
 	/*
-	 * The role first: a lease of another role is answered exactly as a
-	 * token that names no lease, so that probing tokens and worker ids
-	 * tells a role nothing about other roles' leases.
+	 * The role first: a lease of another role is answered exactly as a token
+	 * that names no lease, so that probing tokens and worker ids tells a role
+	 * nothing about other roles' leases.
 	 */
 	if (!lease_by_token(cx, token, l, false) ||
 		(l->acquired_by != cx->save_userid && !superuser_arg(cx->save_userid)))
@@ -144,10 +145,10 @@ refuse_renewal(IdgenSqlContext *cx, const Lease *l, int32 worker_id, TimestampTz
 
 	/*
 	 * A lease renewed after its end is still the holder's while nobody has
-	 * taken its id (a server whose registry was down keeps its identity).
-	 * But once the id has rested it counts no more against
-	 * idgen.worker_max_per_role, so its renewal takes the id anew: counted
-	 * as an acquisition is (or leases of a microsecond, renewed after their
+	 * taken its id (a server whose registry was down keeps its identity). But
+	 * once the id has rested it counts no more against
+	 * idgen.worker_max_per_role, so its renewal takes the id anew: counted as
+	 * an acquisition is (or leases of a microsecond, renewed after their
 	 * rest, would take every id past the limit).
 	 */
 	if (l->has_expiry && l->expires_at <= idgen_lease_free_before(now))
@@ -209,6 +210,7 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 	args[3] = horizon.value;
 	if (horizon.isnull)
 		nulls[3] = 'n';
+
 	/*
 	 * Gone although locked: a session-bound lease whose session gave up its
 	 * advisory lock (pg_advisory_unlock_all, DISCARD ALL) was ended and its

@@ -164,7 +164,8 @@ typedef struct PublicKeys
 {
 	bool		valid;
 	Oid			nspid;			/* the extension's schema they were read in */
-	Oid			relid;			/* idgen_public_key, whose invalidation drops them */
+	Oid			relid;			/* idgen_public_key, whose invalidation drops
+								 * them */
 	int			current;		/* newest live version, 0 if none */
 	bool		live[PUBLIC_MAX_VERSION + 1];
 	SpeckKey	key[PUBLIC_MAX_VERSION + 1];
@@ -198,16 +199,17 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"LOCK TABLE %1$s.idgen_public_key IN SHARE ROW EXCLUSIVE MODE",
 		0, {InvalidOid}
 	},
+
 	/*
 	 * Above every version ever made: rows are never deleted
 	 * (idgen_public_key_guard), retired ones included.  Of those, the first
 	 * of this node's ($3 of $2 nodes, idgen.active_node and
-	 * idgen.active_nodes; 0 of 1 on a single server): the versions v with
-	 * (v - 1) modulo $2 = $3, so that rotations on several primaries that
-	 * replicate to each other make different versions, never one version
-	 * with two keys; the newest is current everywhere once all arrived.
-	 * No row past the last version: the table's CHECK would refuse it
-	 * quoting the row, key and all.
+	 * idgen.active_nodes; 0 of 1 on a single server): the versions v with (v
+	 * - 1) modulo $2 = $3, so that rotations on several primaries that
+	 * replicate to each other make different versions, never one version with
+	 * two keys; the newest is current everywhere once all arrived. No row
+	 * past the last version: the table's CHECK would refuse it quoting the
+	 * row, key and all.
 	 */
 	[Q_ADD] = {
 		"INSERT INTO %1$s.idgen_public_key (version, key, created_at) "
@@ -330,14 +332,15 @@ public_keys(FunctionCallInfo fcinfo)
 	keys.relid = idgen_extension_table(&fn, "idgen_public_key", true);
 	if (OidIsValid(keys.relid))
 		check_key_triggers(keys.relid, fn.nspid);
+
 	/*
 	 * The keys as committed now, whatever the isolation level: under
 	 * REPEATABLE READ the transaction's snapshot may predate a rotation or
-	 * retirement whose invalidation this backend has already processed,
-	 * and the keys read with it would stay cached after the transaction,
-	 * a retired version decoding on.  A commit after this snapshot sends
-	 * an invalidation processed later; if one is processed before the read
-	 * is done (the statement's lock), the keys serve this call only.
+	 * retirement whose invalidation this backend has already processed, and
+	 * the keys read with it would stay cached after the transaction, a
+	 * retired version decoding on.  A commit after this snapshot sends an
+	 * invalidation processed later; if one is processed before the read is
+	 * done (the statement's lock), the keys serve this call only.
 	 */
 	invalidations = keys_invalidations;
 	idgen_sql_begin(&fn, &statements, &cx);
@@ -529,7 +532,7 @@ idgen_private(PG_FUNCTION_ARGS)
 	k = public_keys(fcinfo);
 	if (version < 1 || !k->live[version])
 		report_invalid(input, len, psprintf(_("It was made with key version %d, which is retired or was never made."),
-									   version));
+											version));
 	PG_RETURN_INT64((int64) speck_decrypt(&k->key[version], block));
 }
 
@@ -630,7 +633,11 @@ idgen_public_rotate(PG_FUNCTION_ARGS)
 	args[2] = Int32GetDatum(idgen_active_node);
 	if (idgen_active_nodes > 1)
 		idgen_active_node_check();
-	/* Above every version committed, under the lock, whatever the isolation level. */
+
+	/*
+	 * Above every version committed, under the lock, whatever the isolation
+	 * level.
+	 */
 	if (idgen_sql_run_latest(&cx, Q_ADD, args, NULL) > 0)
 		version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	idgen_sql_end(&cx);
@@ -680,6 +687,7 @@ idgen_public_retire(PG_FUNCTION_ARGS)
 	idgen_lookup_function(fcinfo, &fn);
 	idgen_sql_begin(&fn, &statements, &cx);
 	(void) idgen_sql_run(&cx, Q_LOCK, NULL, NULL);
+
 	/*
 	 * The versions live now, not in the snapshot of a REPEATABLE READ
 	 * transaction, which may predate another's retirement.

@@ -101,7 +101,8 @@ static uint64 postmaster_nonce = 0;
 
 /* What the process learnt on connecting, and its current step timeout. */
 static char registry_schema[NAMEDATALEN * 2 + 3];
-static int	timeout_ms = REGISTRY_TIMEOUT_MS;	/* set from the ttl in the loop */
+static int	timeout_ms = REGISTRY_TIMEOUT_MS;	/* set from the ttl in the
+												 * loop */
 
 /* ----------
  * Connecting
@@ -259,7 +260,8 @@ connect_registry(void)
  */
 static int64 system_identifier;
 static char instance[256];
-static bool renew_at_once = false;	/* a claim took over a horizon ahead of its bound */
+static bool renew_at_once = false;	/* a claim took over a horizon ahead of
+									 * its bound */
 
 /*
  * A time the registry sent as seconds since 1970 (date_part('epoch', ...):
@@ -602,7 +604,7 @@ renew(bool *lost)
 		lease_file_remove();
 	}
 	idgen_identity_set_state(*lost ? IDGEN_IDENTITY_REFUSED : IDGEN_IDENTITY_UNREACHABLE,
-			  "renewal failed: %s", idgen_remote_result_message(res));
+							 "renewal failed: %s", idgen_remote_result_message(res));
 	PQclear(res);
 	return false;
 }
@@ -613,7 +615,7 @@ renew(bool *lost)
  */
 #define FAILURE_LOG_REPEAT_US	((TimestampTz) 5 * SECS_PER_MINUTE * USECS_PER_SEC)
 
-static IdgenIdentityState logged_state;	/* the failure last logged */
+static IdgenIdentityState logged_state; /* the failure last logged */
 static char logged_message[sizeof(((IdgenRegistryStatus *) 0)->message)];
 static TimestampTz logged_at = 0;	/* 0: no failure since the lease was held */
 static uint64 failures_before = 0;	/* the count before the first of them */
@@ -744,7 +746,10 @@ release_lease(void)
 		char		why[256] = "";
 		char		bound[32];
 
-		/* Not valid after a takeover ahead of its bound, so the least of both. */
+		/*
+		 * Not valid after a takeover ahead of its bound, so the least of
+		 * both.
+		 */
 		ts_param(bound, sizeof(bound), Min(withdraw(), Max(r->valid_until, IDGEN_UNIX_EPOCH)));
 		/* The postmaster may signal again; the answers are waited for. */
 		timeout_ms = REGISTRY_EXIT_TIMEOUT_MS;
@@ -985,9 +990,9 @@ idgen_registry_init(void)
 
 	/*
 	 * A random name for this postmaster, inherited by its children and kept
-	 * across crash restarts: whose lease file it is.  With EXEC_BACKEND
-	 * every child draws its own, so the lease file is never used there:
-	 * safe, only slower after a crash.
+	 * across crash restarts: whose lease file it is.  With EXEC_BACKEND every
+	 * child draws its own, so the lease file is never used there: safe, only
+	 * slower after a crash.
 	 */
 	if (!pg_strong_random(&postmaster_nonce, sizeof(postmaster_nonce)))
 		postmaster_nonce = (uint64) GetCurrentTimestamp() ^ ((uint64) MyProcPid << 32);

@@ -44,7 +44,7 @@
 #include "idgen_remote.h"
 
 static PGconn *conn = NULL;
-static int	timeout_ms = 10000;			/* a step's own timeout */
+static int	timeout_ms = 10000; /* a step's own timeout */
 static TimestampTz round_deadline = 0;	/* every step ends by then (0: none) */
 static bool exiting = false;	/* a shutdown request interrupts nothing */
 
@@ -120,6 +120,7 @@ static const struct
 	const char *keyword;
 	const char *values[7];		/* up to a NULL */
 }			enum_options[] =
+
 {
 	{"sslmode", {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}},
 	{"gssencmode", {"disable", "prefer", "require"}},
@@ -503,9 +504,9 @@ timeout:
 
 	/*
 	 * No PQcancel(): it blocks (connect, send, wait for EOF) with no timeout,
-	 * and the server's side of the statement ends by itself, as it runs
-	 * with the same statement_timeout and lock_timeout (the caller sets them
-	 * on connecting).
+	 * and the server's side of the statement ends by itself, as it runs with
+	 * the same statement_timeout and lock_timeout (the caller sets them on
+	 * connecting).
 	 */
 	idgen_remote_disconnect();
 	return NULL;
@@ -650,4 +651,3 @@ idgen_conninfo_valid(const char *conninfo, bool *parsed, char *why, size_t len)
 	pfree(keys.data);
 	return false;
 }
-

@@ -253,13 +253,15 @@ has_unique_index_not_valid(Relation rel)
 static bool
 run_insert(const IdgenFunction *fn, Datum *values, const char *nulls)
 {
-	IdgenSqlContext	cx;
+	IdgenSqlContext cx;
 	bool		inserted;
 
 	idgen_sql_begin(fn, &statements, &cx);
+
 	/*
 	 * A row another transaction committed since this one's snapshot is a
-	 * conflict like any other (see idgen_seq_lock_row), not a serialization failure.
+	 * conflict like any other (see idgen_seq_lock_row), not a serialization
+	 * failure.
 	 */
 	inserted = idgen_sql_run_latest(&cx, Q_INSERT, values, nulls) == 1;
 	idgen_sql_end(&cx);
@@ -363,14 +365,14 @@ key_not_found(text *key, ErrorData *violation)
 typedef struct ApplyState
 {
 	text	   *key;
-	IdgenSeqOp		op;
+	IdgenSeqOp	op;
 	void	   *arg;
 	bool		next;			/* for idgen_seq_next */
 	bool		serve_cached;
 	TimestampTz now;
 	IdgenFunction fn;
 	IdgenSeqTable t;
-	IdgenSeqApplied		applied;		/* out */
+	IdgenSeqApplied applied;	/* out */
 	bool		from_cached_row;	/* out */
 	ErrorData  *violation;		/* out, to free */
 } ApplyState;
@@ -421,13 +423,13 @@ apply_to_row(void *arg)
 
 	for (;;)
 	{
-		IdgenSeqRow		row;
-		IdgenSeqRowFound	found = idgen_seq_lock_row(&s->t, s->key, &row, s->serve_cached);
+		IdgenSeqRow row;
+		IdgenSeqRowFound found = idgen_seq_lock_row(&s->t, s->key, &row, s->serve_cached);
 
 		if (found == SEQ_ROW_CACHED)
 		{
 			idgen_seq_cache_install(VARDATA_ANY(s->key), VARSIZE_ANY_EXHDR(s->key),
-								   row.cache, row.has_ttl, RelationGetRelid(s->t.rel));
+									row.cache, row.has_ttl, RelationGetRelid(s->t.rel));
 			s->applied = SEQ_APPLIED_CACHED;
 			return;
 		}
@@ -461,7 +463,8 @@ apply_to_row(void *arg)
 			key_not_found(s->key, s->violation);
 		idgen_seq_row_defaults(&row, s->now);
 		(void) s->op(&row, false, s->now, s->arg);
-		s->t.blocker = InvalidTransactionId;	/* a wait to insert: for whom, unknown */
+		s->t.blocker = InvalidTransactionId;	/* a wait to insert: for whom,
+												 * unknown */
 		if (insert_row(&s->fn, &s->t, s->key, &row, &s->violation))
 		{
 			key_created(s);
@@ -674,8 +677,8 @@ seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 		/*
 		 * An entry retired again before it served anything (the key was
 		 * reconfigured or evicted meanwhile) is installed again, for at most
-		 * idgen.seq_cache_wait; never served from the row, whose values
-		 * would be this transaction's, given back by a rollback.
+		 * idgen.seq_cache_wait; never served from the row, whose values would
+		 * be this transaction's, given back by a rollback.
 		 */
 		if (served > 0 || waiting == 0)
 			waiting = GetCurrentTimestamp();
@@ -751,9 +754,9 @@ Datum
 idgen_seq_current(PG_FUNCTION_ARGS)
 {
 	text	   *key = idgen_seq_key_arg(fcinfo);
-	IdgenFunction		fn;
-	IdgenSqlContext	cx;
-	IdgenSeqRow		row;
+	IdgenFunction fn;
+	IdgenSqlContext cx;
+	IdgenSeqRow row;
 	bool		found;
 	IdgenSeqHeld *h = idgen_seq_held_find(idgen_seq_relid(fcinfo), VARDATA_ANY(key),
 										  VARSIZE_ANY_EXHDR(key));

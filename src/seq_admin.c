@@ -49,14 +49,14 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 	/*
 	 * Whether a row has expired is decided in C (idgen_seq_ttl_passed), as
 	 * for every other use of a key: calling idgen_expiry here would let its
-	 * schema's owner make every statement of this set fail (owner_sql.c).
-	 * The purge reads the rows with a ttl through a cursor, and deletes
-	 * those it found expired by the row versions it read: a row updated
-	 * since (used, revived) is another version, which no longer has that
-	 * ctid, and a row another transaction holds is skipped (so a purge
-	 * never makes a caller wait, nor deadlocks with one).  While the cursor
-	 * is open its snapshot keeps every version it read from being pruned,
-	 * so no ctid read can be another row's by then.
+	 * schema's owner make every statement of this set fail (owner_sql.c). The
+	 * purge reads the rows with a ttl through a cursor, and deletes those it
+	 * found expired by the row versions it read: a row updated since (used,
+	 * revived) is another version, which no longer has that ctid, and a row
+	 * another transaction holds is skipped (so a purge never makes a caller
+	 * wait, nor deadlocks with one).  While the cursor is open its snapshot
+	 * keeps every version it read from being pruned, so no ctid read can be
+	 * another row's by then.
 	 */
 	[Q_PURGE_SCAN] = {
 		"SELECT ctid, last_used, ttl, cache FROM %1$s.idgen_seq WHERE ttl IS NOT NULL",
@@ -420,7 +420,7 @@ Datum
 idgen_seq_drop(PG_FUNCTION_ARGS)
 {
 	text	   *key = idgen_seq_key_arg(fcinfo);
-	IdgenFunction		fn;
+	IdgenFunction fn;
 
 	DropState	d;
 
@@ -545,4 +545,3 @@ idgen_seq_cache(PG_FUNCTION_ARGS)
 	idgen_seq_cache_report(emit_cache_row, rsinfo, idgen_seq_relid(fcinfo));
 	return (Datum) 0;
 }
-

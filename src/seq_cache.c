@@ -164,9 +164,9 @@ typedef struct SeqCacheEntry
 	/*
 	 * The cursor, padded to a cache line's size so that the fields below
 	 * (written under the lock) do not share its line, with the hints callers
-	 * write without a lock (on the line they write anyway).  Entries are
-	 * 600 bytes on x86-64, not a multiple of the line, so the previous
-	 * entry's tail may share it.
+	 * write without a lock (on the line they write anyway).  Entries are 600
+	 * bytes on x86-64, not a multiple of the line, so the previous entry's
+	 * tail may share it.
 	 */
 	union
 	{
@@ -330,7 +330,7 @@ shmem_startup(void *ptr, bool found, LWLockPadded *locks)
 	info.keysize = sizeof(SeqCacheTag);
 	info.entrysize = sizeof(SeqCacheMapEntry);
 	map = idgen_shmem_init_hash("idgen seq cache map", idgen_seq_cache_keys,
-								 &info, HASH_ELEM | HASH_BLOBS);
+								&info, HASH_ELEM | HASH_BLOBS);
 }
 
 static const IdgenShmemArea seq_cache_area = {
@@ -428,7 +428,8 @@ retire_entry(SeqCacheEntry *e)
 	e->seg[next].count = 0;
 	e->seg[next].final = false;
 	e->seg[next].prefetch_at = 0;
-	e->next_ready = e->requested = e->reserving = e->failed = false;	/* a queued index is skipped */
+	e->next_ready = e->requested = e->reserving = e->failed = false;	/* a queued index is
+																		 * skipped */
 	e->in_use = false;
 	move_cursor(e, w);
 }
@@ -549,9 +550,9 @@ switch_or_wait(SeqCacheEntry *e, uint32 keygen, uint64 w, const char *key, int k
 
 		/*
 		 * The cursor moved, or the entry changed (its keygen, or, after as
-		 * many changes as the keygen has values, its key), or the segment
-		 * it names has values left (the caller's copy of it was of an
-		 * earlier round of the epoch: see "Serving"): serve again.
+		 * many changes as the keygen has values, its key), or the segment it
+		 * names has values left (the caller's copy of it was of an earlier
+		 * round of the epoch: see "Serving"): serve again.
 		 */
 		if (pg_atomic_read_u64(&e->c.f.cursor) != w || e->keygen != keygen ||
 			e->tag.dbid != MyDatabaseId || strcmp(e->tag.key, tag.key) != 0 ||
@@ -794,7 +795,11 @@ idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out, const i
 		uint32		take;
 
 		CHECK_FOR_INTERRUPTS();
-		/* The keygen looked up is trusted for EPOCH_ROUND moves (see "Serving"). */
+
+		/*
+		 * The keygen looked up is trusted for EPOCH_ROUND moves (see
+		 * "Serving").
+		 */
 		if (unlikely(switches - le->switches >= EPOCH_ROUND))
 		{
 			if (!look_up_again(le, key, keylen, h))
@@ -961,9 +966,9 @@ idgen_seq_cache_sequencer_attach(int slot, uint32 generation, Latch *latch)
 
 	/*
 	 * Start afresh: while no process ran here, cached keys of this database
-	 * were served from the table, past the segments their entries hold.
-	 * Their callers install them again, past the table's values.  Only then
-	 * does the slot say the process runs (and callers serve from here).
+	 * were served from the table, past the segments their entries hold. Their
+	 * callers install them again, past the table's values.  Only then does
+	 * the slot say the process runs (and callers serve from here).
 	 */
 	retire_database_entries();
 	idgen_seq_slot_run(slot, latch);
@@ -1135,7 +1140,7 @@ idgen_seq_cache_reserve(IdgenSeqRequest *r, const IdgenSeqRow *row)
 		return stored->value;
 	}
 	r->count = idgen_seq_fit(r->first, row->step, row->min_value, row->max_value, row->cycle,
-						   r->size, &r->final);
+							 r->size, &r->final);
 	Assert(r->count >= 1 && r->count <= r->size && r->size <= IDGEN_SEQ_MAX_SEGMENT);
 	s.first = r->first;
 	s.step = r->step;
@@ -1199,7 +1204,10 @@ idgen_seq_cache_publish(IdgenSeqRequest *req, int n)
 				e->fetches++;
 				if (CURSOR_OFFSET(w) >= e->seg[epoch & 1].count)
 				{
-					/* The current one is used up: switch now, and ask for more. */
+					/*
+					 * The current one is used up: switch now, and ask for
+					 * more.
+					 */
 					switch_segment(e, w);
 					(void) request_segment(e, false);
 				}
@@ -1228,11 +1236,11 @@ idgen_seq_cache_collect_used(IdgenSeqRequest *req, int max)
 		if (!e->c.f.used)
 			continue;
 		LWLockAcquire(e->lock, LW_SHARED);
+
 		/*
-		 * Only this database's entries: another database's flag is its
-		 * own purge's to record.  Cleared before it is acted on: a use that
-		 * sets it again from here on is recorded by the next purge, not
-		 * lost.
+		 * Only this database's entries: another database's flag is its own
+		 * purge's to record.  Cleared before it is acted on: a use that sets
+		 * it again from here on is recorded by the next purge, not lost.
 		 */
 		if (e->in_use && e->tag.dbid == MyDatabaseId)
 		{
@@ -1255,7 +1263,7 @@ idgen_seq_cache_collect_used(IdgenSeqRequest *req, int max)
  */
 void
 idgen_seq_cache_report(void (*emit) (void *arg, const IdgenSeqCacheRow *row), void *arg,
-					  Oid relid)
+					   Oid relid)
 {
 	if (cache == NULL)
 		return;

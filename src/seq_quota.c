@@ -309,7 +309,7 @@ created_by_index(Relation rel)
 typedef struct RoleKeyTag
 {
 	int			keylen;
-	char		key[IDGEN_SEQ_MAX_KEY];	/* not terminated, zero-padded */
+	char		key[IDGEN_SEQ_MAX_KEY]; /* not terminated, zero-padded */
 } RoleKeyTag;
 
 static void
@@ -467,9 +467,9 @@ idgen_seq_check_keys_per_role(IdgenSeqTable *t, text *key, TimestampTz now)
 			break;
 
 		/*
-		 * A count: lock the index it reads first, not under the role's
-		 * lock, under which nothing may wait (a DROP INDEX CONCURRENTLY
-		 * could hold it).
+		 * A count: lock the index it reads first, not under the role's lock,
+		 * under which nothing may wait (a DROP INDEX CONCURRENTLY could hold
+		 * it).
 		 */
 		LockRelease(&tag, ExclusiveLock, false);
 		idx = created_by_index(t->rel);

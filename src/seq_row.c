@@ -498,10 +498,10 @@ idgen_seq_lock_row(IdgenSeqTable *t, text *key, IdgenSeqRow *row, bool stop_if_c
 		/*
 		 * A cached key is served from shared memory, unless this transaction
 		 * holds its row (it then gets values from the row until it ends, as
-		 * the sequencer could not reserve meanwhile).  While another transaction
-		 * writes the row (the sequencer reserving a segment, or a set or
-		 * reconfiguration), wait for it and look again: a value taken from
-		 * the row would belong to this transaction, and a rollback would
+		 * the sequencer could not reserve meanwhile).  While another
+		 * transaction writes the row (the sequencer reserving a segment, or a
+		 * set or reconfiguration), wait for it and look again: a value taken
+		 * from the row would belong to this transaction, and a rollback would
 		 * give back a value of a cached key.
 		 */
 		if (stop_if_cached)
@@ -518,8 +518,8 @@ idgen_seq_lock_row(IdgenSeqTable *t, text *key, IdgenSeqRow *row, bool stop_if_c
 		}
 
 		/*
-		 * An administrative function's wait is bounded (seq.c): note whom
-		 * it may wait for, to name in the error.  Not for idgen_seq_next.
+		 * An administrative function's wait is bounded (seq.c): note whom it
+		 * may wait for, to name in the error.  Not for idgen_seq_next.
 		 */
 		if (t->bounded)
 			t->blocker = row_holder(t->slot);
@@ -624,10 +624,12 @@ static void
 key_locked(text *key, TransactionId blocker, int waited_ms, bool own_bound)
 {
 	int			pid = TransactionIdIsValid(blocker) ? BackendXidGetPid(blocker) : 0;
-	char	   *bound = own_bound ?
-		psprintf("%d ms, the bound of these functions when lock_timeout is 0", waited_ms) :
-		psprintf("lock_timeout (%d ms)", waited_ms);
+	char	   *bound;
 
+	if (own_bound)
+		bound = psprintf("%d ms, the bound of these functions when lock_timeout is 0", waited_ms);
+	else
+		bound = psprintf("lock_timeout (%d ms)", waited_ms);
 	ereport(ERROR,
 			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 			 errmsg("sequence key \"%s\" is locked by another transaction", text_to_cstring(key)),

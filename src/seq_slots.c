@@ -56,9 +56,9 @@
 /* A slot for a database's idgen sequencer (see "A process per database"). */
 typedef enum SeqSlotState
 {
-	SLOT_FREE,				/* no database */
+	SLOT_FREE,					/* no database */
 	SLOT_WANTED,				/* a backend asked for a process */
-	SLOT_STARTING,			/* the launcher started it */
+	SLOT_STARTING,				/* the launcher started it */
 	SLOT_RUNNING				/* it reserves segments (attached) */
 } SeqSlotState;
 
@@ -68,8 +68,10 @@ typedef struct SeqSlot
 	SeqSlotState state;
 	uint32		generation;		/* bumped each time the slot is taken */
 	bool		serve;			/* cached keys are in use: stay after a purge */
-	bool		for_purge;		/* taken (or handed over) for a purge: started first */
-	Oid			yield_to;		/* the launcher asks for the slot for this database's purge */
+	bool		for_purge;		/* taken (or handed over) for a purge: started
+								 * first */
+	Oid			yield_to;		/* the launcher asks for the slot for this
+								 * database's purge */
 	Latch	   *latch;			/* the process's, when running */
 	int			pid;
 	TimestampTz started;
@@ -77,8 +79,8 @@ typedef struct SeqSlot
 	/*
 	 * Entries that want a segment, for the process (so that it need not scan
 	 * them all): a ring of queue_size indexes, pushed when an entry's
-	 * 'requested' turns true.  An entry retired and installed again may be
-	 * in it twice; if it ever fills, 'overflow' makes the process scan.
+	 * 'requested' turns true.  An entry retired and installed again may be in
+	 * it twice; if it ever fills, 'overflow' makes the process scan.
 	 */
 	int		   *queue;
 	uint64		queue_head;		/* next to pop */
@@ -92,7 +94,8 @@ typedef struct SeqSlotsShared
 {
 	slock_t		mutex;			/* guards the slots and the launcher's fields */
 	Latch	   *launcher_latch;
-	uint64		refused;		/* requests for a process with every slot taken */
+	uint64		refused;		/* requests for a process with every slot
+								 * taken */
 	TimestampTz refused_at;
 	TimestampTz start_failed_at;	/* the launcher could not start a process */
 	int			nwaiting;		/* databases whose purge waits for a slot */
@@ -131,7 +134,7 @@ shmem_startup(void *ptr, bool found, LWLockPadded *locks)
 	slots->nslots = idgen_max_sequencers;
 	for (int i = 0; i < slots->nslots; i++)
 	{
-		SeqSlot *w = &slots->slot[i];
+		SeqSlot    *w = &slots->slot[i];
 
 		memset(w, 0, sizeof(*w));
 		w->state = SLOT_FREE;
@@ -155,7 +158,7 @@ running_slot(Oid dbid)
 {
 	for (int i = 0; i < slots->nslots; i++)
 	{
-		SeqSlot *w = &slots->slot[i];
+		SeqSlot    *w = &slots->slot[i];
 
 		if (w->dbid == dbid && w->state == SLOT_RUNNING)
 			return w;
@@ -167,7 +170,7 @@ running_slot(Oid dbid)
 void
 idgen_seq_slot_wake(void)
 {
-	SeqSlot *w;
+	SeqSlot    *w;
 	Latch	   *latch = NULL;
 
 	SpinLockAcquire(&slots->mutex);
@@ -191,7 +194,7 @@ idgen_seq_slot_wake(void)
 bool
 idgen_seq_slot_request(Oid dbid, int index, bool urgent)
 {
-	SeqSlot *w;
+	SeqSlot    *w;
 	bool		wake = false;
 
 	SpinLockAcquire(&slots->mutex);
@@ -267,7 +270,7 @@ idgen_seq_slot_why_not(bool *for_now)
 	SpinLockAcquire(&slots->mutex);
 	for (int i = 0; i < slots->nslots; i++)
 	{
-		SeqSlot *w = &slots->slot[i];
+		SeqSlot    *w = &slots->slot[i];
 
 		if (w->dbid == MyDatabaseId)
 			state = w->state;
@@ -303,7 +306,7 @@ idgen_seq_slot_want(void)
 {
 	static TimestampTz asked_at = 0;
 	TimestampTz now;
-	SeqSlot *free_slot = NULL;
+	SeqSlot    *free_slot = NULL;
 	Latch	   *launcher = NULL;
 	bool		found = false;
 
@@ -316,7 +319,7 @@ idgen_seq_slot_want(void)
 	SpinLockAcquire(&slots->mutex);
 	for (int i = 0; i < slots->nslots && !found; i++)
 	{
-		SeqSlot *w = &slots->slot[i];
+		SeqSlot    *w = &slots->slot[i];
 
 		if (w->dbid == MyDatabaseId && w->state != SLOT_FREE)
 		{
@@ -403,7 +406,7 @@ idgen_seq_slot_take_wanted(Oid *dbid, uint32 *generation, const bool *stopping)
 	for (int pass = 0; pass < 2 && slot < 0; pass++)
 		for (int i = 0; i < slots->nslots && slot < 0; i++)
 		{
-			SeqSlot *w = &slots->slot[i];
+			SeqSlot    *w = &slots->slot[i];
 
 			if (w->state == SLOT_WANTED && !stopping[i] && (pass == 1 || w->for_purge))
 			{
@@ -434,7 +437,7 @@ idgen_seq_slot_take_for_purge(Oid dbid, uint32 *generation)
 	SpinLockAcquire(&slots->mutex);
 	for (int i = 0; i < slots->nslots; i++)
 	{
-		SeqSlot *w = &slots->slot[i];
+		SeqSlot    *w = &slots->slot[i];
 
 		if (w->state != SLOT_FREE && w->dbid == dbid)
 		{
@@ -450,7 +453,7 @@ idgen_seq_slot_take_for_purge(Oid dbid, uint32 *generation)
 		slot = -2;
 	else
 	{
-		SeqSlot *w = &slots->slot[slot];
+		SeqSlot    *w = &slots->slot[slot];
 
 		w->dbid = dbid;
 		w->state = SLOT_STARTING;
@@ -477,13 +480,13 @@ bool
 idgen_seq_slot_ask_yield(Oid dbid, int64 min_age)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	SeqSlot *oldest = NULL;
+	SeqSlot    *oldest = NULL;
 	Latch	   *latch = NULL;
 
 	SpinLockAcquire(&slots->mutex);
 	for (int i = 0; i < slots->nslots; i++)
 	{
-		SeqSlot *w = &slots->slot[i];
+		SeqSlot    *w = &slots->slot[i];
 
 		if (OidIsValid(w->yield_to))
 		{
@@ -549,7 +552,7 @@ idgen_seq_slot_waiting(Oid *dbids, int max, TimestampTz *since)
 void
 idgen_seq_slot_start_ended(int slot, uint32 generation, bool start_failed)
 {
-	SeqSlot *w = &slots->slot[slot];
+	SeqSlot    *w = &slots->slot[slot];
 	TimestampTz now = GetCurrentTimestamp();
 
 	SpinLockAcquire(&slots->mutex);
@@ -591,7 +594,7 @@ idgen_seq_slot_dbid(int slot, uint32 *generation)
 bool
 idgen_seq_slot_starting(int slot, uint32 generation)
 {
-	SeqSlot *w = &slots->slot[slot];
+	SeqSlot    *w = &slots->slot[slot];
 	bool		ours;
 
 	SpinLockAcquire(&slots->mutex);
@@ -608,7 +611,7 @@ idgen_seq_slot_starting(int slot, uint32 generation)
 void
 idgen_seq_slot_run(int slot, Latch *latch)
 {
-	SeqSlot *w = &slots->slot[slot];
+	SeqSlot    *w = &slots->slot[slot];
 	TimestampTz now = GetCurrentTimestamp();
 
 	SpinLockAcquire(&slots->mutex);
@@ -623,6 +626,7 @@ idgen_seq_slot_run(int slot, Latch *latch)
 	SpinLockRelease(&slots->mutex);
 	my_slot = slot;
 }
+
 /*
  * Free this process's slot (slots->mutex held) and tell the launcher; or,
  * if 'to' is valid, hand it over as wanted for database 'to''s purge.
@@ -630,7 +634,7 @@ idgen_seq_slot_run(int slot, Latch *latch)
 static Latch *
 free_my_slot(Oid to)
 {
-	SeqSlot *w = &slots->slot[my_slot];
+	SeqSlot    *w = &slots->slot[my_slot];
 
 	w->dbid = to;
 	w->state = OidIsValid(to) ? SLOT_WANTED : SLOT_FREE;
@@ -673,7 +677,7 @@ bool
 idgen_seq_slot_done(TimestampTz last, int idle_ms, bool *handed_over)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	SeqSlot *w = &slots->slot[my_slot];
+	SeqSlot    *w = &slots->slot[my_slot];
 	bool		done;
 	Oid			to;
 	Latch	   *launcher = NULL;
@@ -706,7 +710,7 @@ idgen_seq_slot_done(TimestampTz last, int idle_ms, bool *handed_over)
 bool
 idgen_seq_slot_queue_begin(void)
 {
-	SeqSlot *w = &slots->slot[my_slot];
+	SeqSlot    *w = &slots->slot[my_slot];
 	bool		scan;
 
 	SpinLockAcquire(&slots->mutex);
@@ -722,7 +726,7 @@ idgen_seq_slot_queue_begin(void)
 int
 idgen_seq_slot_queue_pop(void)
 {
-	SeqSlot *w = &slots->slot[my_slot];
+	SeqSlot    *w = &slots->slot[my_slot];
 	int			i = -1;
 
 	SpinLockAcquire(&slots->mutex);
@@ -746,7 +750,7 @@ idgen_seq_slot_rescan(void)
 bool
 idgen_seq_slot_pending(bool *urgent)
 {
-	SeqSlot *w = &slots->slot[my_slot];
+	SeqSlot    *w = &slots->slot[my_slot];
 	bool		pending;
 
 	SpinLockAcquire(&slots->mutex);

@@ -77,7 +77,8 @@ PGDLLEXPORT void idgen_sequencer_main(Datum main_arg);
  */
 enum
 {
-	W_LOCK,						/* lock the rows of keys $1, skipping busy ones */
+	W_LOCK,						/* lock the rows of keys $1, skipping busy
+								 * ones */
 	W_RESERVE,					/* advance keys $1 to values $2, used at $3 */
 	W_PRESENT,					/* which of keys $1 exist */
 	W_USED,						/* record that keys $1 were used at $2 */
@@ -167,7 +168,7 @@ reserve_segments(const IdgenFunction *ext, IdgenSeqRequest *req, int n)
 	{
 		Datum		values[SEQ_NUM_COLS];
 		bool		isnull[SEQ_NUM_COLS];
-		IdgenSeqRow		row;
+		IdgenSeqRow row;
 		IdgenSeqRequest *r;
 		char	   *key;
 
@@ -185,7 +186,10 @@ reserve_segments(const IdgenFunction *ext, IdgenSeqRequest *req, int n)
 		}
 		if (!idgen_seq_cache_request_live(r))
 		{
-			/* Its entry was retired: the row stays as it is (publishing skips it). */
+			/*
+			 * Its entry was retired: the row stays as it is (publishing skips
+			 * it).
+			 */
 			r->outcome = IDGEN_SEQ_FORGET;
 			continue;
 		}

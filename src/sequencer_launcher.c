@@ -160,7 +160,7 @@ reap_processes(void)
  * each free slot is lent to the next one, for a purge, as slots come free.
  */
 static List *round_dbids = NIL;
-static TimestampTz round_blocked_since = 0;	/* its first database waits */
+static TimestampTz round_blocked_since = 0; /* its first database waits */
 
 static void
 start_round(void)
@@ -339,6 +339,6 @@ idgen_sequencer_init(void)
 	idgen_seq_slots_init();
 	if (process_shared_preload_libraries_in_progress)
 		idgen_register_process("idgen sequencer launcher", "idgen_sequencer_launcher_main",
-							  BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
-							  BgWorkerStart_RecoveryFinished, 10);
+							   BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
+							   BgWorkerStart_RecoveryFinished, 10);
 }

@@ -178,13 +178,13 @@ idgen_uuid7_shifted(PG_FUNCTION_ARGS)
 {
 	Interval   *shift = PG_GETARG_INTERVAL_P(0);
 	uint64		tick = (uint64) idgen_uuid7_next_tick("idgen_uuid7_shifted");
-	TimestampTz at = IDGEN_UNIX_EPOCH +
-		(TimestampTz) (tick >> IDGEN_UUID7_TICK_BITS) * 1000;
+	TimestampTz at;
 	TimestampTz shifted;
 	uint64		ms;
 	uint8		rand[8];
 	pg_uuid_t  *u;
 
+	at = IDGEN_UNIX_EPOCH + (TimestampTz) (tick >> IDGEN_UUID7_TICK_BITS) * 1000;
 	shifted = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 													  TimestampTzGetDatum(at),
 													  IntervalPGetDatum(shift)));

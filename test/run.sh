@@ -21,6 +21,8 @@
 # Once, on the machine itself:
 #
 #   metadata       idgen.control, META.json and README.md agree on the version
+#   layout         make indent-check: src/ is laid out as pgindent lays out
+#                  PostgreSQL's code (test/indent.sh)
 #   auto-failover  test/auto_failover.sh: pg_auto_failover (PostgreSQL 15),
 #                  a switchover and a failover under load (about a minute)
 #   clients        test/clients.sh: the README's application code with
@@ -44,7 +46,7 @@ SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HOST_VERSION=15
 HOST_PG_CONFIG=/usr/lib/postgresql/$HOST_VERSION/bin/pg_config
 PACKAGES=(postgresql-15 postgresql-server-dev-15 libpq-dev libipc-run-perl faketime pgbouncer gdb make gcc
-	postgresql-15-auto-failover postgresql-15-pglogical debootstrap zstd)
+	postgresql-15-auto-failover postgresql-15-pglogical debootstrap zstd pg-bsd-indent)
 
 log() { printf '\n=== %s\n' "$*"; }
 
@@ -86,6 +88,14 @@ if [ -n "$version" ] && [ "$meta_versions" = "$version" ] &&
 else
 	echo "version mismatch: control '$version', META.json '$meta_versions', or README.md / sql/idgen--$version.sql"
 	count metadata 1
+fi
+
+# The code is laid out as PostgreSQL's (make indent-check: pg_bsd_indent
+# with pgindent's options changes nothing in src/).
+if [ "$(id -u)" = 0 ] && [ -z "${PG_CONFIG:-}" ]; then
+	log "layout"
+	bash "$SRC/test/indent.sh" --check
+	count layout $?
 fi
 
 # One version's suites, in a pristine copy of the tree, with their output
