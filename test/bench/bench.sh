@@ -35,7 +35,7 @@
 #
 #   Part A, cost per value in one backend.  For each expression
 #       idgen_snowflake()  idgen_snowflake(0)  nextval('bench_seq')
-#       idgen_uuid7()  sql_uuidv7()  gen_random_uuid()  clock_timestamp()
+#       idgen_uuid7()  sql_uuidv7()  gen_random_uuid()  clock_timestamp()  1
 #   the query
 #       SELECT count(x) FROM (SELECT <expr> x FROM generate_series(1, N)) s
 #   is timed inside the server by a PL/pgSQL function that reads
@@ -43,9 +43,14 @@
 #   overhead (one EXECUTE: parse, plan, a generate_series of N rows and a
 #   count) is the same for every expression and no client round trip or psql
 #   \timing is included.  clock_timestamp() is the floor: the cheapest
-#   volatile call, i.e. mostly that shared overhead.  All runs happen in one
-#   psql session, after a discarded warm-up round, interleaved round-robin
-#   (A B C D E F G A B C ...) so machine noise hits all expressions alike,
+#   volatile call, i.e. mostly that shared overhead.  The constant 1 is the
+#   floor without any function call (the executor's cost per row alone), so
+#   that clock_timestamp() minus 1 is what the server charges for one call
+#   of a C function that reads the clock, as idgen's generators do: the
+#   control when versions are compared (test/bench/versions.sh).  All runs
+#   happen in one psql session, after a discarded warm-up round,
+#   interleaved round-robin (A B C ... H A B C ...) so machine noise hits
+#   all expressions alike,
 #   and the MEDIAN of BENCH_REPS runs is reported.  Before each run the
 #   session sleeps 2 x idgen.max_drift (outside the timed region, for
 #   every expression alike), so a Snowflake or UUIDv7 run never inherits
@@ -120,13 +125,22 @@
 #   BENCH_REPS     Part A1/A2 runs per expression, median reported (default 5)
 #   BENCH_T        seconds per pgbench run (default 5)
 #   BENCH_PAIRS    pairs of pgbench runs (snowflake, bigserial) per client
-#                  count (default 6), the order alternating between pairs
+#                  count (default 6), the order alternating between pairs;
+#                  0 skips Part B
 #   BENCH_CLIENTS  pgbench client counts (default "1 8")
 #   BENCH_BULK_N   rows per Part C load (default 5000000; 0 skips Part C)
 #   BENCH_INSTALL  as root, run `make install` first, which rebuilds if the
 #                  sources changed (default 1; 0 skips)
 #   BENCH_PORT     port number of the throwaway server (default: a free
 #                  55xxx number; it only names the Unix socket)
+#   BENCH_CLOCK    what Part A times: wall (default), the time between the
+#                  two clock_timestamp() readings, or cpu, the time the
+#                  backend itself spent on a CPU in between (Linux: the
+#                  first field of /proc/self/schedstat, read with
+#                  pg_read_file), which a busy machine disturbs far less,
+#                  as time the backend waits for a CPU is not counted.
+#                  Time a generator sleeps is not counted either, so with
+#                  cpu only Part A2's figures (no waits) are costs.
 #
 # Run as root (Debian), the server and clients run as the postgres user;
 # run as another user, they run as that user and the extension must already
@@ -144,6 +158,7 @@ PAIRS=${BENCH_PAIRS:-6}
 CLIENTS=${BENCH_CLIENTS:-1 8}
 BULK_N=${BENCH_BULK_N:-5000000}
 INSTALL=${BENCH_INSTALL:-1}
+CLOCK=${BENCH_CLOCK:-wall}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PROG=bench.sh
 # shellcheck source=test/bench/args.sh
@@ -153,9 +168,10 @@ PROG=bench.sh
 positive BENCH_N "$N"
 positive BENCH_REPS "$REPS"
 positive BENCH_T "$T"
-positive BENCH_PAIRS "$PAIRS"
+[[ $PAIRS =~ ^(0|[1-9][0-9]*)$ ]] || die "BENCH_PAIRS must be 0 or a positive integer, got '$PAIRS'"
 for c in $CLIENTS; do positive BENCH_CLIENTS "$c"; done
 [[ $BULK_N =~ ^(0|[1-9][0-9]*)$ ]] || die "BENCH_BULK_N must be 0 or a positive integer, got '$BULK_N'"
+[[ $CLOCK =~ ^(wall|cpu)$ ]] || die "BENCH_CLOCK must be wall or cpu, got '$CLOCK'"
 
 # The throwaway cluster, the postgres user, psql helpers: shared with the
 # other benchmark script.
@@ -177,10 +193,10 @@ PAUSE=$(awk -v d="$DRIFT_MS" 'BEGIN { printf "%.3f", 2 * d / 1000 }')
 
 # --- Part A -------------------------------------------------------------------
 
-LABELS=("idgen_snowflake()" "idgen_snowflake(0)" "nextval()" "idgen_uuid7()" "sql_uuidv7()" "gen_random_uuid()" "clock_timestamp()")
-EXPRS=("idgen_snowflake()" "idgen_snowflake(0)" "nextval('bench_seq')" "idgen_uuid7()" "sql_uuidv7()" "gen_random_uuid()" "clock_timestamp()")
+LABELS=("idgen_snowflake()" "idgen_snowflake(0)" "nextval()" "idgen_uuid7()" "sql_uuidv7()" "gen_random_uuid()" "clock_timestamp()" "1 (no call)")
+EXPRS=("idgen_snowflake()" "idgen_snowflake(0)" "nextval('bench_seq')" "idgen_uuid7()" "sql_uuidv7()" "gen_random_uuid()" "clock_timestamp()" "1")
 NEXPR=${#EXPRS[@]}
-I_SNOW=0 I_NEXTVAL=2 I_UUID7=3 I_SQLV7=4 I_RANDOM=5 I_FLOOR=6
+I_SNOW=0 I_NEXTVAL=2 I_UUID7=3 I_SQLV7=4 I_RANDOM=5 I_FLOOR=6 I_CONST=7
 # The expressions that get a "vs gen_random_uuid()" ratio.
 is_uuid() { [ "$1" = "$I_UUID7" ] || [ "$1" = "$I_SQLV7" ] || [ "$1" = "$I_RANDOM" ]; }
 TARGET=0.5	# project target: idgen_uuid7() at most 0.5x gen_random_uuid(); printed, never enforced
@@ -213,6 +229,19 @@ for f in sql_uuidv7 idgen_uuid7; do
 done
 
 create_bench_ms
+if [ "$CLOCK" = cpu ]; then
+	# The same function, timed by this backend's own CPU time (ns since it
+	# started, /proc/self/schedstat's first field): see BENCH_CLOCK.
+	[ -r /proc/self/schedstat ] || die "BENCH_CLOCK=cpu needs /proc/self/schedstat (Linux)"
+	sql "CREATE OR REPLACE FUNCTION bench_n_ms(q text, n bigint) RETURNS double precision LANGUAGE plpgsql AS \$f\$
+DECLARE t0 bigint; c bigint;
+BEGIN
+	t0 := split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint;
+	EXECUTE q INTO c;
+	IF c IS DISTINCT FROM n THEN RAISE EXCEPTION 'counted % values, not %', c, n; END IF;
+	RETURN (split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint - t0) / 1e6;
+END \$f\$" >/dev/null
+fi
 
 query() { printf 'SELECT count(x) FROM (SELECT %s x FROM generate_series(1, %d)) s' "$1" "$2"; }
 # verdict RATIO: how RATIO (idgen_uuid7() / gen_random_uuid()) compares with TARGET.
@@ -247,7 +276,12 @@ part_a() {
 	out=$(as_pg "${PSQL[@]}" -At -f "$DIR/part_$part.sql")
 
 	echo "method: SELECT count(x) FROM (SELECT <expr> x FROM generate_series(1, $n)) s"
-	echo "        timed in the server by clock_timestamp() around EXECUTE in PL/pgSQL"
+	if [ "$CLOCK" = cpu ]; then
+		echo "        timed in the server by the backend's CPU time (/proc/self/schedstat) around EXECUTE"
+		echo "        in PL/pgSQL (BENCH_CLOCK=cpu: waits for a CPU or for the clock are not counted)"
+	else
+		echo "        timed in the server by clock_timestamp() around EXECUTE in PL/pgSQL"
+	fi
 	echo "        (same overhead for every expression; clock_timestamp() is the floor),"
 	echo "        one psql session, 1 discarded warm-up round of $warm values,"
 	echo "        runs interleaved round-robin, ${PAUSE} s pause before each run (untimed)."
@@ -267,16 +301,17 @@ part_a() {
 	done
 
 	echo
-	printf '%-20s %10s %14s %14s %14s %20s\n' "expression" "ns/value" "values/s" "vs nextval()" "ns over floor" "vs gen_random_uuid()"
+	printf '%-20s %10s %14s %14s %14s %10s %20s\n' "expression" "ns/value" "values/s" "vs nextval()" "ns over floor" "ns over 1" "vs gen_random_uuid()"
 	for ((i = 0; i < NEXPR; i++)); do
 		RATIO[$part,$i]=$(awk -v a="${NS[$part,$i]}" -v b="${NS[$part,$I_NEXTVAL]}" 'BEGIN { printf "%.2f", a / b }')
 		over=$(awk -v a="${NS[$part,$i]}" -v f="${NS[$part,$I_FLOOR]}" 'BEGIN { printf "%.1f", a - f }')
+		over1=$(awk -v a="${NS[$part,$i]}" -v f="${NS[$part,$I_CONST]}" 'BEGIN { printf "%.1f", a - f }')
 		vr="-"
 		if is_uuid "$i"; then
 			RRATIO[$part,$i]=$(awk -v a="${NS[$part,$i]}" -v b="${NS[$part,$I_RANDOM]}" 'BEGIN { printf "%.2f", a / b }')
 			vr="${RRATIO[$part,$i]}x"
 		fi
-		printf '%-20s %10s %14s %14s %14s %20s\n' "${LABELS[i]}" "${NS[$part,$i]}" "$(fmt_int "${RATE[$part,$i]}")" "${RATIO[$part,$i]}x" "$over" "$vr"
+		printf '%-20s %10s %14s %14s %14s %10s %20s\n' "${LABELS[i]}" "${NS[$part,$i]}" "$(fmt_int "${RATE[$part,$i]}")" "${RATIO[$part,$i]}x" "$over" "$over1" "$vr"
 	done
 	PCT[$part,snowflake]=$(awk -v r="${RATE[$part,$I_SNOW]}" -v c="$CEILING" 'BEGIN { printf "%.1f", 100 * r / c }')
 	PCT[$part,uuid7]=$(awk -v r="${RATE[$part,$I_UUID7]}" -v c="$UUID7_CEILING" 'BEGIN { printf "%.1f", 100 * r / c }')
@@ -314,7 +349,8 @@ part_a A2 "$N2"
 
 echo
 echo "ns/value and values/s include the per-row overhead shared by all (generate_series + count);"
-echo "'ns over floor' subtracts clock_timestamp()'s figure; 'vs nextval()' = ns/value of expr / ns/value of nextval();"
+echo "'ns over floor' subtracts clock_timestamp()'s figure, 'ns over 1' that of the constant 1 (no function call);"
+echo "'vs nextval()' = ns/value of expr / ns/value of nextval();"
 echo "'vs gen_random_uuid()' = ns/value of expr / ns/value of gen_random_uuid(), for the UUID expressions."
 for k in snowflake uuid7; do
 	if [ "${WAITS[A1,$k]}" -gt 0 ]; then
@@ -326,54 +362,58 @@ echo "Target: idgen_uuid7() at most ${TARGET}x gen_random_uuid() per value; meas
 
 # --- Part B -------------------------------------------------------------------
 
-section "Part B: pgbench INSERT throughput (-T $T s per run, clients: $CLIENTS)"
-sql "CREATE TABLE t_snow (id bigint PRIMARY KEY DEFAULT idgen_snowflake(), v int)"
-sql "CREATE TABLE t_serial (id bigserial PRIMARY KEY, v int)"
-echo 'INSERT INTO t_snow (v) VALUES (1);' >"$DIR/snow.sql"
-echo 'INSERT INTO t_serial (v) VALUES (1);' >"$DIR/serial.sql"
-echo "scripts: INSERT INTO t_snow (v) VALUES (1);  /  INSERT INTO t_serial (v) VALUES (1);"
-echo "each run: TRUNCATE both tables + CHECKPOINT, then pgbench -n -f <script> -c C -j C -T $T"
-echo
+if [ "$PAIRS" -gt 0 ]; then
+	section "Part B: pgbench INSERT throughput (-T $T s per run, clients: $CLIENTS)"
+	sql "CREATE TABLE t_snow (id bigint PRIMARY KEY DEFAULT idgen_snowflake(), v int)"
+	sql "CREATE TABLE t_serial (id bigserial PRIMARY KEY, v int)"
+	echo 'INSERT INTO t_snow (v) VALUES (1);' >"$DIR/snow.sql"
+	echo 'INSERT INTO t_serial (v) VALUES (1);' >"$DIR/serial.sql"
+	echo "scripts: INSERT INTO t_snow (v) VALUES (1);  /  INSERT INTO t_serial (v) VALUES (1);"
+	echo "each run: TRUNCATE both tables + CHECKPOINT, then pgbench -n -f <script> -c C -j C -T $T"
+	echo
 
-# Runs come in adjacent pairs, one of each table, the order alternating from
-# pair to pair (snow serial, serial snow, ...), so that the machine's drift
-# and noise hit both alike; the ratio reported is the median over the pairs
-# of snowflake tps / bigserial tps.
-declare -A TPS_RUNS TPS_MED PAIR_RATIOS TPS_RATIO RATIO_RANGE
-printf '%-8s %-5s %-10s %12s %14s\n' "clients" "pair" "table" "tps" "latency ms"
-for c in $CLIENTS; do
-	for ((p = 1; p <= PAIRS; p++)); do
-		if ((p % 2)); then order="snow serial"; else order="serial snow"; fi
-		declare -A PAIR_TPS=()
-		for kind in $order; do
-			sql "TRUNCATE t_snow, t_serial" >/dev/null
-			sql "CHECKPOINT" >/dev/null
-			out=$(as_pg "$BINDIR/pgbench" -n -f "$DIR/$kind.sql" -c "$c" -j "$c" -T "$T" \
-				-h "$DIR" -p "$PORT" bench 2>&1) || { echo "$out" >&2; die "pgbench failed"; }
-			tps=$(awk '/^tps = / { print $3; exit }' <<<"$out")
-			lat=$(awk '/^latency average = / { print $4; exit }' <<<"$out")
-			[ -n "$tps" ] || { echo "$out" >&2; die "could not read tps from pgbench"; }
-			PAIR_TPS[$kind]=$tps
-			TPS_RUNS[$kind,$c]="${TPS_RUNS[$kind,$c]:-} $tps"
-			printf '%-8s %-5s %-10s %12.0f %14s\n' "$c" "$p" "$kind" "$tps" "${lat:-?}"
+	# Runs come in adjacent pairs, one of each table, the order alternating from
+	# pair to pair (snow serial, serial snow, ...), so that the machine's drift
+	# and noise hit both alike; the ratio reported is the median over the pairs
+	# of snowflake tps / bigserial tps.
+	declare -A TPS_RUNS TPS_MED PAIR_RATIOS TPS_RATIO RATIO_RANGE
+	printf '%-8s %-5s %-10s %12s %14s\n' "clients" "pair" "table" "tps" "latency ms"
+	for c in $CLIENTS; do
+		for ((p = 1; p <= PAIRS; p++)); do
+			if ((p % 2)); then order="snow serial"; else order="serial snow"; fi
+			declare -A PAIR_TPS=()
+			for kind in $order; do
+				sql "TRUNCATE t_snow, t_serial" >/dev/null
+				sql "CHECKPOINT" >/dev/null
+				out=$(as_pg "$BINDIR/pgbench" -n -f "$DIR/$kind.sql" -c "$c" -j "$c" -T "$T" \
+					-h "$DIR" -p "$PORT" bench 2>&1) || { echo "$out" >&2; die "pgbench failed"; }
+				tps=$(awk '/^tps = / { print $3; exit }' <<<"$out")
+				lat=$(awk '/^latency average = / { print $4; exit }' <<<"$out")
+				[ -n "$tps" ] || { echo "$out" >&2; die "could not read tps from pgbench"; }
+				PAIR_TPS[$kind]=$tps
+				TPS_RUNS[$kind,$c]="${TPS_RUNS[$kind,$c]:-} $tps"
+				printf '%-8s %-5s %-10s %12.0f %14s\n' "$c" "$p" "$kind" "$tps" "${lat:-?}"
+			done
+			PAIR_RATIOS[$c]="${PAIR_RATIOS[$c]:-} $(awk -v a="${PAIR_TPS[snow]}" -v b="${PAIR_TPS[serial]}" 'BEGIN { printf "%.4f", a / b }')"
 		done
-		PAIR_RATIOS[$c]="${PAIR_RATIOS[$c]:-} $(awk -v a="${PAIR_TPS[snow]}" -v b="${PAIR_TPS[serial]}" 'BEGIN { printf "%.4f", a / b }')"
 	done
-done
 
-echo
-printf '%-8s %-22s %-22s %-14s %s\n' "clients" "snowflake tps median" "bigserial tps median" "ratio median" "pair ratios (min .. max)"
-for c in $CLIENTS; do
-	for kind in snow serial; do
-		TPS_MED[$kind,$c]=$(tr ' ' '\n' <<<"${TPS_RUNS[$kind,$c]}" | grep . | median)
+	echo
+	printf '%-8s %-22s %-22s %-14s %s\n' "clients" "snowflake tps median" "bigserial tps median" "ratio median" "pair ratios (min .. max)"
+	for c in $CLIENTS; do
+		for kind in snow serial; do
+			TPS_MED[$kind,$c]=$(tr ' ' '\n' <<<"${TPS_RUNS[$kind,$c]}" | grep . | median)
+		done
+		TPS_RATIO[$c]=$(tr ' ' '\n' <<<"${PAIR_RATIOS[$c]}" | grep . | median | awk '{ printf "%.3f", $1 }')
+		RATIO_RANGE[$c]=$(tr ' ' '\n' <<<"${PAIR_RATIOS[$c]}" | grep . | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.3f .. %.3f", lo, hi }')
+		printf '%-8s %-22s %-22s %-14s %s\n' "$c" "$(fmt_int "${TPS_MED[snow,$c]}")" "$(fmt_int "${TPS_MED[serial,$c]}")" \
+			"${TPS_RATIO[$c]}" "${RATIO_RANGE[$c]}"
 	done
-	TPS_RATIO[$c]=$(tr ' ' '\n' <<<"${PAIR_RATIOS[$c]}" | grep . | median | awk '{ printf "%.3f", $1 }')
-	RATIO_RANGE[$c]=$(tr ' ' '\n' <<<"${PAIR_RATIOS[$c]}" | grep . | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.3f .. %.3f", lo, hi }')
-	printf '%-8s %-22s %-22s %-14s %s\n' "$c" "$(fmt_int "${TPS_MED[snow,$c]}")" "$(fmt_int "${TPS_MED[serial,$c]}")" \
-		"${TPS_RATIO[$c]}" "${RATIO_RANGE[$c]}"
-done
-echo "(ratio = median over $PAIRS adjacent pairs of snowflake tps / bigserial tps; the spread of the pair"
-echo " ratios is the machine's noise: a difference inside it is not a measured difference)"
+	echo "(ratio = median over $PAIRS adjacent pairs of snowflake tps / bigserial tps; the spread of the pair"
+	echo " ratios is the machine's noise: a difference inside it is not a measured difference)"
+else
+	section "Part B: skipped (BENCH_PAIRS=0)"
+fi
 
 # --- Part C -------------------------------------------------------------------
 
@@ -414,7 +454,7 @@ END
 	echo
 	# Part B is done: drop its tables, so autovacuum has no backlog of them
 	# to work through while a load is being timed.
-	sql "DROP TABLE t_snow, t_serial"
+	sql "DROP TABLE IF EXISTS t_snow, t_serial"
 	sql "SELECT idgen_stats_reset()" >/dev/null
 	printf '%-6s %-20s %9s %12s %22s %22s\n' "load" "DEFAULT" "s" "rows/s" "PK index" "table"
 	load=0
@@ -506,14 +546,16 @@ echo "At $(fmt_int "$N") values idgen_snowflake() ran at ${PCT[A1,snowflake]}% o
 echo "idgen_uuid7() at ${PCT[A1,uuid7]}% of its $(fmt_int "$UUID7_CEILING") UUIDs/s ceiling (below it: ${PCT[A2,uuid7]}%); their cost is the below-ceiling column."
 echo "Target idgen_uuid7() <= ${TARGET}x gen_random_uuid(): measured ${RRATIO[A2,$I_UUID7]}x below the ceiling, $(verdict "${RRATIO[A2,$I_UUID7]}")."
 echo
-echo "| pgbench INSERT, clients | idgen_snowflake() tps | bigserial tps | ratio (median of pairs) | pair ratios |"
-echo "|---:|---:|---:|---:|---:|"
-for c in $CLIENTS; do
-	printf '| %s | %s | %s | %s | %s |\n' "$c" "$(fmt_int "${TPS_MED[snow,$c]}")" "$(fmt_int "${TPS_MED[serial,$c]}")" \
-		"${TPS_RATIO[$c]}" "${RATIO_RANGE[$c]}"
-done
-echo
-echo "Median tps of $PAIRS runs of $T s each per cell, in $PAIRS adjacent pairs alternating the order; synchronous_commit = off."
+if [ "$PAIRS" -gt 0 ]; then
+	echo "| pgbench INSERT, clients | idgen_snowflake() tps | bigserial tps | ratio (median of pairs) | pair ratios |"
+	echo "|---:|---:|---:|---:|---:|"
+	for c in $CLIENTS; do
+		printf '| %s | %s | %s | %s | %s |\n' "$c" "$(fmt_int "${TPS_MED[snow,$c]}")" "$(fmt_int "${TPS_MED[serial,$c]}")" \
+			"${TPS_RATIO[$c]}" "${RATIO_RANGE[$c]}"
+	done
+	echo
+	echo "Median tps of $PAIRS runs of $T s each per cell, in $PAIRS adjacent pairs alternating the order; synchronous_commit = off."
+fi
 
 if [ "$BULK_N" -gt 0 ]; then
 	echo
