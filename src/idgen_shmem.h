@@ -72,8 +72,7 @@ typedef struct IdgenShmemArea
 {
 	const char *name;			/* of the struct and of its LWLock tranche */
 	Size		(*size) (void); /* bytes of the struct (settings are final) */
-	Size		(*extra_size) (void);	/* more, for its own hash tables; or
-										 * NULL */
+	Size		(*extra_size) (void);	/* more, for its hash tables, or NULL */
 	int			(*nlocks) (void);	/* LWLocks in its tranche; or NULL: none */
 	bool		own_segment;	/* not in idgen_info().shmem_bytes */
 	/* set the area's pointer to 'ptr'; unless 'found', initialise it */

@@ -4,6 +4,12 @@
  *	  Cached per-key sequences: values served from segments in shared
  *	  memory (Leaf's double-buffered segment mode).
  *
+ * This file holds the entry protocol alone, both sides of it (the callers
+ * that claim values and the sequencer that publishes segments); the
+ * sequencers' slots are in seq_slots.c, keys per role in seq_quota.c.  It is
+ * the one file of src/ over 1 000 lines (at most 1 300), so that the
+ * protocol and the argument that no value is served twice read in one place.
+ *
  * A key configured with cache => n is served from a fixed-capacity table of
  * entries in shared memory (idgen.seq_cache_keys), one per cached key.  Each
  * entry has two segments: the one being served and the next one.  A segment
