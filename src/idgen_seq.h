@@ -121,6 +121,7 @@ extern bool idgen_seq_find_held_row(IdgenSeqTable *t, text *key);
 extern void idgen_seq_write_row(IdgenSeqTable *t, IdgenSeqRow *row);
 extern void idgen_seq_delete_row(IdgenSeqTable *t);
 extern void idgen_seq_run_bounded(text *key, IdgenSeqTable *t, void (*step) (void *arg), void *arg);
+pg_noreturn extern void idgen_seq_cache_timed_out(const char *key);
 
 
 /* seq_held.c: the keys this transaction holds, advanced in backend memory */
@@ -227,7 +228,6 @@ typedef struct IdgenSeqCacheRow
 extern void idgen_seq_cache_init(void);
 extern int	idgen_seq_cache_next(const char *key, int keylen, int count, int64 *out,
 								 const int64 *after, Oid relid);
-pg_noreturn extern void idgen_seq_cache_timed_out(const char *key);
 extern bool idgen_seq_cache_claim(pg_atomic_uint64 *cursor, uint64 *w, uint32 take);
 extern void idgen_seq_cache_install(const char *key, int keylen, int32 cache_size, bool has_ttl,
 									Oid relid);

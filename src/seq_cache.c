@@ -4,12 +4,6 @@
  *	  Cached per-key sequences: values served from segments in shared
  *	  memory (Leaf's double-buffered segment mode).
  *
- * This file holds the entry protocol alone, both sides of it (the callers
- * that claim values and the sequencer that publishes segments); the
- * sequencers' slots are in seq_slots.c, keys per role in seq_quota.c.  It is
- * the one file of src/ over 1 000 lines (at most 1 300), so that the
- * protocol and the argument that no value is served twice read in one place.
- *
  * A key configured with cache => n is served from a fixed-capacity table of
  * entries in shared memory (idgen.seq_cache_keys), one per cached key.  Each
  * entry has two segments: the one being served and the next one.  A segment
@@ -78,10 +72,9 @@
  *	  The other two uses of a caller's copy are checked too: a caller
  *	  switches to the next segment only if, under the entry's lock, the
  *	  entry is its key's (keygen and tag) and the segment the cursor names
- *	  is used up; and the final segment's 2200H is
- *	  raised only if the cursor, read again, names the segment copied, in
- *	  the same round (the cursor, a read barrier, then 'switches': s2 >= b
- *	  as above).
+ *	  is used up; and the final segment's 2200H is raised only if the
+ *	  cursor, read again, names the segment copied, in the same round (the
+ *	  cursor, a read barrier, then 'switches': s2 >= b as above).
  *
  *	  When the offset reaches the segment's prefetch point (a fraction,
  *	  idgen.seq_cache_prefetch, of it used) the caller asks the sequencer for
@@ -92,19 +85,17 @@
  *	  durable reservation.
  *
  * Invalidation and eviction
- *	  Setting, dropping or reconfiguring a key removes its entry: under the
- *	  entry's lock the keygen is bumped and the cursor moved to an empty
- *	  segment, so a compare-and-swap based on an old cursor fails, and a
- *	  caller with the old keygen looks the key up again.  A segment the
- *	  sequencer reserved for an entry whose keygen changed meanwhile is not
- *	  published.  When the table is full, installing a key evicts the entry
- *	  used least recently.
+ *	  Setting, dropping or reconfiguring a key removes its entry: under its
+ *	  lock the keygen is bumped and the cursor moved to an empty segment, so
+ *	  a compare-and-swap on an old cursor fails, and a caller with the old
+ *	  keygen looks the key up again.  A segment reserved for an entry whose
+ *	  keygen changed meanwhile is not published.  A full table evicts the
+ *	  entry used least recently.
  *
  * Segment size
- *	  Each key starts with segments of n values (its cache setting).  When a
- *	  segment was used up in less than IDGEN_SEQ_SEGMENT_TARGET the size
- *	  doubles, up to min(n * 1024, 2^30); when it lasted more than four times
- *	  that, it halves, down to n.
+ *	  Segments start at n values (the key's cache setting), double, up to
+ *	  min(n * 1024, 2^30), when used up within IDGEN_SEQ_SEGMENT_TARGET, and
+ *	  halve, down to n, when one lasted more than four times that.
  *
  * Locking
  *	  map_lock guards the key -> entry map and entry allocation; an entry's
@@ -114,14 +105,14 @@
  *	  read without it, see "Serving").
  *
  * The database's sequencer
- *	  Entries wanting a segment are queued for their database's idgen
- *	  sequencer (its slot and queue: seq_slots.c), which reserves them
- *	  (sequencer.c) through collect, reserve and publish here.  A sequencer
- *	  that attaches or gives its slot away first retires its database's
- *	  entries: no segment reserved before is served after the row's values.
+ *	  Entries wanting a segment are queued for their database's sequencer
+ *	  (slot and queue: seq_slots.c; sequencer.c), which reserves them through
+ *	  collect, reserve and publish here.  One that attaches or gives its slot
+ *	  away first retires its database's entries: no segment reserved before
+ *	  is served after the row's values.
  *
  * This file holds the entry protocol alone, both sides of it (callers
- * serving, the sequencer reserving), hence its length.
+ * serving, the sequencer reserving): the one file of src/ over 1 000 lines.
  *
  *-------------------------------------------------------------------------
  */
@@ -434,8 +425,8 @@ retire_entry(SeqCacheEntry *e)
 	e->seg[next].count = 0;
 	e->seg[next].final = false;
 	e->seg[next].prefetch_at = 0;
-	e->next_ready = e->requested = e->reserving = e->failed = false;	/* a queued index is
-																		 * skipped */
+	/* a queued index is skipped */
+	e->next_ready = e->requested = e->reserving = e->failed = false;
 	e->in_use = false;
 	move_cursor(e, w);
 }
@@ -512,20 +503,6 @@ shared_lookup(const SeqCacheTag *tag, LocalEntry *le)
  * Serving
  * ----------
  */
-
-/*
- * A caller waited idgen.seq_cache_wait for a segment of the key in vain.
- */
-void
-idgen_seq_cache_timed_out(const char *key)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("could not get a segment for cached sequence key \"%s\" in time", key),
-			 errdetail("No segment was reserved within \"idgen.seq_cache_wait\" (%d ms); no value is served before its segment is reserved durably.",
-					   idgen_seq_cache_wait_ms),
-			 errhint("Check that the \"idgen sequencer\" process runs (it reserves segments), that no transaction holds the key's row or locks the table idgen_seq, and that \"idgen.seq_cache_keys\" holds every cached key in use.")));
-}
 
 /*
  * The current segment is used up (the cursor is 'w'): switch to the next

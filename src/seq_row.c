@@ -680,3 +680,17 @@ idgen_seq_run_bounded(text *key, IdgenSeqTable *t, void (*step) (void *arg), voi
 	t->bounded = false;
 	AtEOXact_GUC(true, nestlevel);
 }
+
+/*
+ * A caller waited idgen.seq_cache_wait for a segment of the key in vain.
+ */
+void
+idgen_seq_cache_timed_out(const char *key)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("could not get a segment for cached sequence key \"%s\" in time", key),
+			 errdetail("No segment was reserved within \"idgen.seq_cache_wait\" (%d ms); no value is served before its segment is reserved durably.",
+					   idgen_seq_cache_wait_ms),
+			 errhint("Check that the \"idgen sequencer\" process runs (it reserves segments), that no transaction holds the key's row or locks the table idgen_seq, and that \"idgen.seq_cache_keys\" holds every cached key in use.")));
+}
