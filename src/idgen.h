@@ -5,8 +5,8 @@
  *	  and their counters, the settings and functions several areas use.
  *	  Each area has a header of its own (idgen_layout.h, idgen_shmem.h,
  *	  idgen_clock.h, idgen_horizon.h, idgen_identity.h, idgen_remote.h,
- *	  idgen_sql.h, idgen_seq.h, idgen_lease.h, idgen_bgworker.h); version differences are
- *	  in compat.h.
+ *	  idgen_sql.h, idgen_seq.h, idgen_lease.h, idgen_bgworker.h); version
+ *	  differences are in compat.h.
  *
  * docs/development.md has the module map (every file, by layer); src/layers
  * the layers, which test/layers.sh checks.

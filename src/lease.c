@@ -20,11 +20,12 @@
  * that session ends).  Its id rests from its end until idgen.worker_quarantine
  * has passed before anyone may acquire it again, so that a holder that
  * stops late, or whose host's clock is ahead of the next holder's by less
- * than that, cannot generate the same IDs as the next holder.  The end, for the id, is the
- * lease's expiry even when it was released before (LEASE_END): a holder
- * generates until its own deadline, no later than the expiry it was given,
- * and hears of a release only at its next renewal, which may be a third of
- * the ttl away, or never come if the database is out of its reach.  So
+ * than that, cannot generate the same IDs as the next holder.  The end,
+ * for the id, is the lease's expiry even when it was released before
+ * (LEASE_END): a holder generates until its own deadline, no later than
+ * the expiry it was given, and hears of a release only at its next
+ * renewal, which may be a third of the ttl away, or never come if the
+ * database is out of its reach.  So
  * nobody, neither the holder's own release (the server cannot tell it from
  * an administrator's, who has the token too), nor a horizon reset, nor a
  * purge, nor a renewal with a shorter ttl (a renewal never moves the expiry

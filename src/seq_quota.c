@@ -66,8 +66,9 @@
  * Why no deadlock.  The role lock is held only while this backend counts
  * or reads the estimate: it never waits for a lock or a transaction
  * meanwhile (the index the count reads is locked before), so no cycle of
- * waits can pass through it, whatever the callers' transactions hold.  A creator never waits for another
- * creator's transaction either: it counts that one's keys as they stand.
+ * waits can pass through it, whatever the callers' transactions hold.  A
+ * creator never waits for another creator's transaction either: it counts
+ * that one's keys as they stand.
  *
  * The price: a key counted while its transaction was in progress may yet
  * roll back, and a creator that counted it at the limit was refused

@@ -3,14 +3,15 @@
  * seq_slots.c
  *	  The slots of the per-database idgen sequencers, and the handshake
  *	  between them, the backends that ask for one and the idgen sequencer
- *	  launcher (sequencer.c runs both processes).
+ *	  launcher (sequencer.c and sequencer_launcher.c run the processes).
  *
  * Each database whose cached keys are in use has its own idgen sequencer,
  * in one of idgen.max_sequencers slots here, with its own queue of
  * requests.  A backend that meets a cached key in a database without a
  * running sequencer asks for one (idgen_seq_slot_want): it takes a free
- * slot and wakes the launcher, which starts the process; meanwhile, and when every slot serves another database, the key
- * is served from its row, transactionally, and idgen_seq_keys says why
+ * slot and wakes the launcher, which starts the process; meanwhile, and
+ * when every slot serves another database, the key is served from its
+ * row, transactionally, and idgen_seq_keys says why
  * (idgen_seq_slot_why_not).  A process ends once its database's cached
  * keys have gone unused for idgen.sequencer_idle, freeing its slot;
  * the launcher also lends free slots, for one purge, to the databases that
