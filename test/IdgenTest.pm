@@ -14,7 +14,7 @@ use File::Spec;
 
 use Exporter 'import';
 our @EXPORT = qw(idgen_node sql_error stress_client crash_twice faketime_clock hold_reindex
-  no_crash_logged start_load read_values compare_values generate_for take_on_nodes doc_block repo_file kill_backend);
+  no_crash_logged start_load read_values compare_values generate_for take_on_nodes doc_block doc_examples repo_file kill_backend);
 
 # A new cluster with idgen preloaded and the extension created in database
 # "postgres".  %conf holds extra settings (name => value); a setting named
@@ -255,6 +255,25 @@ sub doc_block
 	die "$file: no block marked \"<!-- test: $name -->\"" if @found == 0;
 	die "$file: more than one block marked \"<!-- test: $name -->\"" if @found > 1;
 	return $found[0];
+}
+
+# Every code block of README.md and docs/*.md marked "<!-- test: PREFIX/NAME -->",
+# as a list of [NAME, FILE, BLOCK] in the order of the files: a test that
+# runs the examples of a kind finds them wherever the documentation puts them.
+sub doc_examples
+{
+	my ($prefix) = @_;
+	my $root = dirname(File::Spec->rel2abs(__FILE__)) . '/..';
+	my @found;
+	for my $file ('README.md', map { s{^\Q$root\E/}{}r } sort glob("$root/docs/*.md"))
+	{
+		my $text = repo_file($file);
+		while ($text =~ /^<!-- test: \Q$prefix\E\/([a-z0-9-]+) -->\n```[a-z]*\n(.*?)^```$/msg)
+		{
+			push @found, [ $1, $file, $2 ];
+		}
+	}
+	return @found;
 }
 
 # Path of the libpq stress client built by `make stress`, next to this

@@ -1,11 +1,14 @@
-# Scenario: every SQL block of the README (and of docs/converting.md) runs
-# as printed.  Each block is
-# marked "<!-- test: readme/NAME -->"; this test runs each, through psql
-# with ON_ERROR_STOP, in a database of its own, after the setup its
-# surrounding text assumes (the tables it names, the extension created or
-# not), on a server with the layout the README's examples use (4 gene
-# bits).  A block that is not marked, or a marked one this test does not
-# know, fails it: a new example must be added here.
+# Scenario: every SQL example of the documentation runs as printed.  Each
+# block of README.md or docs/*.md marked "<!-- test: example/NAME -->"
+# runs here, through psql with ON_ERROR_STOP, in a database of its own,
+# after the setup its surrounding text assumes (the tables it names, the
+# extension created or not), on a server with the layout the examples use
+# (4 gene bits, datacenter 1, worker 7); its output must match a pattern,
+# and what it changed may be checked after.  A marked block this test does
+# not know, or an entry here with no block, fails it: a new example must
+# be added here (test/docs.pl fails on a SQL block that is not marked).
+# Last, the README's installation and Getting started run one after the
+# other in one psql session, as a new user pastes them.
 use strict;
 use warnings;
 
@@ -22,7 +25,7 @@ my $node = idgen_node('readme', 'idgen.gene_bits' => 4, 'idgen.sequence_bits' =>
 # a pattern its output must match (check).
 my %blocks = (
 	'what-it-is' => { check => qr/^\d{4}-.*\|1\|7\|\d+\|\d+$/m },
-	'install-schema' => { db => 'app' },
+	'install-schema' => { db => 'app', after => 'SHOW search_path', after_check => qr/^"\$user", public, idgen$/ },
 	'revoke-public-create' => { db => 'app' },
 	'getting-started' => { ext => 1, check => qr/^\d+\|ann$/m },
 	'convert' => { ext => 1, setup => q{
@@ -54,33 +57,8 @@ my %blocks = (
 		check => qr/\A1\n\d+\n\d+\n2\z/ },
 	'range-scan' => { ext => 1, setup => 'CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT idgen_snowflake());' },
 	'monitoring' => { ext => 1 },
-);
-
-my $readme = repo_file('README.md');
-my @fences = $readme =~ /^```sql$/mg;
-my @marked = $readme =~ /^<!-- test: readme\/([a-z0-9-]+) -->\n```sql$/mg;
-is(scalar @marked, scalar @fences, 'every SQL block of the README is marked');
-is_deeply([ sort @marked ], [ sort keys %blocks ], 'and each marked block is run here');
-
-my $n = 0;
-for my $name (grep { $blocks{$_} } @marked)
-{
-	my $b = $blocks{$name};
-	my $db = $b->{db} // 'readme_' . ++$n;
-	$node->safe_psql('postgres', "CREATE DATABASE $db")
-	  unless $node->safe_psql('postgres', "SELECT count(*) FROM pg_database WHERE datname = '$db'");
-	$node->safe_psql($db, 'CREATE EXTENSION idgen') if $b->{ext};
-	$node->safe_psql($db, $b->{setup}) if $b->{setup};
-	my %vars = @{ $b->{vars} // [] };
-	my ($ret, $out, $err) = $node->psql($db, doc_block('README.md', "readme/$name"), on_error_stop => 1,
-		extra_params => [ map { ('-v', "$_=$vars{$_}") } sort keys %vars ]);
-	is($ret, 0, "README block $name runs as printed") or diag($err);
-	like($out, $b->{check}, "README block $name: its result") if $b->{check};
-}
-
-# The same for docs/converting.md.
-my %converting = (
-	'partitioned' => { setup => q{
+	# docs/converting.md: the key converted, the table used after
+	'partitioned' => { ext => 1, setup => q{
 		CREATE TABLE events (id serial, at date) PARTITION BY RANGE (at);
 		CREATE TABLE events_2026 PARTITION OF events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
 		INSERT INTO events (at) VALUES ('2026-11-01'), ('2026-11-02');},
@@ -91,8 +69,8 @@ my %converting = (
 		       (SELECT string_agg(data_type, ' ') FROM information_schema.columns
 		        WHERE table_name IN ('events', 'events_2026') AND column_name = 'id')
 		FROM events},
-		check => qr/^1 2 snowflake snowflake\|bigint bigint$/ },
-	'views' => { setup => q{
+		after_check => qr/^1 2 snowflake snowflake\|bigint bigint$/ },
+	'views' => { ext => 1, setup => q{
 		CREATE TABLE tickets (id serial PRIMARY KEY, title text);
 		CREATE VIEW open_tickets AS SELECT id, title FROM tickets;
 		INSERT INTO tickets (title) VALUES ('a');},
@@ -100,9 +78,9 @@ my %converting = (
 		INSERT INTO tickets (title) VALUES ('b');
 		SELECT string_agg(CASE WHEN id > 1000000 THEN 'snowflake' ELSE id::text END, ' ' ORDER BY title)
 		FROM open_tickets},
-		check => qr/^1 snowflake$/ },
+		after_check => qr/^1 snowflake$/ },
 	# Roundcube's users table, its sequence named in text
-	'keep-sequence' => { setup => q{
+	'keep-sequence' => { ext => 1, setup => q{
 		CREATE SEQUENCE users_seq INCREMENT BY 1 NO MAXVALUE NO MINVALUE CACHE 1;
 		CREATE TABLE users (user_id integer DEFAULT nextval('users_seq'::text) PRIMARY KEY,
 		                    username varchar(128) DEFAULT '' NOT NULL);
@@ -113,24 +91,43 @@ my %converting = (
 		       (SELECT data_type FROM information_schema.columns
 		        WHERE table_name = 'users' AND column_name = 'user_id')
 		FROM users},
-		check => qr/^t\|t\|bigint$/ },
+		after_check => qr/^t\|t\|bigint$/ },
 );
-my $converting = repo_file('docs/converting.md');
-@fences = $converting =~ /^```sql$/mg;
-@marked = $converting =~ /^<!-- test: converting\/([a-z0-9-]+) -->\n```sql$/mg;
-is(scalar @marked, scalar @fences, 'every SQL block of docs/converting.md is marked');
-is_deeply([ sort @marked ], [ sort keys %converting ], 'and each marked block is run here');
-for my $name (grep { $converting{$_} } @marked)
+
+my @examples = doc_examples('example');
+is_deeply([ sort map { $_->[0] } @examples ], [ sort keys %blocks ],
+	'each example of the documentation is run here, and each entry here is one');
+
+my $n = 0;
+for my $example (grep { $blocks{ $_->[0] } } @examples)
 {
-	my $b = $converting{$name};
-	my $db = 'converting_' . ++$n;
-	$node->safe_psql('postgres', "CREATE DATABASE $db");
-	$node->safe_psql($db, 'CREATE EXTENSION idgen');
-	$node->safe_psql($db, $b->{setup});
-	my ($ret, $out, $err) = $node->psql($db, doc_block('docs/converting.md', "converting/$name"), on_error_stop => 1);
-	is($ret, 0, "docs/converting.md block $name runs as printed") or diag($err);
-	like($node->safe_psql($db, $b->{after}), $b->{check}, "docs/converting.md block $name: the key converted");
+	my ($name, $file, $sql) = @$example;
+	my $b = $blocks{$name};
+	my $db = $b->{db} // 'example_' . ++$n;
+	$node->safe_psql('postgres', "CREATE DATABASE $db")
+	  unless $node->safe_psql('postgres', "SELECT count(*) FROM pg_database WHERE datname = '$db'");
+	$node->safe_psql($db, 'CREATE EXTENSION idgen') if $b->{ext};
+	$node->safe_psql($db, $b->{setup}) if $b->{setup};
+	my %vars = @{ $b->{vars} // [] };
+	my ($ret, $out, $err) = $node->psql($db, $sql, on_error_stop => 1,
+		extra_params => [ map { ('-v', "$_=$vars{$_}") } sort keys %vars ]);
+	is($ret, 0, "$file: example $name runs as printed") or diag($err);
+	like($out, $b->{check}, "$file: example $name: its result") if $b->{check};
+	like($node->safe_psql($db, $b->{after}), $b->{after_check}, "$file: example $name: what it changed")
+	  if $b->{after};
 }
+
+# The installation's SQL, then Getting started, pasted into one session of
+# a new database: the search_path the installation sets must reach this
+# session too, not only the next ones.
+$node->safe_psql('postgres', 'CREATE DATABASE newcomer');
+my ($ret, $out, $err) = $node->psql('newcomer',
+	doc_block('README.md', 'example/install-schema') . doc_block('README.md', 'example/getting-started'),
+	on_error_stop => 1);
+is($ret, 0, 'the installation and Getting started run pasted into one session') or diag($err);
+like($out, $blocks{'getting-started'}{check}, 'and Getting started gives its result');
+is($node->safe_psql('newcomer', 'SELECT extnamespace::regnamespace FROM pg_extension WHERE extname = \'idgen\''),
+	'idgen', 'in the schema of its own the installation makes');
 
 $node->stop;
 done_testing();
