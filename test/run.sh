@@ -23,6 +23,9 @@
 #   metadata       idgen.control, META.json and README.md agree on the version
 #   layout         make indent-check: src/ is laid out as pgindent lays out
 #                  PostgreSQL's code (test/indent.sh)
+#   docs           test/docs.pl: every relative link and #anchor of README.md
+#                  and docs/*.md resolves, and every SQL block there is
+#                  marked and run by a test
 #   auto-failover  test/auto_failover.sh: pg_auto_failover (PostgreSQL 15),
 #                  a switchover and a failover under load (about a minute)
 #   clients        test/clients.sh: the README's application code with
@@ -97,6 +100,11 @@ if [ "$(id -u)" = 0 ] && [ -z "${PG_CONFIG:-}" ]; then
 	bash "$SRC/test/indent.sh" --check
 	count layout $?
 fi
+
+# The documentation's links resolve and its SQL examples are all run.
+log "docs"
+perl "$SRC/test/docs.pl"
+count docs $?
 
 # One version's suites, in a pristine copy of the tree, with their output
 # in a log file.  Their last line, "PostgreSQL X.Y: N passed, M failed", is

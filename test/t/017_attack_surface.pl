@@ -1,8 +1,8 @@
-# Scenario: the README's "Attack surface" table lists every SQL object of
+# Scenario: the "Attack surface" table of docs/security.md lists every SQL object of
 # the extension with who may use it, and must not drift from the catalog.
 # The table is rebuilt here from pg_proc, pg_class and their ACLs (as
 # aclexplode reads them, every grantee) after CREATE EXTENSION, and
-# compared line by line with the README's.  Who may use an object:
+# compared line by line with that table.  Who may use an object:
 #   PUBLIC   every role (EXECUTE, or SELECT, granted to PUBLIC), and no
 #            other role holds anything on it but the owner
 #   granted  the roles the administrator grants it to (nobody by default):
@@ -33,7 +33,7 @@
 # integer literal for idgen_gene, idgen_snowflake or
 # idgen_snowflake_decode, idgen_gene's int result, a varchar key, a string
 # literal for a timestamptz or interval parameter, an integer for a
-# sequence's bigint value), and the query the README gives to find them.
+# sequence's bigint value), and the query docs/security.md gives to find them.
 # What closes it is the README's installation: with idgen in a schema of
 # its own, names written with that schema run idgen's functions whatever
 # public holds, and once PUBLIC may not create in public and the
@@ -49,7 +49,7 @@ use IdgenTest;
 
 my $node = idgen_node('surface');
 
-# Every member of the extension, as one README row each: functions with
+# Every member of the extension, as one row each: functions with
 # their argument types (as regprocedure prints them), views and tables;
 # with who may use it.  $schema, when given, is put on search_path so that
 # names print as they do for an extension in public.
@@ -117,14 +117,14 @@ sub column_grants
 my @catalog = surface('postgres');
 cmp_ok(scalar @catalog, '>', 30, scalar(@catalog) . ' objects in the extension');
 
-# The README's table: the rows between the markers, without their last
+# The documented table: the rows between the markers, without their last
 # column (what the object is for), in the same order.
-my $readme = slurp_file(dirname(__FILE__) . '/../../README.md');
+my $readme = slurp_file(dirname(__FILE__) . '/../../docs/security.md');
 my ($section) = $readme =~ /<!-- attack surface -->\n(.*?)<!-- end attack surface -->/s;
-ok(defined $section, 'the README has the attack surface table');
+ok(defined $section, 'docs/security.md has the attack surface table');
 my @readme = map { s/^(\| `[^`]+` \| \w+ \| \w+ \|).*$/$1/r }
   grep { /^\| `/ } split /\n/, ($section // '');
-is_deeply(\@catalog, \@readme, 'the README lists every object with who may use it, as the catalog says')
+is_deeply(\@catalog, \@readme, 'docs/security.md lists every object with who may use it, as the catalog says')
   or diag(join("\n", 'catalog:', @catalog));
 is(column_grants('postgres'), '', 'no column has privileges of its own');
 
@@ -175,7 +175,7 @@ $node->safe_psql('defaults', q{
 });
 my @defaults = surface('defaults');
 is_deeply(\@defaults, \@readme,
-	'default privileges granting to r and revoking from PUBLIC: the catalog is the README\'s table')
+	'default privileges granting to r and revoking from PUBLIC: the catalog is the documented table')
   or diag(join("\n", 'catalog:', @defaults));
 is(column_grants('defaults'), '', 'default privileges: no column has privileges of its own');
 
@@ -206,7 +206,7 @@ $node->safe_psql('own_schema', q{
 	GRANT USAGE ON SCHEMA idgen TO PUBLIC;
 });
 my @own = surface('own_schema', 'idgen');
-is_deeply(\@own, \@readme, 'in its own schema with default privileges there: the catalog is the README\'s table')
+is_deeply(\@own, \@readme, 'in its own schema with default privileges there: the catalog is the documented table')
   or diag(join("\n", 'catalog:', @own));
 like(as_role('own_schema', 'r', 'UPDATE idgen.idgen_seq SET value = 0'),
 	qr/42501: permission denied for table idgen_seq/, 'own schema: r cannot write idgen_seq');
@@ -300,7 +300,7 @@ for my $case (
 	}
 }
 
-# The README's query finds them.
+# The query of docs/security.md finds them.
 is($node->safe_psql('upgraded', q{
 	SELECT string_agg(p.oid::regprocedure || ' ' || p.proowner::regrole, ', '
 	                  ORDER BY p.oid::regprocedure::text COLLATE "C")
@@ -312,7 +312,7 @@ is($node->safe_psql('upgraded', q{
 	. 'idgen_seq_configure(text,text) mallory, idgen_seq_next(character varying) mallory, '
 	. 'idgen_seq_set_if_absent(text,integer) mallory, idgen_snowflake(integer) mallory, '
 	. 'idgen_snowflake_decode(integer) mallory, idgen_uuid7(text) mallory',
-	'the look-alikes, as the README\'s query lists them');
+	'the look-alikes, as the query of docs/security.md lists them');
 
 # Once PUBLIC may not create in public, no new one can be made.
 $node->safe_psql('upgraded', 'REVOKE CREATE ON SCHEMA public FROM PUBLIC');
@@ -323,7 +323,7 @@ like(look_alike('idgen_snowflake_time(id integer)', 'timestamptz', 'RETURN NULL'
 # owner may create in, in a database where PUBLIC still may create in
 # public and mallory has made idgen_snowflake(integer) there.  A call with
 # idgen's schema runs idgen's function; an unqualified one through public
-# is captured, until PUBLIC loses CREATE on public and the README's query
+# is captured, until PUBLIC loses CREATE on public and the query of docs/security.md
 # finds the look-alike to drop.
 $node->safe_psql('postgres', 'CREATE DATABASE upgraded_own');
 $node->safe_psql('upgraded_own', q{
@@ -356,7 +356,7 @@ like(as_role('upgraded_own', 'mallory', 'CREATE FUNCTION idgen.idgen_snowflake(g
 		WHERE p.proname LIKE 'idgen%'
 		  AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass
 		                  AND d.objid = p.oid AND d.deptype = 'e')}),
-		'idgen_snowflake(integer)', 'own schema: the README\'s query finds the look-alike');
+		'idgen_snowflake(integer)', 'own schema: the query of docs/security.md finds the look-alike');
 	$node->safe_psql('upgraded_own', 'DROP FUNCTION public.idgen_snowflake(integer)');
 	($ret, $out, $err) = $node->psql('upgraded_own', 'SELECT idgen_snowflake(idgen_gene(42, 0)) > 0');
 	is("$out$err", 't', 'own schema: once it is dropped, the unqualified call runs idgen\'s function');
