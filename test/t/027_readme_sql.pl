@@ -18,8 +18,9 @@ use Test::More;
 use IdgenTest;
 
 my $node = idgen_node('readme', 'idgen.gene_bits' => 4, 'idgen.sequence_bits' => 8,
-	'idgen.datacenter_id' => 1, 'idgen.worker_id' => 7);
-$node->safe_psql('postgres', 'CREATE ROLE app');    # the application role the examples grant to
+	'idgen.datacenter_id' => 1, 'idgen.worker_id' => 7, 'max_prepared_transactions' => 2);
+# the application roles the examples grant to
+$node->safe_psql('postgres', 'CREATE ROLE app; CREATE ROLE orders_api');
 
 # name => where it runs (db: a database of that name, made if missing;
 # ext: the extension created there first), what it assumes (setup), and
@@ -38,8 +39,6 @@ my %blocks = (
 	# set_if_absent sets the baseline (t), then 100 values in one call
 	'per-key' => { ext => 1, setup => 'CREATE TABLE messages (conv_id int, seq bigint, body text);',
 		check => qr/\At\n\n1\n2\n(?:\d+\n){97}100\n/ },
-	'per-key-grant' => { ext => 1 },
-	'cached-keys' => { ext => 1, check => qr/^1$/m },
 	'leases' => { ext => 1, check => qr/^t$/m },
 	'registry' => { ext => 0, check => qr/^[a-z]+\|1\|7\|/m },
 	'standby' => { ext => 1, check => qr/^f\|/m },
@@ -51,6 +50,51 @@ my %blocks = (
 	'range-scan' => { ext => 1, setup => 'CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT idgen_snowflake());' },
 	'monitoring' => { ext => 1 },
 	'stats' => { ext => 1, check => qr/^snowflake\|/m },
+	# docs/identifiers.md, with 4 gene bits: orders carry user 42's gene
+	'genes-detail' => { ext => 1, after => 'SELECT DISTINCT shard FROM orders_routed',
+		after_check => qr/\A10\z/ },
+	'genes-partition' => { ext => 1, after => q{
+		INSERT INTO orders_p VALUES (idgen_snowflake(13), 1);
+		SELECT tableoid::regclass FROM orders_p},
+		after_check => qr/\Aorders_p_13\z/ },
+	# docs/sequences.md (the README has the first calls)
+	'seq-options' => { ext => 1,
+		check => qr/^countdown\|10\|-1\|1\|10\|f\|0\ninvoice:2026\|1000\|1\|1\|99999\|f\|1000\nslot\|1\|1\|1\|7\|t\|0$/m },
+	'seq-grant' => { ext => 1, after => q{SET ROLE app; SELECT idgen_seq_next('granted')},
+		after_check => qr/\A1\z/ },
+	'seq-admin-grant' => { ext => 1, after => q{SET ROLE seq_admin;
+		SELECT idgen_seq_configure('k', cache => 10); SELECT count(*) FROM idgen_seq_keys},
+		after_check => qr/^1$/m },
+	'seq-timeouts' => { ext => 1 },
+	'seq-prepared' => { ext => 1,
+		setup => q{BEGIN; SELECT idgen_seq_next('conv:42'); PREPARE TRANSACTION 'import-7';},
+		check => qr/\Aimport-7\|[^|\n]+\|[^|\n]+\|[^|\n]+\n1\n?\z/ },
+	'seq-cached' => { ext => 1, check => qr/^1$/m },
+	# docs/leases.md
+	'lease-grant' => { ext => 1, after => q{SET ROLE orders_api;
+		SELECT worker_id >= 0 FROM idgen_worker_acquire('orders-api@host-7:1')},
+		after_check => qr/\At\z/ },
+	# docs/public-ids.md: a form outlives a rotation, a bare number does not
+	'public-id-keys' => { ext => 1, check => qr/\A1\n2\nt\|t\|f\nt\z/ },
+	# docs/high-availability.md, here on a primary: nothing received
+	'standby-received' => { ext => 1, check => qr/\A\|\z/ },
+	# docs/logical-replication.md and docs/active-active.md
+	'publish-schemas' => { ext => 1, setup => 'CREATE SCHEMA app; CREATE SCHEMA billing;',
+		after => q{SELECT string_agg(n.nspname, ' ' ORDER BY n.nspname)
+		           FROM pg_publication_namespace pn JOIN pg_publication p ON p.oid = pn.pnpubid
+		           JOIN pg_namespace n ON n.oid = pn.pnnspid WHERE p.pubname = 'app_pub'},
+		after_check => qr/\Aapp billing\z/ },
+	'publish-claim' => { setup => 'CREATE SCHEMA app; CREATE SCHEMA idgen; CREATE EXTENSION idgen SCHEMA idgen;',
+		after => q{SELECT string_agg(schemaname || '.' || tablename, ' ') FROM pg_publication_tables
+		           WHERE pubname = 'app_pub'},
+		after_check => qr/\Aidgen\.idgen_identity_claim\z/ },
+	# (a data-only restore with --disable-triggers left them ordinary ones)
+	'replica-triggers' => { setup => q{CREATE SCHEMA idgen; CREATE EXTENSION idgen SCHEMA idgen;
+		ALTER TABLE idgen.idgen_seq ENABLE TRIGGER idgen_seq_replica;
+		ALTER TABLE idgen.idgen_worker_lease ENABLE TRIGGER idgen_worker_lease_replica;},
+		after => q{SELECT string_agg(tgname || '=' || tgenabled::text, ' ' ORDER BY tgname) FROM pg_trigger
+		           WHERE tgname LIKE 'idgen%replica'},
+		after_check => qr/\Aidgen_seq_replica=R idgen_worker_lease_replica=R\z/ },
 	# docs/converting.md: the key converted, the table used after
 	'partitioned' => { ext => 1, setup => q{
 		CREATE TABLE events (id serial, at date) PARTITION BY RANGE (at);

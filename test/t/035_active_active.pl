@@ -342,16 +342,18 @@ for my $r (0 .. 1)
 {
 	my $node = idgen_node("twin_$r", %common, 'idgen.worker_id' => 30,
 		_init => { allows_streaming => 'logical' });
-	$node->safe_psql('postgres', "CREATE PUBLICATION p_$r FOR ALL TABLES");
 	push @twins, $node;
 }
+# docs/active-active.md's publication and subscription, as printed, with
+# the other node's connection string and name in place of node1's.
 for my $r (0 .. 1)
 {
 	my $o = 1 - $r;
 	my $conn = $twins[$o]->connstr . ' dbname=postgres';
-	$twins[$r]->safe_psql('postgres',
-		"CREATE SUBSCRIPTION s_${r}_from_$o CONNECTION '$conn' PUBLICATION p_$o
-		 WITH (origin = none, copy_data = false)");
+	(my $steps = doc_block('docs/active-active.md', 'active-active/subscribe'))
+	  =~ s/from_node1 CONNECTION 'host=node1 dbname=app'/from_node$o CONNECTION '$conn'/
+	  or die 'the subscription step changed';
+	$twins[$r]->safe_psql('postgres', $steps);
 }
 for my $r (0 .. 1)
 {

@@ -65,8 +65,10 @@ for my $r (0 .. 1)
 		'idgen.active_node' => $r,
 		'idgen.worker_quarantine' => 0,
 		_init => { allows_streaming => 'logical' });
-	# pglogical first, then idgen: its tables get pglogical's trigger
-	$node->safe_psql('postgres', 'DROP EXTENSION idgen; CREATE EXTENSION pglogical; CREATE EXTENSION idgen');
+	# pglogical first, then idgen: its tables get pglogical's trigger (the
+	# steps of docs/active-active.md, as printed)
+	$node->safe_psql('postgres', 'DROP EXTENSION idgen');
+	$node->safe_psql('postgres', doc_block('docs/active-active.md', 'active-active/pglogical-extensions'));
 	$node->safe_psql('postgres', $app);
 	$node->safe_psql('postgres', "SELECT idgen_seq_configure('hot:1', cache => 20)");
 	push @nodes, $node;
@@ -74,10 +76,9 @@ for my $r (0 .. 1)
 for my $r (0 .. 1)
 {
 	my $dsn = $nodes[$r]->connstr . ' dbname=postgres';
-	$nodes[$r]->safe_psql('postgres', qq{
-		SELECT pglogical.create_node(node_name := 'n$r', dsn := '$dsn');
-		SELECT pglogical.replication_set_add_all_tables('default', ARRAY['public']);
-	});
+	(my $step = doc_block('docs/active-active.md', 'active-active/pglogical-node'))
+	  =~ s/'n0', dsn := 'host=node0 dbname=app'/'n$r', dsn := '$dsn'/ or die 'the node step changed';
+	$nodes[$r]->safe_psql('postgres', $step);
 }
 is($nodes[0]->safe_psql('postgres',
 		q{SELECT count(*) > 0 FROM pg_trigger WHERE tgrelid = 'idgen_seq'::regclass AND tgname LIKE '%truncate%'}),
@@ -88,10 +89,10 @@ for my $r (0 .. 1)
 {
 	my $o = 1 - $r;
 	my $dsn = $nodes[$o]->connstr . ' dbname=postgres';
-	$nodes[$r]->safe_psql('postgres', qq{
-		SELECT pglogical.create_subscription(subscription_name := 's_$r', provider_dsn := '$dsn',
-			synchronize_structure := false, synchronize_data := false, forward_origins := '{}');
-	});
+	(my $step = doc_block('docs/active-active.md', 'active-active/pglogical-subscribe'))
+	  =~ s/'from_n1',\s+provider_dsn := 'host=node1 dbname=app'/'s_$r', provider_dsn := '$dsn'/
+	  or die 'the subscription step changed';
+	$nodes[$r]->safe_psql('postgres', $step);
 }
 for my $r (0 .. 1)
 {
