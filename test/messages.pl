@@ -7,44 +7,55 @@
 #
 # It fails, listing each one,
 #   (a) for every message the code raises that has no entry in
-#       docs/troubleshooting.md, or whose entry is under another SQLSTATE
-#       than the code raises it with;
-#   (b) for every message docs/troubleshooting.md quotes that no message of
-#       the code produces.
+#       docs/troubleshooting.md, or whose entries are all under another
+#       SQLSTATE than the code raises it with;
+#   (b) for every message docs/troubleshooting.md quotes that neither the
+#       code nor PostgreSQL raises.
 # On success it prints the counts.  --list prints what it extracted: each
-# message with its SQLSTATE, level and file, then each quoted message of the
-# document with its heading's SQLSTATE.
+# message of the code with its SQLSTATE, level and place, then each quoted
+# message of the document with its line and its section's SQLSTATE.
 #
-# What counts as a message of the code:
+# The messages of the code:
 #   - in src/*.c, the format of every errmsg() and errmsg_plural() (both its
-#     forms) of an ereport() at any level but DEBUGn.  errmsg_internal() and
-#     elog() are PostgreSQL's calls for messages no user should meet (a
-#     can't-happen condition, an internal error raised as XX000, a debug
-#     line) and are left out; a message a user may meet is raised with
-#     ereport() and errmsg(), and then it must be documented.
-#   - in sql/idgen--VERSION.sql, every RAISE EXCEPTION, WARNING or NOTICE.
-# Its SQLSTATE is that of its errcode() (ERRCODE_* names are read from the
-# server's utils/errcodes.h) or RAISE's USING ERRCODE; an errcode() of a
-# value that is no ERRCODE_* name (another error's code, passed on) may be
-# documented under any SQLSTATE; errcode_for_file_access()
-# depends on errno and counts as 58030, its usual code; without a code, an
+#     forms) of an ereport() at any level but DEBUGn: errors, warnings,
+#     notices and LOG lines.  errmsg_internal() and elog() are PostgreSQL's
+#     calls for messages no user should meet (a can't-happen condition, an
+#     internal error raised as XX000, a debug line) and are left out: a
+#     message a user or an operator may meet is raised with ereport() and
+#     errmsg(), and then it is documented.
+#   - in sql/idgen--VERSION.sql, every RAISE EXCEPTION, WARNING, NOTICE,
+#     INFO or LOG.
+# The script stops with an error where it cannot tell: an errmsg() outside
+# an ereport() call, a format that is no string literal, a RAISE without a
+# literal format.
+#
+# A message's SQLSTATE is that of its errcode() (ERRCODE_* names are read
+# from the server's utils/errcodes.h) or of RAISE's USING ERRCODE.  An
+# errcode() of a value that is no ERRCODE_* name (another error's code,
+# passed on) may be documented under any SQLSTATE; errcode_for_file_access()
+# depends on errno and counts as 58030, its usual code.  Without a code an
 # ERROR is XX000, a WARNING 01000 and a NOTICE or LOG line 00000, as
-# PostgreSQL reports them, and a level passed in a variable (elevel) may be
+# PostgreSQL reports them; a level passed in a variable (elevel) may be
 # documented under 01000 or 00000.
 #
-# How the document quotes a message: an entry starts with the message in bold
-# and double quotes, **"like this"**, and belongs to the SQLSTATE that begins
-# the nearest heading above it ("### 55000 object_not_in_prerequisite_state").
-# In a quoted message a value stands for a placeholder of the format: %d,
-# %u, %ld, %lld, INT64_FORMAT and UINT64_FORMAT match a word without spaces
-# ("N", "64"), %s and %m any text ("k", "app", "a Snowflake ID"), and RAISE's
-# % any text.  Every **"..."** of the document is a quoted message, in every
-# section; the entries of a section whose heading starts with no SQLSTATE
-# ("Without an error") must not quote one.
+# How the document quotes a message: in bold and double quotes, **"like
+# this"**, at the start of its entry; every **"..."** of the document is a
+# quoted message.  An entry belongs to the SQLSTATE that begins the nearest
+# heading above it ("### 55000 object_not_in_prerequisite_state"); a quote
+# under a heading without one ("The messages a new install meets") is
+# checked by (b) only, and the message needs an entry under its SQLSTATE
+# too.  A value in a quoted message stands for a placeholder of the format:
+# %d, %u, %ld, %lld, INT64_FORMAT and UINT64_FORMAT match a word without
+# spaces ("N", "1024"), %s and %m any text ("k", "Snowflake ID"), and
+# RAISE's % any text.
 #
-# Perl and its core modules only.  The server's headers are found with
-# $PG_CONFIG (default: pg_config on the PATH, then
-# /usr/include/postgresql/15/server).
+# PostgreSQL's own messages the document quotes (a permission or a
+# read-only transaction refused, a unique violation) are found in the
+# server's message catalogues: the msgids of postgres-MAJOR.mo, of every
+# language installed.
+#
+# Perl and its core modules only.  The server is found with $PG_CONFIG
+# (default: pg_config on the PATH; then PostgreSQL 15's Debian paths).
 #
 use strict;
 use warnings;
@@ -54,6 +65,7 @@ use File::Spec;
 my $list = @ARGV && $ARGV[0] eq '--list';
 my $root = File::Spec->rel2abs(dirname(__FILE__) . '/..');
 my $doc_file = "$root/docs/troubleshooting.md";
+my $pg_config = $ENV{PG_CONFIG} || 'pg_config';
 
 sub slurp
 {
@@ -66,9 +78,7 @@ sub slurp
 # ERRCODE_* name => SQLSTATE, from the server's errcodes.h.
 my %errcode;
 {
-	my $inc;
-	my $pg_config = $ENV{PG_CONFIG} || 'pg_config';
-	$inc = `$pg_config --includedir-server 2>/dev/null`;
+	my $inc = `$pg_config --includedir-server 2>/dev/null` // '';
 	chomp $inc;
 	$inc = '/usr/include/postgresql/15/server' unless $inc && -d $inc;
 	my $h = slurp("$inc/utils/errcodes.h");
@@ -86,7 +96,6 @@ my %errcode;
 # placeholders ("%s: %s") would match almost any text and are left out.
 my @pg_formats;
 {
-	my $pg_config = $ENV{PG_CONFIG} || 'pg_config';
 	my ($major) = (`$pg_config --version 2>/dev/null` // '') =~ /PostgreSQL (\d+)/;
 	$major //= 15;
 	my $localedir = `$pg_config --localedir 2>/dev/null` // '';
@@ -228,6 +237,7 @@ for my $f (@c_files)
 {
 	(my $name = $f) =~ s{^\Q$root\E/}{};
 	my $s = strip_c_comments(slurp($f));
+	my $in_ereport = 0;
 	while ($s =~ /\bereport\s*\(/g)
 	{
 		my $at = pos($s) - 1;
@@ -236,6 +246,7 @@ for my $f (@c_files)
 		die "messages.pl: $name:$line: unbalanced ereport\n" unless defined $args;
 		my ($level) = split_args($args);
 		$level =~ s/^\s+|\s+$//g;
+		$in_ereport += () = $args =~ /\berrmsg(?:_plural)?\s*\(/g;
 		next if $level =~ /^DEBUG\d$/;
 
 		my @codes;
@@ -260,7 +271,6 @@ for my $f (@c_files)
 			  : ('01000', '00000');
 		}
 
-		my $found = 0;
 		while ($args =~ /\b(errmsg|errmsg_plural)\s*\(/g)
 		{
 			my $fn = $1;
@@ -278,9 +288,11 @@ for my $f (@c_files)
 					where => "$name:$line",
 				};
 			}
-			$found = 1;
 		}
 	}
+	# An errmsg() outside an ereport() (in a helper) has no level to read.
+	my $all = () = $s =~ /\berrmsg(?:_plural)?\s*\(/g;
+	die "messages.pl: $name: an errmsg() outside an ereport() call\n" if $all != $in_ereport;
 }
 
 # sql/idgen--*.sql: RAISE EXCEPTION|WARNING|NOTICE 'format', ... [USING ...];
@@ -289,12 +301,16 @@ for my $f (sort glob("$root/sql/idgen--*.sql"))
 	(my $name = $f) =~ s{^\Q$root\E/}{};
 	my $s = slurp($f);
 	$s =~ s/--[^\n]*//g;
-	while ($s =~ /\bRAISE\s+(EXCEPTION|WARNING|NOTICE)\s+'((?:''|[^'])*)'([^;]*);/gi)
+	my $raises = () = $s =~ /\bRAISE\s+(?:EXCEPTION|WARNING|NOTICE|INFO|LOG)\b/gi;
+	my $read = 0;
+	while ($s =~ /\bRAISE\s+(EXCEPTION|WARNING|NOTICE|INFO|LOG)\s+'((?:''|[^'])*)'([^;]*);/gi)
 	{
+		$read++;
 		my ($level, $format, $rest) = (uc $1, $2, $3);
 		my $line = 1 + (substr($s, 0, $-[0]) =~ tr/\n//);
 		$format =~ s/''/'/g;
 		my $code = $level eq 'EXCEPTION' ? 'P0001' : $level eq 'WARNING' ? '01000' : '00000';
+		$level = 'ERROR' if $level eq 'EXCEPTION';
 		if ($rest =~ /\bERRCODE\s*=\s*'([^']*)'/i)
 		{
 			$code = $1;
@@ -307,11 +323,12 @@ for my $f (sort glob("$root/sql/idgen--*.sql"))
 		push @messages, {
 			formats => [$format],
 			sqlstates => [$code],
-			level => $level eq 'EXCEPTION' ? 'ERROR' : $level,
+			level => $level,
 			where => "$name:$line",
 			raise => 1,
 		};
 	}
+	die "messages.pl: $name: a RAISE without a literal format (USING MESSAGE?)\n" if $read != $raises;
 }
 
 # A format as a pattern a quoted message must match whole.
