@@ -41,7 +41,8 @@
 # How the document quotes a message: in bold and double quotes, **"like
 # this"**, at the start of its entry; every **"..."** of the document is a
 # quoted message.  An entry belongs to the SQLSTATE that begins the nearest
-# heading above it ("### 55000 object_not_in_prerequisite_state"); a quote
+# heading above it ("### 55000 object_not_in_prerequisite_state", whose
+# condition name must be one of that SQLSTATE's in errcodes.h); a quote
 # under a heading without one ("The messages a new install meets") is
 # checked by (b) only, and the message needs an entry under its SQLSTATE
 # too.  A value in a quoted message stands for a placeholder of the format:
@@ -368,6 +369,7 @@ for my $m (@messages)
 
 # The document's quoted messages, with the SQLSTATE of their section.
 my @quoted;    # { text, sqlstate, line }
+my @heading_failures;
 {
 	my $doc = slurp($doc_file);
 	my $sqlstate;
@@ -382,7 +384,7 @@ my @quoted;    # { text, sqlstate, line }
 			my $t = $1;
 			$t =~ s/\s+/ /g;
 			$t =~ s/\\([\\`*_{}\[\]()#+\-.!"|<>])/$1/g;
-			push @quoted, { text => $t, sqlstate => $sqlstate, heading => $heading, line => $para_line };
+			push @quoted, { text => $t, sqlstate => $sqlstate, line => $para_line };
 		}
 		$para = '';
 	};
@@ -396,18 +398,20 @@ my @quoted;    # { text, sqlstate, line }
 			next;
 		}
 		next if $in_fence;
-		if ($l =~ /^(#+)\s+(.*)/)
+		if ($l =~ /^#+\s+(.*)/)
 		{
 			$flush->();
-			my ($depth, $text) = (length $1, $2);
-			$heading = $text;
-			if ($text =~ /^([0-9A-Z]{5})\b/)
+			$heading = $1;
+			$sqlstate = $heading =~ /^([0-9A-Z]{5})\b/ ? $1 : undef;
+			# The condition name after it is the SQLSTATE's (errcodes.h
+			# spells trigger_protocol_violated ERRCODE_E_R_I_E_TRIGGER_...).
+			if (defined $sqlstate)
 			{
-				$sqlstate = $1;
-			}
-			elsif ($depth <= 2 || !defined $sqlstate || $text !~ /^[0-9A-Z]{2}\b/)
-			{
-				$sqlstate = undef;
+				my ($cond) = $heading =~ /^\S+\s+(\w+)/;
+				my $uc = uc($cond // '');
+				push @heading_failures,
+				  "docs/troubleshooting.md:$n: \"$heading\": no condition $sqlstate named \"" . ($cond // '') . '"'
+				  unless $uc ne '' && grep { $errcode{$_} eq $sqlstate && ($_ eq "ERRCODE_$uc" || /_\Q$uc\E$/) } keys %errcode;
 			}
 			next;
 		}
@@ -432,7 +436,7 @@ if ($list)
 	printf "doc:%d %s %s\n", $_->{line}, $_->{sqlstate} // '-----', $_->{text} for @quoted;
 }
 
-my @failures;
+my @failures = @heading_failures;
 
 # (a) Each message of the code has an entry, under one of its SQLSTATEs.
 my %used;
