@@ -21,6 +21,10 @@
 # Once, on the machine itself:
 #
 #   metadata       idgen.control, META.json and README.md agree on the version
+#   messages       test/messages.pl: every message of src/*.c and of the SQL
+#                  script's RAISE has an entry in docs/troubleshooting.md
+#                  under its SQLSTATE, and every message quoted there is
+#                  one idgen or PostgreSQL raises
 #   layout         make indent-check: src/ is laid out as pgindent lays out
 #                  PostgreSQL's code (test/indent.sh)
 #   docs           test/docs.pl: every relative link and #anchor of README.md
@@ -92,6 +96,11 @@ else
 	echo "version mismatch: control '$version', META.json '$meta_versions', or README.md / sql/idgen--$version.sql"
 	count metadata 1
 fi
+
+# docs/troubleshooting.md and the messages of the code agree, both ways.
+log "messages"
+PG_CONFIG="${PG_CONFIG:-$HOST_PG_CONFIG}" perl "$SRC/test/messages.pl"
+count messages $?
 
 # The code is laid out as PostgreSQL's (make indent-check: pg_bsd_indent
 # with pgindent's options changes nothing in src/).
