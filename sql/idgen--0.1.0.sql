@@ -1192,7 +1192,7 @@ COMMENT ON FUNCTION @extschema@.idgen_identity_claim_check() IS
 -- the data, for the administrator.  CREATE EXTENSION makes none: a key made
 -- here at install would meet the one a restore or a subscription brings
 -- under the same version, and no server can tell whether forms of its own
--- were handed out (docs/identifiers.md, "Keys across servers").
+-- were handed out (docs/public-ids.md, "One key per version").
 CREATE TABLE @extschema@.idgen_public_key (
     version int PRIMARY KEY CHECK (version BETWEEN 1 AND 31),
     key bytea NOT NULL CHECK (pg_catalog.octet_length(key) OPERATOR(pg_catalog.=) 16),

@@ -18,7 +18,7 @@
 #   - asynchronous replication lagging on purpose (the standby down for 3 s
 #     before the crash), beyond what the horizon covers: IDs of the old
 #     primary can repeat, but only those after the last horizon the
-#     standby replayed, as the README says.
+#     standby replayed, as docs/high-availability.md says.
 # While in recovery, a hot standby with its primary's identity refuses to
 # generate, as does one that has replayed no horizon record yet (it does not
 # know its primary's identity); with an identity of its own from a registry
@@ -255,7 +255,8 @@ sub generate_after
 # Asynchronous replication lagging on purpose beyond what the horizon
 # covers: the standby, 30 s behind, is down for the last 3 s before the
 # crash.  The promoted server starts above the last horizon it replayed,
-# not above what the primary issued after that: the README's bound.
+# not above what the primary issued after that: the bound of
+# docs/high-availability.md.
 ########################################################################
 {
 	my ($primary, $standby) = primary_and_standby('lag', '-30');

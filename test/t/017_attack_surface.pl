@@ -323,8 +323,8 @@ like(look_alike('idgen_snowflake_time(id integer)', 'timestamptz', 'RETURN NULL'
 # owner may create in, in a database where PUBLIC still may create in
 # public and mallory has made idgen_snowflake(integer) there.  A call with
 # idgen's schema runs idgen's function; an unqualified one through public
-# is captured, until PUBLIC loses CREATE on public and the query of docs/security.md
-# finds the look-alike to drop.
+# is captured, until PUBLIC loses CREATE on public and the query of
+# docs/security.md finds the look-alike to drop.
 $node->safe_psql('postgres', 'CREATE DATABASE upgraded_own');
 $node->safe_psql('upgraded_own', q{
 	GRANT CREATE ON SCHEMA public TO PUBLIC;

@@ -284,7 +284,7 @@ is($sub->safe_psql('restored', $triggers), 'idgen_seq_replica:R,idgen_worker_lea
 # A data-only dump with --disable-triggers ends each table with ENABLE
 # TRIGGER ALL, which makes the triggers ordinary ones: they do nothing then
 # (ordinary use is as before), and ENABLE REPLICA TRIGGER makes them replica
-# triggers again (README, Troubleshooting).
+# triggers again (docs/troubleshooting.md).
 $sub->safe_psql('data_only', 'CREATE EXTENSION idgen');
 $sub->command_ok(
 	[ 'pg_dump', '--data-only', '--disable-triggers', '-t', 'idgen_seq', '-t', 'idgen_worker_lease',

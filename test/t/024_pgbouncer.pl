@@ -13,7 +13,7 @@
 #    ID equals the _last() of its transaction.
 #  - An expiring lease (a ttl) is acquired, renewed and released by three
 #    clients, each on another server connection than the one before.
-#  - A session-bound lease does not work there, as the README says: its
+#  - A session-bound lease does not work there, as docs/leases.md says: its
 #    session is the server connection that acquired it.  The client's own
 #    renewal, run on the other server connection, fails with "bound to
 #    another session" and a hint naming transaction pooling; the lease

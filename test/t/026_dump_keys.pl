@@ -1,6 +1,6 @@
 # Scenario: the per-key sequence state, and the public ID keys, in dumps.  A whole-database dump
 # carries every key (idgen_seq is an extension configuration table); a dump
-# of one table (pg_dump -t orders) carries none, as the README says, and
+# of one table (pg_dump -t orders) carries none, as docs/sequences.md says, and
 # one of that table and idgen_seq (-t orders -t idgen_seq) carries every
 # key: restored into a database with the extension created, each key goes
 # on above its dumped value, like a serial column after its setval.
@@ -169,7 +169,7 @@ is($node->safe_psql('restored', q{SELECT count(*) FROM orders WHERE n > 0}), '44
 # owner, say.  idgen's three configuration tables are readable by their
 # owner only (the public ID keys are secrets; keys and leases are written
 # only through the functions), and pg_dump dumps their rows, so the dump
-# fails.  What works (README, Dumps): a role with the privileges of
+# fails.  What works (docs/sequences.md, "Dumps and restores"): a role with the privileges of
 # pg_read_all_data, which reads them (the dump then holds the public ID
 # keys); or the owner's dump without their rows (--exclude-table-data),
 # restored with the rows a superuser's dump of the three tables carries.
