@@ -45,12 +45,15 @@ case $VERSION in
 	   exit 2 ;;
 esac
 
-# What the tests need, as in test/run.sh's list for the machine itself.  For
-# 19, the server, its headers and libpq come from experimental (apt takes
-# the rest from sid).
+# What the tests need, as in test/run.sh's list for the machine itself, and
+# what building the Debian package needs (test/deb.sh: debhelper, lintian,
+# the release's postgresql-server-dev-all with pg_buildext's debhelper
+# addon).  For 19, the server, its headers and libpq come from experimental
+# (apt takes the rest from sid).
 CORE=(postgresql-$VERSION postgresql-server-dev-$VERSION libpq-dev)
 [ -n "$EXPERIMENTAL" ] && CORE=("${CORE[@]/%//experimental}" libpq5/experimental)
-PACKAGES=("${CORE[@]}" make gcc libc6-dev libipc-run-perl faketime pgbouncer gdb)
+PACKAGES=("${CORE[@]}" make gcc libc6-dev libipc-run-perl faketime pgbouncer gdb
+	build-essential debhelper dpkg-dev lintian postgresql-server-dev-all)
 
 # The tarball's name changes with what is installed into it.
 digest=$( { printf '%s\n' "$RELEASE" "$EXPERIMENTAL" "${PACKAGES[@]}"; sed -n '/^setup_chroot()/,/^}/p' "$0"; } |

@@ -14,13 +14,19 @@
 # each inside a chroot of the Debian release that ships it, with that
 # release's packages (test/chroot.sh: trixie, sid, sid with experimental).
 # Each version runs test/suite.sh: the build with -Werror and idgen's
-# assertions, the regression and isolation suites, the TAP tests with the
-# libpq stress client, and the check that no test reached an internal
-# error.  On the machine's own 15, test/t/019_recovery_horizon.pl runs its
+# assertions, the Debian package postgresql-NN-idgen built for that version
+# alone, checked with lintian and installed (test/deb.sh), then, against
+# the package's files, the regression and isolation suites, the TAP tests
+# with the libpq stress client, and the check that no test reached an
+# internal error.  The machine's 15 tests a package built with idgen's
+# assertions (IDGEN_ASSERTS=1), the chroots the package as users get it.
+# On the machine's own 15, test/t/019_recovery_horizon.pl runs its
 # failover scenarios 10 times each (IDGEN_FAILOVER_ROUNDS; 2 elsewhere).
 # Once, on the machine itself:
 #
 #   metadata       idgen.control, META.json and README.md agree on the version
+#   debian         debian/changelog's upstream version is idgen.control's, and
+#                  debian/control is up to date with debian/control.in
 #   messages       test/messages.pl: every message of src/*.c and of the SQL
 #                  script's RAISE has an entry in docs/troubleshooting.md
 #                  under its SQLSTATE, and every message quoted there is
@@ -53,7 +59,8 @@ SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HOST_VERSION=15
 HOST_PG_CONFIG=/usr/lib/postgresql/$HOST_VERSION/bin/pg_config
 PACKAGES=(postgresql-15 postgresql-server-dev-15 libpq-dev libipc-run-perl faketime pgbouncer gdb make gcc
-	postgresql-15-auto-failover postgresql-15-pglogical debootstrap zstd pg-bsd-indent)
+	postgresql-15-auto-failover postgresql-15-pglogical debootstrap zstd pg-bsd-indent
+	build-essential debhelper dpkg-dev lintian postgresql-server-dev-all)
 
 log() { printf '\n=== %s\n' "$*"; }
 
@@ -95,6 +102,24 @@ if [ -n "$version" ] && [ "$meta_versions" = "$version" ] &&
 else
 	echo "version mismatch: control '$version', META.json '$meta_versions', or README.md / sql/idgen--$version.sql"
 	count metadata 1
+fi
+
+# The Debian package's version follows idgen.control's (debian/changelog's
+# upstream part, before the Debian revision), and debian/control is what
+# pg_buildext makes of debian/control.in for Debian 12's PostgreSQL 15.
+log "debian"
+deb_version=$(sed -n '1s/^idgen (\([^)]*\)) .*/\1/p' "$SRC/debian/changelog")
+deb_upstream=${deb_version#*:}
+deb_upstream=${deb_upstream%-*}
+if [ -z "$version" ] || [ "$deb_upstream" != "$version" ]; then
+	echo "debian/changelog's version '$deb_version' is not idgen.control's '$version' with a Debian revision (e.g. $version-1)"
+	count debian 1
+elif command -v pg_buildext >/dev/null && ! (cd "$SRC" && PG_SUPPORTED_VERSIONS=15 pg_buildext checkcontrol); then
+	echo "debian/control is not what pg_buildext makes of debian/control.in"
+	count debian 1
+else
+	echo "debian/changelog $deb_version: upstream version $version, as idgen.control; debian/control up to date"
+	count debian 0
 fi
 
 # docs/troubleshooting.md and the messages of the code agree, both ways.
@@ -149,7 +174,7 @@ run_version() # VERSION WHERE
 	cp -a "$SNAPSHOT/tree" "$tree"
 	case $where in
 		local) bash "$tree/test/suite.sh" ;;
-		host) IDGEN_FAILOVER_ROUNDS=${IDGEN_FAILOVER_ROUNDS:-10} PG_CONFIG=$HOST_PG_CONFIG \
+		host) IDGEN_FAILOVER_ROUNDS=${IDGEN_FAILOVER_ROUNDS:-10} IDGEN_ASSERTS=1 PG_CONFIG=$HOST_PG_CONFIG \
 			bash "$tree/test/suite.sh" ;;
 		chroot) bash "$tree/test/chroot.sh" "$v" "$tree" \
 			"PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config bash test/suite.sh" ;;

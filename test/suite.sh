@@ -6,10 +6,21 @@
 #
 # test/run.sh calls it once per version (on the machine itself for 15,
 # inside a chroot for the others); it installs nothing but idgen.  It builds
-# with -Werror and idgen's assertions, installs, then runs every suite as an
-# unprivileged user (PostgreSQL refuses to run as root) on a private copy of
-# the tree:
+# with -Werror and idgen's assertions (a build check: the objects are
+# checked by test/layers.sh, not installed), installs idgen, then runs every
+# suite as an unprivileged user (PostgreSQL refuses to run as root) on a
+# private copy of the tree.  As root against a system PostgreSQL
+# (PG_CONFIG=/usr/lib/postgresql/N/bin/pg_config), idgen is installed from
+# the Debian package built from debian/ (test/deb.sh: build, lintian,
+# apt-get install), so the suites test the package's files; idgen's
+# assertions are in that package when IDGEN_ASSERTS=1 is in the
+# environment (test/run.sh sets it for the machine's 15).  Otherwise (a
+# PostgreSQL of one's own, or as another user) it runs `make install`, with
+# the assertions.
 #
+#   build          the -Werror build with idgen's assertions
+#   layers         test/layers.sh on its objects
+#   package        test/deb.sh (or `make install`)
 #   regress        pg_regress on a temporary preloaded instance, then the
 #                  isolation specs (specs/) on another
 #   regress-genes  pg_regress on a second instance with 4 gene bits
@@ -49,15 +60,14 @@ summary()
 	[ "$failed" -eq 0 ]
 }
 
-# idgen's own Assert()s are compiled in (IDGEN_ASSERTS, see the Makefile),
-# so that its invariants are checked under the whole suite; the build tree
-# is cleaned at exit, so that the next plain `make install` (a benchmark's)
-# builds without them.
-log "PostgreSQL $PG_VERSION: build with $WARN_FLAGS and idgen's assertions, and install"
+# The build check: no warning with $WARN_FLAGS, idgen's own Assert()s
+# compiled in (IDGEN_ASSERTS, see the Makefile).  The build tree is cleaned
+# at exit, so that the next plain `make install` (a benchmark's) builds
+# without them.
+log "PostgreSQL $PG_VERSION: build with $WARN_FLAGS and idgen's assertions"
 make -C "$SRC" -s clean >/dev/null 2>&1
-if ! make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" PG_CFLAGS="$WARN_FLAGS" IDGEN_ASSERTS=1 ||
-   ! make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" IDGEN_ASSERTS=1 install; then
-	echo "suite.sh: build or install failed"
+if ! make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" PG_CFLAGS="$WARN_FLAGS" IDGEN_ASSERTS=1; then
+	echo "suite.sh: build failed"
 	failed=1
 	failures+=(build)
 	summary
@@ -73,6 +83,31 @@ else
 	failed=$((failed + 1))
 	failures+=(layers)
 fi
+
+# What the suites test: the Debian package, built for this major only and
+# installed into the system's PostgreSQL (test/deb.sh), when this is a
+# system PostgreSQL and we are root; else `make install` of the build with
+# the assertions.
+PG_MAJOR=$("$PG_CONFIG" --version | sed 's/^PostgreSQL //; s/[^0-9].*//')
+if [ "$(id -u)" = 0 ] && [ "$PG_CONFIG" = "/usr/lib/postgresql/$PG_MAJOR/bin/pg_config" ] &&
+   [ -f "$SRC/debian/control.in" ]; then
+	log "PostgreSQL $PG_VERSION: the package postgresql-$PG_MAJOR-idgen (test/deb.sh)"
+	make -C "$SRC" -s clean >/dev/null 2>&1
+	bash "$SRC/test/deb.sh" "$PG_MAJOR"
+	installed=$?
+else
+	log "PostgreSQL $PG_VERSION: make install, with idgen's assertions"
+	make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" IDGEN_ASSERTS=1 install
+	installed=$?
+fi
+if [ $installed -ne 0 ]; then
+	echo "suite.sh: idgen could not be installed"
+	failed=$((failed + 1))
+	failures+=(package)
+	summary
+	exit 1
+fi
+passed=$((passed + 1))
 
 # A private, writable copy of the tree for the test user.
 WORK=$(mktemp -d /tmp/idgen-test.XXXXXX)

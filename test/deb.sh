@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+#
+# test/deb.sh: build the Debian package postgresql-VERSION-idgen from this
+# tree (debian/), check it with lintian, and install it into the system's
+# PostgreSQL VERSION, which the suites then test.
+#
+#   bash test/deb.sh VERSION
+#
+# Run as root on Debian, in the environment whose PostgreSQL the package is
+# for: the machine itself for 15, a chroot of test/chroot.sh for the others
+# (test/suite.sh calls it).  It installs what the build needs
+# (build-essential, debhelper, lintian, postgresql-server-dev-all) when
+# missing.
+#
+#   build    dpkg-buildpackage -b in a copy of the tree, for VERSION only
+#            (PG_SUPPORTED_VERSIONS; debian/control is made again for it
+#            from debian/control.in), without the tests of the build
+#            (the nocheck option and profile: the suites run on the
+#            installed package next).
+#            IDGEN_ASSERTS=1 in the environment reaches the Makefile, and
+#            the package is then built with idgen's assertions.
+#   lintian  on the .changes and the packages: no error; warnings printed.
+#   files    the package carries this major's files only: the library, its
+#            bitcode, the extension's control file and SQL scripts, and its
+#            documentation.
+#   install  apt-get install ./postgresql-VERSION-idgen_*.deb (again if the
+#            same version is installed); idgen's files not owned by any
+#            package in this major's directories (an earlier `make
+#            install`'s) are removed first, so that none is tested.
+#   verify   the installed idgen.so, idgen.control and SQL scripts belong
+#            to the package and are the files it shipped (dpkg --verify),
+#            and idgen.so has idgen's assertions exactly when asked for.
+#
+# It prints each step's time and exits non-zero at the first failure.
+#
+set -uo pipefail
+
+VERSION=${1:?usage: deb.sh VERSION}
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PKG=postgresql-$VERSION-idgen
+PG_CONFIG=/usr/lib/postgresql/$VERSION/bin/pg_config
+
+log() { printf '\n=== %s\n' "$*"; }
+fail() { echo "deb.sh: $*" >&2; exit 1; }
+
+# shellcheck source=test/lib.sh
+. "$SRC/test/lib.sh"
+[ "$(id -u)" = 0 ] || fail "run it as root: it installs the package"
+[ -x "$PG_CONFIG" ] || fail "no PostgreSQL $VERSION here ($PG_CONFIG is missing)"
+idgen_prepare_host build-essential debhelper dpkg-dev lintian postgresql-server-dev-all || exit 2
+
+WORK=$(mktemp -d /tmp/idgen-deb.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+chmod 755 "$WORK"
+
+# The build, in a clean copy: dpkg-buildpackage writes into debian/ and
+# its products next to the tree, and the caller's tree stays as it was.
+with_asserts=", with idgen's assertions"
+log "$PKG: build (dpkg-buildpackage -b${IDGEN_ASSERTS:+$with_asserts})"
+start=$SECONDS
+mkdir "$WORK/idgen"
+tar -c -C "$SRC" --exclude=.git . | tar -x -C "$WORK/idgen"
+make -C "$WORK/idgen" -s clean PG_CONFIG="$PG_CONFIG" >/dev/null 2>&1
+if ! (cd "$WORK/idgen" && PG_SUPPORTED_VERSIONS=$VERSION PG_UPDATECONTROL=yes \
+		DEB_BUILD_OPTIONS="nocheck${DEB_BUILD_OPTIONS:+ $DEB_BUILD_OPTIONS}" \
+		DEB_BUILD_PROFILES="nocheck${DEB_BUILD_PROFILES:+ $DEB_BUILD_PROFILES}" \
+		dpkg-buildpackage -b -us -uc >"$WORK/build.log" 2>&1); then
+	tail -n 40 "$WORK/build.log"
+	fail "dpkg-buildpackage failed"
+fi
+deb=$(find "$WORK" -maxdepth 1 -name "${PKG}_*.deb" | head -n 1)
+changes=$(find "$WORK" -maxdepth 1 -name 'idgen_*.changes' | head -n 1)
+[ -n "$deb" ] && [ -n "$changes" ] || fail "no ${PKG}_*.deb or .changes in $WORK: $(ls "$WORK")"
+# The compiler's warnings are errors in test/suite.sh's own build; here,
+# with Debian's flags, they are shown.
+grep -E 'warning:' "$WORK/build.log" | sort -u
+echo "${deb##*/}: $(stat -c %s "$deb") bytes, in $((SECONDS - start)) s"
+
+# lintian runs as the unprivileged user (it warns when run as root).
+log "$PKG: lintian"
+start=$SECONDS
+chown -R "$IDGEN_USER" "$WORK"
+as_idgen_user "cd '$WORK' && lintian --fail-on error '${changes##*/}'" >"$WORK/lintian.log" 2>&1
+status=$?
+cat "$WORK/lintian.log"
+echo "lintian $(lintian --version | sed 's/^Lintian v//'): $(grep -c '^E: ' "$WORK/lintian.log") errors," \
+	"$(grep -c '^W: ' "$WORK/lintian.log") warnings, in $((SECONDS - start)) s"
+[ $status -eq 0 ] || fail "lintian found errors"
+
+# This major's files only: a package for 15 must not carry 17's.
+log "$PKG: its files"
+sharedir=$("$PG_CONFIG" --sharedir)
+pkglibdir=$("$PG_CONFIG" --pkglibdir)
+files=$(dpkg-deb --fsys-tarfile "$deb" | tar -t | sed 's|^\./|/|' | grep -v '/$')
+stray=$(printf '%s\n' "$files" | grep -vE "^($pkglibdir/(idgen\.so|bitcode/idgen(\.index\.bc|/.*\.bc))|$sharedir/extension/idgen(\.control|--[0-9.]+(--[0-9.]+)?\.sql)|/usr/share/doc/$PKG/.*)$")
+[ -z "$stray" ] || fail "files that are not PostgreSQL $VERSION's idgen files: $stray"
+for f in "$pkglibdir/idgen.so" "$sharedir/extension/idgen.control"; do
+	grep -qxF "$f" <<<"$files" || fail "the package lacks $f"
+done
+echo "$(wc -l <<<"$files") files, all under $pkglibdir, $sharedir/extension or /usr/share/doc/$PKG"
+
+log "$PKG: install"
+start=$SECONDS
+# What an earlier `make install` left and no package owns.
+for f in "$pkglibdir"/idgen.so "$pkglibdir"/bitcode/idgen.index.bc "$sharedir"/extension/idgen.control \
+		"$sharedir"/extension/idgen--*.sql; do
+	[ -e "$f" ] || continue
+	if ! dpkg -S "$f" >/dev/null 2>&1; then
+		echo "removing $f: no package owns it"
+		rm -f "$f"
+	fi
+done
+if [ -d "$pkglibdir/bitcode/idgen" ] && ! dpkg -S "$pkglibdir/bitcode/idgen" >/dev/null 2>&1; then
+	echo "removing $pkglibdir/bitcode/idgen/: no package owns it"
+	rm -rf "$pkglibdir/bitcode/idgen"
+fi
+if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall --no-install-recommends "$deb" \
+		>"$WORK/install.log" 2>&1; then
+	cat "$WORK/install.log"
+	fail "apt-get install $deb failed"
+fi
+echo "installed $(dpkg-query -W -f '${Package} ${Version}' "$PKG"), in $((SECONDS - start)) s"
+
+log "$PKG: the installed files are the package's"
+for f in "$pkglibdir/idgen.so" "$sharedir/extension/idgen.control" "$sharedir"/extension/idgen--*.sql; do
+	owner=$(dpkg -S "$f" 2>/dev/null | cut -d: -f1)
+	[ "$owner" = "$PKG" ] || fail "$f belongs to '${owner:-no package}', not $PKG"
+done
+changed=$(dpkg --verify "$PKG")
+[ -z "$changed" ] || fail "files of $PKG differ from what it shipped: $changed"
+if nm -D "$pkglibdir/idgen.so" | grep -q ' U ExceptionalCondition$'; then has_asserts=yes; else has_asserts=; fi
+if [ -n "${IDGEN_ASSERTS:-}" ] && [ -z "$has_asserts" ]; then
+	fail "IDGEN_ASSERTS is set but the installed idgen.so has no assertions"
+elif [ -z "${IDGEN_ASSERTS:-}" ] && [ -n "$has_asserts" ]; then
+	fail "the installed idgen.so has assertions, but IDGEN_ASSERTS is not set"
+fi
+echo "$pkglibdir/idgen.so, idgen.control and $(find "$sharedir/extension" -name 'idgen--*.sql' | wc -l) SQL scripts:" \
+	"$PKG's, unchanged (dpkg --verify)${has_asserts:+$with_asserts}"
