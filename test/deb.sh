@@ -97,6 +97,7 @@ stray=$(printf '%s\n' "$files" | grep -vE "^($pkglibdir/(idgen\.so|bitcode/idgen
 for f in "$pkglibdir/idgen.so" "$sharedir/extension/idgen.control"; do
 	grep -qxF "$f" <<<"$files" || fail "the package lacks $f"
 done
+dpkg-deb -f "$deb" Depends Breaks
 echo "$(wc -l <<<"$files") files, all under $pkglibdir, $sharedir/extension or /usr/share/doc/$PKG"
 
 log "$PKG: install"
