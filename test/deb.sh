@@ -76,11 +76,14 @@ changes=$(find "$WORK" -maxdepth 1 -name 'idgen_*.changes' | head -n 1)
 grep -E 'warning:' "$WORK/build.log" | sort -u
 echo "${deb##*/}: $(stat -c %s "$deb") bytes, in $((SECONDS - start)) s"
 
-# lintian runs as the unprivileged user (it warns when run as root).
+# lintian runs as the unprivileged user (it warns when run as root), on a
+# copy: the files root installs next stay root's.
 log "$PKG: lintian"
 start=$SECONDS
-chown -R "$IDGEN_USER" "$WORK"
-as_idgen_user "cd '$WORK' && lintian --fail-on error '${changes##*/}'" >"$WORK/lintian.log" 2>&1
+mkdir "$WORK/lintian"
+cp "$WORK"/*.deb "$WORK"/*.changes "$WORK"/*.buildinfo "$WORK/lintian/"
+chown -R "$IDGEN_USER" "$WORK/lintian"
+as_idgen_user "cd '$WORK/lintian' && lintian --fail-on error '${changes##*/}'" >"$WORK/lintian.log" 2>&1
 status=$?
 cat "$WORK/lintian.log"
 echo "lintian $(lintian --version | sed 's/^Lintian v//'): $(grep -c '^E: ' "$WORK/lintian.log") errors," \
