@@ -48,7 +48,8 @@
 #
 # As another user than root, or with PG_CONFIG set, it runs test/suite.sh
 # against that one installation, assuming the packages are installed and
-# that it may run `make install`; no chroot.
+# that it may run `make install` (as root with a system PostgreSQL's
+# pg_config, it installs the Debian package instead); no chroot.
 #
 # It ends with one summary line, "idgen: N passed, M failed", counting every
 # version's suites, and exits non-zero if anything failed.
