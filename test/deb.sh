@@ -70,7 +70,9 @@ if ! (cd "$WORK/idgen" && PG_SUPPORTED_VERSIONS=$VERSION PG_UPDATECONTROL=yes \
 fi
 deb=$(find "$WORK" -maxdepth 1 -name "${PKG}_*.deb" | head -n 1)
 changes=$(find "$WORK" -maxdepth 1 -name 'idgen_*.changes' | head -n 1)
-[ -n "$deb" ] && [ -n "$changes" ] || fail "no ${PKG}_*.deb or .changes in $WORK: $(ls "$WORK")"
+if [ -z "$deb" ] || [ -z "$changes" ]; then
+	fail "no ${PKG}_*.deb or .changes in $WORK: $(ls "$WORK")"
+fi
 # The compiler's warnings are errors in test/suite.sh's own build; here,
 # with Debian's flags, they are shown.
 grep -E 'warning:' "$WORK/build.log" | sort -u
