@@ -17,6 +17,8 @@
 #   node/knex.js         Knex                             node/knex.test.js
 #   node/drizzle.js      Drizzle ORM                      node/drizzle.test.js
 #   node/postgresjs.js   postgres.js                      node/postgresjs.test.js
+#   node/prisma/schema.prisma, node/prisma.js
+#                        Prisma ORM 7, pg driver adapter  node/prisma.test.js
 #   python/users.py      psycopg2                         python/users_test.py
 #   python/users_psycopg3.py  psycopg 3                   python/psycopg3_test.py
 #   python/users_asyncpg.py   asyncpg                     python/asyncpg_test.py
@@ -77,13 +79,14 @@ PYTHON=/usr/bin/python3
 
 # The documented blocks and the checks that load them.
 BLOCKS=(node/strings.js node/bigint.js node/knex.js node/drizzle.js node/postgresjs.js
+	node/prisma/schema.prisma node/prisma.js
 	python/users.py python/users_psycopg3.py python/users_asyncpg.py
 	python/invoices.py python/invoices_async.py python/alembic_env.py
 	django/shop/models.py django/shop/migrations/0001_initial.py django/accounts/models.py
 	django/accounts/migrations/0001_initial.py
 	ruby/purchase.rb ruby/schema_dumper.rb go/users.go java/Users.java)
 CLIENTS=(node/strings.test.js node/bigint.test.js node/knex.test.js node/drizzle.test.js
-	node/postgresjs.test.js node/params.test.js
+	node/postgresjs.test.js node/prisma.test.js node/params.test.js
 	python/users_test.py python/psycopg3_test.py python/asyncpg_test.py
 	python/invoices_test.py python/invoices_async_test.py python/alembic_test.py
 	python/params_test.py django/shop_test.py django/accounts_test.py
@@ -225,6 +228,7 @@ fi
 
 npm_version() { sed -n 's/^  "version": "\(.*\)",$/\1/p' "$W/node/node_modules/$1/package.json"; }
 echo "pg $(npm_version pg), knex $(npm_version knex), drizzle-orm $(npm_version drizzle-orm)," \
+	"postgres $(npm_version postgres), prisma $(npm_version prisma)," \
 	"$("$PYTHON" -c 'import django, psycopg, psycopg2, sqlalchemy
 print("psycopg2", psycopg2.__version__.split()[0] + ", psycopg", psycopg.__version__ + ", SQLAlchemy", sqlalchemy.__version__ + ", Django", django.get_version())')"
 
