@@ -208,6 +208,8 @@ done
 port=$(idgen_start_cluster "$W/data" "$W/server.log" $'idgen.datacenter_id = 1\nidgen.worker_id = 7' "$PORT") ||
 	exit 2
 
+# The server's own pg_dump and psql first (Active Record's db/structure.sql).
+export PATH=$BIN:$PATH
 export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=postgres
 export DATABASE_URL=postgresql://$PGUSER@$PGHOST:$PGPORT/$PGDATABASE
 export PYTHONDONTWRITEBYTECODE=1
@@ -229,8 +231,13 @@ fi
 npm_version() { sed -n 's/^  "version": "\(.*\)",$/\1/p' "$W/node/node_modules/$1/package.json"; }
 echo "pg $(npm_version pg), knex $(npm_version knex), drizzle-orm $(npm_version drizzle-orm)," \
 	"postgres $(npm_version postgres), prisma $(npm_version prisma)," \
-	"$("$PYTHON" -c 'import django, psycopg, psycopg2, sqlalchemy
-print("psycopg2", psycopg2.__version__.split()[0] + ", psycopg", psycopg.__version__ + ", SQLAlchemy", sqlalchemy.__version__ + ", Django", django.get_version())')"
+	"$("$PYTHON" -c 'import alembic, asyncpg, django, psycopg, psycopg2, sqlalchemy
+print("psycopg2", psycopg2.__version__.split()[0] + ", psycopg", psycopg.__version__ + ", asyncpg",
+      asyncpg.__version__ + ", SQLAlchemy", sqlalchemy.__version__ + ", Alembic", alembic.__version__
+      + ", Django", django.get_version() + ",")')" \
+	"$(ruby -ractive_record -rpg -e 'print "Active Record #{ActiveRecord.version}, ruby-pg #{PG::VERSION},"')" \
+	"$(go version | cut -d' ' -f3), $(dpkg-query -W -f='pgx ${Version}, pgjdbc ' golang-github-jackc-pgx-v4-dev)$(
+		dpkg-query -W -f='${Version}' libpostgresql-jdbc-java), $(javac -version 2>&1)"
 
 for c in "${CLIENTS[@]}"; do
 	echo "--- $c"

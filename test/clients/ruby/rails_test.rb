@@ -1,7 +1,8 @@
 # Active Record (blocks ruby/purchase.rb and ruby/schema_dumper.rb): the IDs
 # and the business number a record gets, its JSON, the schema dump and
-# load with and without the filter, and a test database made by a role
-# that is not a superuser, from a template that has the extension.
+# load with and without the filter, db/structure.sql, and a test database
+# made by a role that is not a superuser, from a template that has the
+# extension.
 require "active_record"
 require "json"
 require "stringio"
@@ -32,10 +33,19 @@ def dump
   ActiveRecord::SchemaDumper.dump(ActiveRecord::Base.connection, io)
   io.string
 end
-# Load a schema.rb text into a new database made from TEMPLATE; the error's message or nil.
-def load_schema(schema, db, template: "template1", user: ENV.fetch("PGUSER"))
-  sql(%(CREATE DATABASE "#{db}" TEMPLATE "#{template}"))
-  sql(%(ALTER DATABASE "#{db}" OWNER TO "#{user}"))
+# Load a schema.rb text into a new database; the error's message or nil.
+# The superuser makes it with CREATE DATABASE; another role as the test
+# tasks do (db:create, db:test:prepare), with TEMPLATE as database.yml's
+# "template:".
+def load_schema(schema, db, template: nil, user: ENV.fetch("PGUSER"))
+  if user == ENV.fetch("PGUSER")
+    sql(%(CREATE DATABASE "#{db}"))
+  else
+    config = { adapter: "postgresql", host: ENV.fetch("PGHOST"), port: ENV.fetch("PGPORT"),
+               username: user, database: db, template: template }.compact
+    ActiveRecord::Tasks::DatabaseTasks.create(
+      ActiveRecord::DatabaseConfigurations::HashConfig.new("test", "primary", config))
+  end
   ActiveRecord::Base.establish_connection(url(db, user))
   ActiveRecord::Schema.verbose = false
   eval(schema) # rubocop:disable Security/Eval
@@ -65,6 +75,25 @@ begin
   err = load_schema(plain, "rails_plain")
   check("db:schema:load of it fails: cannot drop table idgen_... because extension idgen requires it",
         err.to_s =~ /cannot drop table idgen_\w+ because extension idgen requires it/, err)
+
+  # db/structure.sql (pg_dump) names the extension and leaves its tables to it.
+  structure = File.join(Dir.pwd, "structure.sql")
+  ActiveRecord::Tasks::DatabaseTasks.structure_dump(ActiveRecord::Base.connection_db_config, structure)
+  text = File.read(structure)
+  check("db/structure.sql has CREATE EXTENSION idgen and no idgen_ table",
+        text.include?("CREATE EXTENSION IF NOT EXISTS idgen") && !text.match?(/CREATE TABLE \S*idgen_/), text)
+  sql(%(CREATE DATABASE "rails_structure"))
+  err = begin
+    ActiveRecord::Tasks::DatabaseTasks.structure_load(
+      ActiveRecord::DatabaseConfigurations::UrlConfig.new("test", "primary", url("rails_structure"), {}), structure)
+    nil
+  rescue StandardError => e
+    e.message
+  end
+  check("db:schema:load of db/structure.sql succeeds", err.nil?, err)
+  check("the loaded purchases table takes its ids from idgen_snowflake()",
+        sql("SELECT column_default FROM information_schema.columns WHERE table_name = 'purchases'" \
+            " AND column_name = 'id'", "rails_structure") == [["idgen_snowflake()"]])
 
   require_relative "schema_dumper"
   require_relative "purchase"
