@@ -25,8 +25,9 @@
 #   python/invoices.py   SQLAlchemy                       python/invoices_test.py
 #   python/invoices_async.py  SQLAlchemy asyncio          python/invoices_async_test.py
 #   python/alembic_env.py     Alembic autogenerate        python/alembic_test.py
-#   django/shop/models.py, django/shop/migrations/0001_initial.py
-#                        Django                           django/shop_test.py
+#   django/shop/models.py, django/shop/migrations/0001_initial.py,
+#   django/shop/serializers.py
+#                        Django, Django REST framework    django/shop_test.py
 #   django/accounts/models.py, django/accounts/migrations/0001_initial.py
 #                        Django, a converted auth_user
 #                                                         django/accounts_test.py
@@ -47,9 +48,12 @@
 # there runs.  The Node.js packages are the versions
 # test/clients/node/package-lock.json records (npm ci); everything else is
 # Debian's: psycopg2, psycopg 3, asyncpg, SQLAlchemy (with greenlet),
-# Alembic, Django, Active Record with ruby-pg, Go with pgx v4 (built with
-# GOPATH=/usr/share/gocode, GO111MODULE=off, no download), and pgjdbc
-# with Jackson (the JDK if javac is missing); Python is /usr/bin/python3.
+# Alembic, Django with Django REST framework, Active Record with ruby-pg,
+# Go with pgx v4 (built with GOPATH=/usr/share/gocode, GO111MODULE=off,
+# no download), and pgjdbc with Jackson (the JDK if javac is missing);
+# Python is /usr/bin/python3.  Prisma's client is generated without its
+# schema engine, which the CLI would download from outside npm
+# (node/prisma.test.js says why that is enough).
 #
 # The checks run against a throwaway cluster preloading idgen (datacenter 1,
 # worker 7, so that decoding is checked against something other than the
@@ -70,7 +74,7 @@ PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PACKAGES=(postgresql-15 postgresql-server-dev-15 libpq-dev make gcc
 	python3-psycopg2 python3-psycopg python3-asyncpg python3-greenlet python3-sqlalchemy
-	python3-alembic python3-django ruby-activerecord ruby-pg golang-go
+	python3-alembic python3-django python3-djangorestframework ruby-activerecord ruby-pg golang-go
 	golang-github-jackc-pgx-v4-dev libpostgresql-jdbc-java libjackson2-databind-java)
 command -v javac >/dev/null || PACKAGES+=(default-jdk-headless)
 command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)
@@ -82,7 +86,8 @@ BLOCKS=(node/strings.js node/bigint.js node/knex.js node/drizzle.js node/postgre
 	node/prisma/schema.prisma node/prisma.js
 	python/users.py python/users_psycopg3.py python/users_asyncpg.py
 	python/invoices.py python/invoices_async.py python/alembic_env.py
-	django/shop/models.py django/shop/migrations/0001_initial.py django/accounts/models.py
+	django/shop/models.py django/shop/migrations/0001_initial.py django/shop/serializers.py
+	django/accounts/models.py
 	django/accounts/migrations/0001_initial.py
 	ruby/purchase.rb ruby/schema_dumper.rb go/users.go java/Users.java)
 CLIENTS=(node/strings.test.js node/bigint.test.js node/knex.test.js node/drizzle.test.js
@@ -231,10 +236,10 @@ fi
 npm_version() { sed -n 's/^  "version": "\(.*\)",$/\1/p' "$W/node/node_modules/$1/package.json"; }
 echo "pg $(npm_version pg), knex $(npm_version knex), drizzle-orm $(npm_version drizzle-orm)," \
 	"postgres $(npm_version postgres), prisma $(npm_version prisma)," \
-	"$("$PYTHON" -c 'import alembic, asyncpg, django, psycopg, psycopg2, sqlalchemy
+	"$("$PYTHON" -c 'import alembic, asyncpg, django, psycopg, psycopg2, rest_framework, sqlalchemy
 print("psycopg2", psycopg2.__version__.split()[0] + ", psycopg", psycopg.__version__ + ", asyncpg",
       asyncpg.__version__ + ", SQLAlchemy", sqlalchemy.__version__ + ", Alembic", alembic.__version__
-      + ", Django", django.get_version() + ",")')" \
+      + ", Django", django.get_version() + ", DRF", rest_framework.__version__ + ",")')" \
 	"$(ruby -ractive_record -rpg -e 'print "Active Record #{ActiveRecord.version}, ruby-pg #{PG::VERSION},"')" \
 	"$(go version | cut -d' ' -f3), $(dpkg-query -W -f='pgx ${Version}, pgjdbc ' golang-github-jackc-pgx-v4-dev)$(
 		dpkg-query -W -f='${Version}' libpostgresql-jdbc-java), $(javac -version 2>&1)"
