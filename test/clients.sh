@@ -138,11 +138,12 @@ trap cleanup EXIT
 # the status is 1 after any.
 extract_blocks()
 {
-	local line name='' file='' fence='' status=0 n=0
+	local line bare name='' file='' fence='' status=0 n=0
 	local marker='^<!-- test/clients: ([A-Za-z0-9_][A-Za-z0-9_./]*) -->$'
-	local client="^\`\`\`(${CLIENT_LANGUAGES})\$"
+	local client="^\`\`\`(${CLIENT_LANGUAGES})([[:space:]].*)?\$"
 	while IFS= read -r line; do
 		n=$((n + 1))
+		bare=${line#"${line%%[![:space:]]*}"} # an unmarked fence may be indented (in a list)
 		if [ -n "$file" ]; then
 			if [ "$line" = '```' ]; then
 				echo "$name"
@@ -151,7 +152,7 @@ extract_blocks()
 				printf '%s\n' "$line" >>"$file"
 			fi
 		elif [ -n "$fence" ]; then
-			[ "$line" = '```' ] && fence=''
+			[ "$bare" = '```' ] && fence=''
 		elif [ -n "$name" ]; then
 			if [[ $line != '```'?* ]]; then
 				echo "$3:$n: the marker of $name is not right before a code block" >&2
@@ -170,10 +171,10 @@ extract_blocks()
 				echo "$3:$n: $name: not a plain path" >&2
 				return 1
 			fi
-		elif [[ $line == '```'* ]]; then
+		elif [[ $bare == '```'* ]]; then
 			fence=1
-			if [ "${4:-}" = strict ] && [[ $line =~ $client ]]; then
-				echo "$3:$n: a ${line#\`\`\`} block without a test/clients marker" >&2
+			if [ "${4:-}" = strict ] && [[ $bare =~ $client ]]; then
+				echo "$3:$n: a ${BASH_REMATCH[1]} block without a test/clients marker" >&2
 				status=1
 			fi
 		fi
