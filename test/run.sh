@@ -32,10 +32,13 @@
 #                  marked and run by a test
 #   auto-failover  test/auto_failover.sh: pg_auto_failover (PostgreSQL 15),
 #                  a switchover and a failover under load (about a minute)
-#   clients        test/clients.sh: the README's application code with
-#                  node-postgres, Knex, Drizzle, psycopg2, SQLAlchemy and
-#                  Django, and every function called with parameters through
-#                  node-postgres and psycopg 3 (PostgreSQL 15, under a minute)
+#   clients        test/clients.sh: the application code of
+#                  docs/applications.md with node-postgres, Knex, Drizzle,
+#                  postgres.js, Prisma, psycopg2, psycopg 3, asyncpg,
+#                  SQLAlchemy (and asyncio), Alembic, Django, Active Record,
+#                  Go's pgx and JDBC, and every function called with
+#                  parameters through node-postgres and psycopg 3
+#                  (PostgreSQL 15, about a minute from a cold cache)
 #   generators     test/generators.sh: the example Snowflake generators of
 #                  examples/ (Node.js, Python) with leased worker ids, run as
 #                  processes (PostgreSQL 15, about 15 s)
