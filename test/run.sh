@@ -24,9 +24,6 @@
 #                  on the version; test/released.sh: every released SQL
 #                  script has the hash sql/released.sha256 lists, and every
 #                  script that make install ships is listed
-#   upgrade-paths  test/upgrade_paths.sh: ALTER EXTENSION idgen UPDATE from
-#                  each released version leaves the catalog a fresh CREATE
-#                  EXTENSION makes (PostgreSQL 15, about 10 s)
 #   messages       test/messages.pl: every message of src/*.c and of the SQL
 #                  script's RAISE has an entry in docs/troubleshooting.md
 #                  under its SQLSTATE, and every message quoted there is
@@ -215,15 +212,6 @@ while [ $next -lt ${#runs[@]} ] || [ ${#job_run[@]} -gt 0 ]; do
 	report_version "${r%%:*}" "${r##*:}" "$status" $((SECONDS - job_start[$done_pid]))
 	unset "job_run[$done_pid]" "job_start[$done_pid]"
 done
-
-# ALTER EXTENSION idgen UPDATE from each released version against a fresh
-# CREATE EXTENSION, compared in the catalog, with its self-check (about
-# 10 s, on the machine's PostgreSQL 15).
-if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
-	log "upgrade-paths"
-	PG_CONFIG=$HOST_PG_CONFIG bash "$SRC/test/upgrade_paths.sh"
-	count upgrade-paths $?
-fi
 
 # pg_auto_failover: a planned and an unplanned failover under load (about
 # a minute), on the machine's PostgreSQL 15 (Debian 12 ships its

@@ -6,6 +6,7 @@
 #
 #   bash test/upgrade_paths.sh
 #
+# test/t/039_upgrade_paths.pl runs it with the TAP tests, on every version.
 # For each released version (an install script listed in
 # sql/released.sha256) other than default_version, in a database of its
 # own: CREATE EXTENSION idgen VERSION 'old', ALTER EXTENSION idgen UPDATE;
