@@ -118,6 +118,20 @@ stress:
 version:
 	@echo $(EXTVERSION)
 
+# make dist: the PGXN archive idgen-VERSION.zip of the committed tree
+# (HEAD; uncommitted changes are not in it), everything under
+# idgen-VERSION/.  It holds what builds and tests idgen (src/, sql/,
+# expected/, specs/, test/, which the Makefile's test targets read) and
+# the documentation; not the CI's entry point (.ci/), Debian's packaging
+# (debian/, built from the repository) or .gitignore.  test/pgxn.sh checks
+# it against the PGXN Meta Spec and installs it with pgxnclient.
+DIST = $(EXTENSION)-$(EXTVERSION).zip
+.PHONY: dist
+dist:
+	git archive --format=zip --prefix=$(EXTENSION)-$(EXTVERSION)/ -o $(DIST) HEAD -- \
+		. ':!.ci' ':!debian' ':!.gitignore'
+EXTRA_CLEAN += $(DIST)
+
 # Layout as PostgreSQL's own code (test/indent.sh, pg_bsd_indent): make
 # indent rewrites src/, make indent-check only reports; make typedefs
 # remakes src/typedefs.list from the built objects' debugging information.

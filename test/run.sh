@@ -20,7 +20,10 @@
 # failover scenarios 10 times each (IDGEN_FAILOVER_ROUNDS; 2 elsewhere).
 # Once, on the machine itself:
 #
-#   metadata       idgen.control, META.json and README.md agree on the version
+#   metadata       idgen.control, META.json, CHANGELOG.md and README.md agree
+#                  on the version; test/released.sh: every released SQL
+#                  script has the hash sql/released.sha256 lists, and every
+#                  script that make install ships is listed
 #   messages       test/messages.pl: every message of src/*.c and of the SQL
 #                  script's RAISE has an entry in docs/troubleshooting.md
 #                  under its SQLSTATE, and every message quoted there is
@@ -42,6 +45,9 @@
 #   generators     test/generators.sh: the example Snowflake generators of
 #                  examples/ (Node.js, Python) with leased worker ids, run as
 #                  processes (PostgreSQL 15, about 15 s)
+#   pgxn           test/pgxn.sh: make dist's archive against the PGXN Meta
+#                  Spec, installed with pgxnclient and loaded (PostgreSQL 15,
+#                  about 40 s)
 #
 # As another user than root, or with PG_CONFIG set, it runs test/suite.sh
 # against that one installation, assuming the packages are installed and
@@ -85,20 +91,25 @@ count() # NAME OK
 	if [ "$2" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$1"); fi
 }
 
-# The version lives in idgen.control; META.json and the README must agree.
+# The version lives in idgen.control; META.json and the README must agree,
+# and the released scripts must be the ones released (test/released.sh).
 log "metadata"
 version=$(make -s -C "$SRC" version PG_CONFIG="${PG_CONFIG:-$HOST_PG_CONFIG}")
 meta_versions=$(perl -MJSON::PP -0777 -ne '$m = decode_json($_);
 	print join("\n", sort { $a cmp $b } keys %{{ map { $_ => 1 } $m->{version},
 		map { $_->{version} } values %{ $m->{provides} } }}), "\n"' "$SRC/META.json")
+meta_file=$(perl -MJSON::PP -0777 -ne 'print decode_json($_)->{provides}{idgen}{file}' "$SRC/META.json")
 if [ -n "$version" ] && [ "$meta_versions" = "$version" ] &&
-   [ -f "$SRC/sql/idgen--$version.sql" ] && grep -q "($version)" "$SRC/README.md"; then
-	echo "version $version: idgen.control, META.json, README.md and sql/idgen--$version.sql agree"
-	count metadata 0
+   [ "$meta_file" = "sql/idgen--$version.sql" ] && [ -f "$SRC/sql/idgen--$version.sql" ] &&
+   grep -q "^## $version (" "$SRC/CHANGELOG.md" && grep -q "($version)" "$SRC/README.md"; then
+	echo "version $version: idgen.control, META.json, CHANGELOG.md, README.md and sql/idgen--$version.sql agree"
+	meta_ok=0
 else
-	echo "version mismatch: control '$version', META.json '$meta_versions', or README.md / sql/idgen--$version.sql"
-	count metadata 1
+	echo "version mismatch: control '$version', META.json '$meta_versions' ($meta_file), or CHANGELOG.md / README.md / sql/idgen--$version.sql"
+	meta_ok=1
 fi
+bash "$SRC/test/released.sh" || meta_ok=1
+count metadata $meta_ok
 
 # docs/troubleshooting.md and the messages of the code agree, both ways.
 log "messages"
@@ -228,6 +239,16 @@ if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
 	log "generators"
 	PG_CONFIG=$HOST_PG_CONFIG bash "$SRC/test/generators.sh"
 	count generators $?
+fi
+
+# The PGXN archive: make dist, checked against the PGXN Meta Spec,
+# installed with pgxnclient and loaded into a preloaded server (about 40 s,
+# on the machine's PostgreSQL 15; it installs idgen there, as the scripts
+# above do).
+if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
+	log "pgxn"
+	PG_CONFIG=$HOST_PG_CONFIG bash "$SRC/test/pgxn.sh"
+	count pgxn $?
 fi
 
 echo
