@@ -56,8 +56,17 @@ SELECT count(*) > 0 AS dropped FROM (SELECT idgen_seq_drop(key) FROM idgen_seq_k
 -- idgen.seq_max_keys_per_role: idgen_seq_next does not create a key for a
 -- role that has that many live keys (54000, nothing created); its existing
 -- keys go on.  Set for the role with ALTER ROLE, by a superuser; the role
--- cannot change it.
+-- cannot change it.  The role logs in (\c) as a client would, with the
+-- password of the test's own connection (PGPASSWORD, as pg_virtualenv sets
+-- it for pg_buildext installcheck), if it has one.
+\set regress_password ''
+\getenv regress_password PGPASSWORD
+SELECT :'regress_password' = '' AS no_password \gset
+\if :no_password
 CREATE ROLE regress_idgen_limit_app LOGIN;
+\else
+CREATE ROLE regress_idgen_limit_app LOGIN PASSWORD :'regress_password';
+\endif
 GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, bigint), idgen_seq_current(text)
     TO regress_idgen_limit_app;
 ALTER ROLE regress_idgen_limit_app SET idgen.seq_max_keys_per_role = 3;
