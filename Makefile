@@ -84,6 +84,10 @@ SHLIB_LINK_INTERNAL = $(libpq)
 REGRESS = last generate errors params convert public uuid7 uuid7_core seq seq_txn seq_limits seq_options seq_cache end_sequencer
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
+# Before any test: a server that does not preload idgen would fail every
+# test on the same error; say so once instead.
+REGRESS_PREP = installcheck-preloaded
+
 # Isolation tests (specs/*.spec): races between sessions, against the same
 # running server, in their own database.
 ISOLATION = seq_race lease_race seq_cache_race seq_limit_race seq_role_limit_race public_race end_sequencer_iso
@@ -124,7 +128,20 @@ clean-stress:
 # Makefile.global resets PROVE_FLAGS, so set it after the include.
 PROVE_FLAGS = -I test --timer
 
-.PHONY: check-instance check-genes prove-installcheck stress clean-stress version
+.PHONY: installcheck-preloaded check-instance check-genes prove-installcheck stress clean-stress version
+# idgen's settings exist in a session only where the library is loaded, and
+# idgen.sequencer_idle is not one the README sets (set, it would be a
+# placeholder even without the library).
+installcheck-preloaded:
+	@loaded=$$('$(bindir)/psql' -X -At -d postgres \
+		-c "SELECT count(*) FROM pg_settings WHERE name = 'idgen.sequencer_idle'") || exit 1; \
+	if [ "$$loaded" != 1 ]; then \
+		echo "make installcheck: the server does not preload idgen" >&2; \
+		echo "Add shared_preload_libraries = 'idgen' and idgen.worker_id = 1 to its configuration (README, Installation) and restart it;" >&2; \
+		echo "pg_buildext: -o shared_preload_libraries=idgen -o idgen.worker_id=1 (docs/development.md)." >&2; \
+		exit 1; \
+	fi
+
 check-instance:
 	$(pg_regress_installcheck) $(REGRESS_INSTANCE_OPTS) $(REGRESS_INSTANCE)
 
