@@ -29,8 +29,9 @@ DIR=$(mktemp -d /tmp/idgen-installcheck.XXXXXX)
 DATA=$DIR/data
 LOG=$LOGDIR/postmaster-installcheck.log
 mkdir -p "$LOGDIR"
-stop() { "$BIN/pg_ctl" -D "$DATA" -m immediate stop >/dev/null 2>&1; rm -rf "$DIR"; }
+stop() { "$BIN/pg_ctl" -D "$DATA" -m fast stop >/dev/null 2>&1; rm -rf "$DIR"; }
 trap stop EXIT
+trap 'exit 1' INT TERM HUP
 
 if ! "$BIN/initdb" -D "$DATA" -A trust >"$DIR/initdb.log" 2>&1; then
 	cat "$DIR/initdb.log" >&2
