@@ -82,7 +82,7 @@ SHLIB_LINK_INTERNAL = $(libpq)
 # idgen sequencer, a session in it for idgen.sequencer_idle after the last
 # use of a cached key, so that the next run can drop the database.
 REGRESS = last generate errors params convert public uuid7 uuid7_core seq seq_txn seq_limits seq_options seq_cache end_sequencer
-REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
+REGRESS_OPTS = --load-extension=$(EXTENSION)
 
 # Before any test: a server that does not preload idgen would fail every
 # test on the same error; say so once instead.
@@ -99,14 +99,14 @@ ISOLATION_OPTS = --load-extension=$(EXTENSION)
 # layout, lease and registry check decoding, leasing and claims against,
 # and max_prepared_transactions, which seq_2pc needs.
 REGRESS_INSTANCE = layout lease registry seq_2pc
-REGRESS_INSTANCE_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_regress \
-	--inputdir=. --load-extension=$(EXTENSION) --dbname=contrib_regression
+REGRESS_INSTANCE_OPTS = --temp-config=$(srcdir)/test/idgen.conf --temp-instance=./tmp_regress \
+	--load-extension=$(EXTENSION) --dbname=contrib_regression
 
 # make check-genes: a different layout (gene_bits > 0), which is fixed at
 # server start, on another temporary instance.
 REGRESS_GENES = genes
-REGRESS_GENES_OPTS = --temp-config=test/idgen_genes.conf \
-	--temp-instance=./tmp_regress_genes --inputdir=. --load-extension=$(EXTENSION) \
+REGRESS_GENES_OPTS = --temp-config=$(srcdir)/test/idgen_genes.conf \
+	--temp-instance=./tmp_regress_genes --load-extension=$(EXTENSION) \
 	--dbname=contrib_regression
 
 PROVE_TESTS = test/t/*.pl
