@@ -77,6 +77,7 @@ SHLIB_LINK_INTERNAL = $(libpq)
 # it: not its identity, not counters at zero; they make their roles under
 # names of their own (regress_idgen_*, as PostgreSQL's tests name theirs) and
 # drop them, so a second run, or a server with other databases, passes too.
+# They reset idgen_stats and count exactly: not a server in use.
 # seq_cache drops and creates the extension, so it runs after the others;
 # end_sequencer (and end_sequencer_iso, of the specs) ends the database's
 # idgen sequencer, a session in it for idgen.sequencer_idle after the last
