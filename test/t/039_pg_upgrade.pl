@@ -177,7 +177,11 @@ sub check_carried
 		$before->{version}, "$name: the extension's version is the same");
 	is($new->safe_psql('postgres', q{
 			SELECT default_version = installed_version FROM pg_available_extensions WHERE name = 'idgen'}),
-		't', "$name: and is the installed default: ALTER EXTENSION idgen UPDATE has nothing to do");
+		't', "$name: and is the installed default");
+	my ($ret, $stdout, $stderr) =
+	  $new->psql('postgres', doc_block('docs/upgrading.md', 'upgrade/update'), on_error_stop => 1);
+	like($stderr, qr/NOTICE:  version "\Q$before->{version}\E" of extension "idgen" is already installed/,
+		"$name: ALTER EXTENSION idgen UPDATE has nothing to do");
 	is($new->safe_psql('postgres', q{SELECT key || ' ' || value FROM idgen_seq_keys ORDER BY key}),
 		$before->{keys}, "$name: idgen_seq_keys as before");
 	is($new->safe_psql('postgres', q{SELECT idgen_seq_next('conv:42')}), '42',
