@@ -8,7 +8,7 @@
 # UUIDv7, a transactional and a cached per-key sequence, a worker lease
 # (its token recorded), public IDs under two key versions.  It is stopped,
 # upgraded, and the new cluster is started with its clock 60 s behind the
-# last ID the old one issued (libfaketime).
+# old one's stop, so behind the last ID it issued (libfaketime).
 #
 # pg_upgrade does not copy idgen.horizon: it is no relation's file.  With
 # the documented step (the two horizon files copied from the old data
@@ -95,6 +95,7 @@ sub old_cluster
 		SELECT datacenter_id || ' ' || worker_id || ' ' || token || ' ' || state FROM idgen_worker_leases});
 	$before{keys} = $old->safe_psql('postgres', q{SELECT key || ' ' || value FROM idgen_seq_keys ORDER BY key});
 	$old->stop('fast');
+	$before{stopped_at} = time();
 	return ($old, \%before);
 }
 
@@ -102,11 +103,11 @@ sub old_cluster
 # '--link'), with idgen preloaded in the new cluster before pg_upgrade
 # ($preload_first) or only after it; with $step, copy the horizon files as
 # docs/upgrading.md says.  Then start the new cluster with its clock 60 s
-# back, and take the identity over (the old server's claim deleted, a
-# restart).
+# behind the old one's stop (however long pg_upgrade took), and take the
+# identity over (the old server's claim deleted, a restart).
 sub upgrade
 {
-	my ($old, $name, $mode, $preload_first, $step) = @_;
+	my ($old, $before, $name, $mode, $preload_first, $step) = @_;
 	my $new = PostgreSQL::Test::Cluster->new($name);
 	$new->init;
 	$new->append_conf('postgresql.conf', $settings) if $preload_first;
@@ -139,7 +140,7 @@ sub upgrade
 		system('bash', '-e', '-c', doc_block('docs/upgrading.md', 'upgrade/copy-horizon')) == 0
 		  or die "the horizon files could not be copied: $?";
 	}
-	step_clock('-60');
+	step_clock('-' . (60 + int(time() - $before->{stopped_at} + 1)));
 	local @ENV{ keys %faketime_env } = values %faketime_env;
 	$new->start;
 
@@ -164,6 +165,12 @@ sub upgrade
 			 WHERE system_identifier = (SELECT system_identifier FROM pg_control_system())}),
 		'1', "$name: the old server's claim deleted, the new server's kept");
 	$new->restart;
+	is($new->safe_psql('postgres', 'SELECT horizon_restored AND identity_clash IS NULL FROM idgen_info()'),
+		't', "$name: after the restart, a horizon restored and no clash");
+	is($new->safe_psql('postgres', q{
+			SELECT horizon >= (SELECT max(idgen_snowflake_time(id)) FROM ids) FROM idgen_info()}),
+		't', "$name: the horizon is at or above the old cluster's last Snowflake ID")
+	  if $step;
 	return $new;
 }
 
@@ -241,14 +248,14 @@ sub check_with_step
 
 # Copy mode, with the step.
 my ($old, $before) = old_cluster('old_copy');
-my $new = upgrade($old, 'new_copy', '--copy', 0, 1);
+my $new = upgrade($old, $before, 'new_copy', '--copy', 0, 1);
 check_carried($new, $before, 'copy');
 check_with_step($new, 'copy');
 $new->stop;
 
 # The same old cluster (copy mode left it as it was) upgraded again,
 # without the step: the new cluster starts from its clock, 60 s behind.
-$new = upgrade($old, 'new_nostep', '--copy', 0, 0);
+$new = upgrade($old, $before, 'new_nostep', '--copy', 0, 0);
 ok($new->log_contains(qr/no idgen durable horizon yet in this data directory; generators start from the wall clock/),
 	'without the step: the new cluster logs that it starts from the wall clock, as if new');
 check_carried($new, $before, 'without the step');
@@ -262,7 +269,7 @@ step_clock('+0');
 # Link mode, from a fresh old cluster, idgen preloaded in the new one
 # before pg_upgrade, with the step.
 ($old, $before) = old_cluster('old_link');
-$new = upgrade($old, 'new_link', '--link', 1, 1);
+$new = upgrade($old, $before, 'new_link', '--link', 1, 1);
 check_carried($new, $before, 'link');
 check_with_step($new, 'link');
 $new->stop;
