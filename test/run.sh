@@ -18,6 +18,9 @@
 # libpq stress client, and the check that no test reached an internal
 # error.  On the machine's own 15, test/t/019_recovery_horizon.pl runs its
 # failover scenarios 10 times each (IDGEN_FAILOVER_ROUNDS; 2 elsewhere).
+# In the chroot of 19, idgen is installed for 18 too, and
+# test/t/040_pg_upgrade.pl upgrades an 18 cluster to 19 with pg_upgrade
+# (IDGEN_UPGRADE_FROM; skipped elsewhere).
 # Once, on the machine itself:
 #
 #   metadata       idgen.control, META.json, CHANGELOG.md and README.md agree
@@ -166,8 +169,20 @@ run_version() # VERSION WHERE
 		host) IDGEN_FAILOVER_ROUNDS=${IDGEN_FAILOVER_ROUNDS:-10} PG_CONFIG=$HOST_PG_CONFIG \
 			bash "$tree/test/suite.sh" ;;
 		chroot) bash "$tree/test/chroot.sh" "$v" "$tree" \
-			"PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config bash test/suite.sh" ;;
+			"$(upgrade_from "$v")PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config bash test/suite.sh" ;;
 	esac
+}
+
+# In the chroot of 19, which has 18 too: idgen built and installed for 18
+# before the suites, and IDGEN_UPGRADE_FROM set, so that
+# test/t/040_pg_upgrade.pl upgrades an 18 cluster to 19 (about 30 s, and
+# 20 s for the build).  For other versions, nothing.
+upgrade_from() # VERSION
+{
+	[ "$1" = 19 ] || return 0
+	local old=/usr/lib/postgresql/18
+	printf '%s' "make -s PG_CONFIG=$old/bin/pg_config PG_CFLAGS='-Wextra -Wno-unused-parameter -Werror' &&
+		make -s PG_CONFIG=$old/bin/pg_config install && make -s clean && export IDGEN_UPGRADE_FROM=$old && "
 }
 
 # Print a finished version's log and count its results.
