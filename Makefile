@@ -2,8 +2,13 @@
 #
 #   make && make install             build and install against the pg_config on PATH
 #   make PG_CONFIG=/path/pg_config   ... or against a chosen installation
-#   make installcheck                pg_regress on a temporary preloaded instance
-#   make installcheck-genes          pg_regress on a second instance with gene bits
+#   make installcheck                pg_regress and the isolation specs against the
+#                                    running server PGHOST/PGPORT/PGUSER name,
+#                                    preloaded as the README says (any identity)
+#   make check-instance              pg_regress on a temporary instance of its own
+#                                    settings (test/idgen.conf): the tests that
+#                                    need a known identity or prepared transactions
+#   make check-genes                 pg_regress on a temporary instance with gene bits
 #   make prove-installcheck          TAP tests (test/t/*.pl), each starts its own clusters
 #
 # The version lives in idgen.control only; everything else reads it from there.
@@ -64,29 +69,49 @@ PG_CPPFLAGS += -DUSE_ASSERT_CHECKING
 endif
 SHLIB_LINK_INTERNAL = $(libpq)
 
-# Regression tests run on a temporary instance that preloads the library
-# (pg_cron's idiom), so no hand-configured server is needed.
-# seq_cache drops and creates the extension: leases after it would find the
-# ids leased before it resting (lease_fence.c, "a dropped lease table"), so it
-# runs last.
-REGRESS = layout last generate errors params convert public uuid7 uuid7_core seq seq_txn seq_limits seq_options lease registry seq_cache
-REGRESS_OPTS = --temp-config=test/idgen.conf --temp-instance=./tmp_regress \
-	--inputdir=. --load-extension=$(EXTENSION)
+# make installcheck: against the running server, as PGXS means it and as
+# pg_buildext installcheck runs it.  pg_regress makes its own databases
+# (contrib_regression, isolation_regression) and --load-extension creates
+# idgen there, as PGUSER, a superuser.  The server preloads idgen with
+# nothing else set (README, Installation).  The tests assume nothing more of
+# it: not its identity, not counters at zero; they make their roles under
+# names of their own (regress_idgen_*, as PostgreSQL's tests name theirs) and
+# drop them, so a second run, or a server with other databases, passes too.
+# They reset idgen_stats and count exactly: not a server in use.
+# seq_cache drops and creates the extension, so it runs after the others;
+# end_sequencer (and end_sequencer_iso, of the specs) ends the database's
+# idgen sequencer, a session in it for idgen.sequencer_idle after the last
+# use of a cached key, so that the next run can drop the database.
+REGRESS = last generate errors params convert public uuid7 uuid7_core seq seq_txn seq_limits seq_options seq_cache end_sequencer
+REGRESS_OPTS = --load-extension=$(EXTENSION)
 
-# Isolation tests (specs/*.spec): races between sessions, on their own
-# temporary preloaded instance.
-ISOLATION = seq_race lease_race seq_cache_race seq_limit_race seq_role_limit_race public_race
-ISOLATION_OPTS = --temp-config=test/idgen_isolation.conf --temp-instance=./tmp_isolation \
-	--load-extension=$(EXTENSION)
+# Before any test: a server that does not preload idgen would fail every
+# test on the same error; say so once instead.
+REGRESS_PREP = installcheck-preloaded
 
-# The gene tests need a different layout (gene_bits > 0), which is fixed at
-# server start, so they run on a second temporary instance.
+# Isolation tests (specs/*.spec): races between sessions, against the same
+# running server, in their own database.
+ISOLATION = seq_race lease_race seq_cache_race seq_limit_race seq_role_limit_race public_race end_sequencer_iso
+ISOLATION_OPTS = --load-extension=$(EXTENSION)
+
+# make check-instance: the tests that need settings of their own, on a
+# temporary preloaded instance (pg_cron's idiom; PGXS refuses make check):
+# a known identity other than the defaults (datacenter 3, worker 7), which
+# layout, lease and registry check decoding, leasing and claims against,
+# and max_prepared_transactions, which seq_2pc needs.
+REGRESS_INSTANCE = layout lease registry seq_2pc
+REGRESS_INSTANCE_OPTS = --temp-config=$(srcdir)/test/idgen.conf --temp-instance=./tmp_regress \
+	--load-extension=$(EXTENSION) --dbname=contrib_regression
+
+# make check-genes: a different layout (gene_bits > 0), which is fixed at
+# server start, on another temporary instance.
 REGRESS_GENES = genes
-REGRESS_GENES_OPTS = --temp-config=test/idgen_genes.conf \
-	--temp-instance=./tmp_regress_genes --inputdir=. --load-extension=$(EXTENSION)
+REGRESS_GENES_OPTS = --temp-config=$(srcdir)/test/idgen_genes.conf \
+	--temp-instance=./tmp_regress_genes --load-extension=$(EXTENSION) \
+	--dbname=contrib_regression
 
 PROVE_TESTS = test/t/*.pl
-EXTRA_CLEAN = tmp_regress tmp_regress_genes tmp_isolation tmp_check results output_iso \
+EXTRA_CLEAN = tmp_regress tmp_regress_genes tmp_check results output_iso \
 	regression.diffs regression.out
 
 PG_CONFIG ?= pg_config
@@ -104,8 +129,24 @@ clean-stress:
 # Makefile.global resets PROVE_FLAGS, so set it after the include.
 PROVE_FLAGS = -I test --timer
 
-.PHONY: installcheck-genes prove-installcheck stress clean-stress version
-installcheck-genes:
+.PHONY: installcheck-preloaded check-instance check-genes prove-installcheck stress clean-stress version
+# idgen's settings exist in a session only where the library is loaded, and
+# idgen.sequencer_idle is not one the README sets (set, it would be a
+# placeholder even without the library).
+installcheck-preloaded:
+	@loaded=$$('$(bindir)/psql' -X -At -d postgres \
+		-c "SELECT count(*) FROM pg_settings WHERE name = 'idgen.sequencer_idle'") || exit 1; \
+	if [ "$$loaded" != 1 ]; then \
+		echo "make installcheck: the server does not preload idgen" >&2; \
+		echo "Add shared_preload_libraries = 'idgen' and idgen.worker_id = 1 to its configuration (README, Installation) and restart it;" >&2; \
+		echo "pg_buildext: -o shared_preload_libraries=idgen -o idgen.worker_id=1 (docs/development.md)." >&2; \
+		exit 1; \
+	fi
+
+check-instance:
+	$(pg_regress_installcheck) $(REGRESS_INSTANCE_OPTS) $(REGRESS_INSTANCE)
+
+check-genes:
 	$(pg_regress_installcheck) $(REGRESS_GENES_OPTS) $(REGRESS_GENES)
 
 # The TAP tests run the libpq stress client, so build it first.
@@ -117,6 +158,20 @@ stress:
 
 version:
 	@echo $(EXTVERSION)
+
+# make dist: the PGXN archive idgen-VERSION.zip of the committed tree
+# (HEAD; uncommitted changes are not in it), everything under
+# idgen-VERSION/.  It holds what builds and tests idgen (src/, sql/,
+# expected/, specs/, test/, which the Makefile's test targets read) and
+# the documentation; not the CI's entry point (.ci/), Debian's packaging
+# (debian/, built from the repository) or .gitignore.  test/pgxn.sh checks
+# it against the PGXN Meta Spec and installs it with pgxnclient.
+DIST = $(EXTENSION)-$(EXTVERSION).zip
+.PHONY: dist
+dist:
+	git archive --format=zip --prefix=$(EXTENSION)-$(EXTVERSION)/ -o $(DIST) HEAD -- \
+		. ':!.ci' ':!debian' ':!.gitignore'
+EXTRA_CLEAN += $(DIST)
 
 # Layout as PostgreSQL's own code (test/indent.sh, pg_bsd_indent): make
 # indent rewrites src/, make indent-check only reports; make typedefs

@@ -40,7 +40,7 @@ ORDER BY 1, 2;
 SELECT count(*) AS customers_id_seq_left FROM pg_class WHERE relname = 'customers_id_seq';
 -- Existing rows keep their values; a new one gets a Snowflake ID above them.
 INSERT INTO customers (name) VALUES ('new') RETURNING id > 3 AS above_existing,
-    (idgen_snowflake_decode(id)).worker_id = 7 AS a_snowflake;
+    (idgen_snowflake_decode(id)).worker_id = (SELECT worker_id FROM idgen_info()) AS a_snowflake;
 SELECT array_agg(id ORDER BY id) FILTER (WHERE id <= 3) AS old_ids FROM customers;
 -- The widened foreign keys take a Snowflake ID.
 INSERT INTO orders (customer_id, amount) SELECT id, 99 FROM customers WHERE name = 'new';
@@ -116,10 +116,10 @@ WHERE table_name = 'imported' AND column_name = 'id';
 -- (FORCE ROW LEVEL SECURITY; a superuser would see them all): the largest
 -- value cannot be known, so the conversion is refused, not made as if the
 -- hidden rows were not there.
-CREATE ROLE convert_rls;
-GRANT CREATE ON SCHEMA public TO convert_rls;
-GRANT EXECUTE ON FUNCTION idgen_convert_column(regclass, name) TO convert_rls;
-SET ROLE convert_rls;
+CREATE ROLE regress_idgen_convert_rls;
+GRANT CREATE ON SCHEMA public TO regress_idgen_convert_rls;
+GRANT EXECUTE ON FUNCTION idgen_convert_column(regclass, name) TO regress_idgen_convert_rls;
+SET ROLE regress_idgen_convert_rls;
 CREATE TABLE rls_hidden (id bigint PRIMARY KEY);
 INSERT INTO rls_hidden SELECT idgen_snowflake_min(now() + interval '1 day');
 INSERT INTO rls_hidden VALUES (7);
@@ -134,19 +134,19 @@ SELECT column_default IS NULL AS unchanged FROM information_schema.columns
 WHERE table_name = 'rls_hidden' AND column_name = 'id';
 DROP TABLE rls_hidden;
 RESET ROLE;
-REVOKE ALL ON FUNCTION idgen_convert_column(regclass, name) FROM convert_rls;
-REVOKE ALL ON SCHEMA public FROM convert_rls;
-DROP ROLE convert_rls;
+REVOKE ALL ON FUNCTION idgen_convert_column(regclass, name) FROM regress_idgen_convert_rls;
+REVOKE ALL ON SCHEMA public FROM regress_idgen_convert_rls;
+DROP ROLE regress_idgen_convert_rls;
 -- Only the table's owner (ALTER TABLE's rule), and only those granted the
 -- function.
-CREATE ROLE convert_stranger;
-GRANT USAGE ON SCHEMA public TO convert_stranger;
-SET ROLE convert_stranger;
+CREATE ROLE regress_idgen_convert_stranger;
+GRANT USAGE ON SCHEMA public TO regress_idgen_convert_stranger;
+SET ROLE regress_idgen_convert_stranger;
 SELECT * FROM idgen_convert_column('tickets', 'id');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION idgen_convert_column(regclass, name) TO convert_stranger;
-SET ROLE convert_stranger;
+GRANT EXECUTE ON FUNCTION idgen_convert_column(regclass, name) TO regress_idgen_convert_stranger;
+SET ROLE regress_idgen_convert_stranger;
 \set VERBOSITY terse
 SELECT * FROM idgen_convert_column('tickets', 'id');
 \echo :LAST_ERROR_SQLSTATE
@@ -161,39 +161,39 @@ FROM information_schema.columns WHERE table_name = 'tickets' AND column_name = '
 
 -- Another role's code never runs with the caller's rights.  PostgreSQL
 -- evaluates the CHECK constraints of a table ALTER COLUMN ... TYPE
--- rewrites with the rights of the role running it.  convert_writer holds
+-- rewrites with the rights of the role running it.  regress_idgen_convert_writer holds
 -- only GRANT ALL (so REFERENCES) on accounts; its own table refers to
 -- accounts with a CHECK calling its own function, which records whom it
--- ran as and tries to make convert_writer a superuser.  A superuser of
--- its own, convert_admin, converts.
-CREATE ROLE convert_admin SUPERUSER;
-SET ROLE convert_admin;
+-- ran as and tries to make regress_idgen_convert_writer a superuser.  A superuser of
+-- its own, regress_idgen_convert_admin, converts.
+CREATE ROLE regress_idgen_convert_admin SUPERUSER;
+SET ROLE regress_idgen_convert_admin;
 CREATE TABLE accounts (id serial PRIMARY KEY, name text);
 INSERT INTO accounts (name) VALUES ('a'), ('b');
-CREATE ROLE convert_writer;
-GRANT ALL ON accounts TO convert_writer;
-CREATE SCHEMA convert_mal AUTHORIZATION convert_writer;
-SET ROLE convert_writer;
+CREATE ROLE regress_idgen_convert_writer;
+GRANT ALL ON accounts TO regress_idgen_convert_writer;
+CREATE SCHEMA convert_mal AUTHORIZATION regress_idgen_convert_writer;
+SET ROLE regress_idgen_convert_writer;
 CREATE TABLE convert_mal.ran (what text, as_writer boolean, as_superuser boolean);
 CREATE FUNCTION convert_mal.f(v bigint) RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO convert_mal.ran
-        SELECT 'check', current_user = 'convert_writer', rolsuper FROM pg_roles WHERE rolname = current_user;
+        SELECT 'check', current_user = 'regress_idgen_convert_writer', rolsuper FROM pg_roles WHERE rolname = current_user;
     BEGIN
-        ALTER ROLE convert_writer SUPERUSER;
+        ALTER ROLE regress_idgen_convert_writer SUPERUSER;
     EXCEPTION WHEN insufficient_privilege THEN NULL;
     END;
     RETURN true;
 END $$;
 CREATE TABLE convert_mal.notes (account_id int REFERENCES accounts (id), CHECK (convert_mal.f(account_id)));
 INSERT INTO convert_mal.notes VALUES (1);
-SET ROLE convert_admin;
+SET ROLE regress_idgen_convert_admin;
 -- Refused before any change, naming the table and its owner.
 SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
 FROM idgen_convert_column('accounts', 'id');
 \echo :LAST_ERROR_SQLSTATE
 SELECT what, as_writer, as_superuser FROM convert_mal.ran;
-SELECT rolsuper AS writer_is_superuser FROM pg_roles WHERE rolname = 'convert_writer';
+SELECT rolsuper AS writer_is_superuser FROM pg_roles WHERE rolname = 'regress_idgen_convert_writer';
 SELECT table_name, data_type, column_default LIKE 'nextval%' AS still_serial
 FROM information_schema.columns
 WHERE (table_name, column_name) IN (('accounts', 'id'), ('notes', 'account_id')) ORDER BY 1;
@@ -201,16 +201,16 @@ WHERE (table_name, column_name) IN (('accounts', 'id'), ('notes', 'account_id'))
 -- as itself), then the key's owner converts.  Re-checking the foreign key
 -- of a table that is not rewritten runs none of its code: not its CHECK,
 -- trigger, rule, default, generated column or policy.
-SET ROLE convert_writer;
+SET ROLE regress_idgen_convert_writer;
 ALTER TABLE convert_mal.notes ALTER COLUMN account_id TYPE bigint;
 CREATE FUNCTION convert_mal.rec(what text, v bigint) RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
-    RAISE NOTICE '% ran, as convert_writer: %', what, current_user = 'convert_writer';
+    RAISE NOTICE '% ran, as regress_idgen_convert_writer: %', what, current_user = 'regress_idgen_convert_writer';
     RETURN v;
 END $$;
 CREATE FUNCTION convert_mal.rec_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    RAISE NOTICE 'trigger ran, as convert_writer: %', current_user = 'convert_writer';
+    RAISE NOTICE 'trigger ran, as regress_idgen_convert_writer: %', current_user = 'regress_idgen_convert_writer';
     RETURN NEW;
 END $$;
 -- (the notices of the setup are not shown: only those of the conversion)
@@ -224,11 +224,11 @@ CREATE RULE r AS ON UPDATE TO convert_mal.notes DO ALSO SELECT convert_mal.rec('
 ALTER TABLE convert_mal.notes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 CREATE POLICY p ON convert_mal.notes USING (convert_mal.rec('policy', d) IS NOT NULL);
 RESET client_min_messages;
-SET ROLE convert_admin;
+SET ROLE regress_idgen_convert_admin;
 SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
 FROM idgen_convert_column('accounts', 'id');
 SELECT what, as_writer, as_superuser FROM convert_mal.ran;
-SELECT rolsuper AS writer_is_superuser FROM pg_roles WHERE rolname = 'convert_writer';
+SELECT rolsuper AS writer_is_superuser FROM pg_roles WHERE rolname = 'regress_idgen_convert_writer';
 
 -- The key's own table, owned by another role: refused to a superuser, and
 -- to a member of the owning role; its owner converts it.  On a table the
@@ -237,7 +237,7 @@ SELECT rolsuper AS writer_is_superuser FROM pg_roles WHERE rolname = 'convert_wr
 -- expressions (as the owner); a CHECK on another column, triggers, rules,
 -- defaults and generated columns not on the widened column run not at
 -- all.
-SET ROLE convert_writer;
+SET ROLE regress_idgen_convert_writer;
 SET client_min_messages = warning;
 CREATE TABLE convert_mal.things (id serial PRIMARY KEY, n int);
 CREATE TABLE convert_mal.parts (
@@ -254,24 +254,24 @@ CREATE RULE r AS ON UPDATE TO convert_mal.parts DO ALSO SELECT convert_mal.rec('
 INSERT INTO convert_mal.things (n) VALUES (1);
 INSERT INTO convert_mal.parts (thing_id, n) VALUES (1, 1);
 RESET client_min_messages;
-SET ROLE convert_admin;
+SET ROLE regress_idgen_convert_admin;
 SELECT * FROM idgen_convert_column('convert_mal.things', 'id');
 \echo :LAST_ERROR_SQLSTATE
-CREATE ROLE convert_member IN ROLE convert_writer;
-GRANT EXECUTE ON FUNCTION idgen_convert_column(regclass, name) TO convert_writer, convert_member;
-SET ROLE convert_member;
+CREATE ROLE regress_idgen_convert_member IN ROLE regress_idgen_convert_writer;
+GRANT EXECUTE ON FUNCTION idgen_convert_column(regclass, name) TO regress_idgen_convert_writer, regress_idgen_convert_member;
+SET ROLE regress_idgen_convert_member;
 SELECT * FROM idgen_convert_column('convert_mal.things', 'id');
 \echo :LAST_ERROR_SQLSTATE
-SET ROLE convert_writer;
+SET ROLE regress_idgen_convert_writer;
 SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
 FROM idgen_convert_column('convert_mal.things', 'id');
-SET ROLE convert_admin;
+SET ROLE regress_idgen_convert_admin;
 -- A partition of a referencing table is rewritten too (ALTER TABLE
 -- recurses): its owner counts.
 CREATE TABLE regions (id serial PRIMARY KEY);
 CREATE TABLE region_visits (region_id int REFERENCES regions, at date) PARTITION BY RANGE (at);
 CREATE TABLE region_visits_2026 PARTITION OF region_visits FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
-ALTER TABLE region_visits_2026 OWNER TO convert_writer;
+ALTER TABLE region_visits_2026 OWNER TO regress_idgen_convert_writer;
 SELECT * FROM idgen_convert_column('regions', 'id');
 \echo :LAST_ERROR_SQLSTATE
 
@@ -317,12 +317,12 @@ RESET ROLE;
 DROP TABLE items, users, shared_a, shared_b, owned_a, owned_b, accounts, seq_viewed, region_visits, regions CASCADE;
 DROP SEQUENCE items_seq, users_seq;
 DROP SCHEMA convert_mal CASCADE;
-REVOKE ALL ON FUNCTION idgen_convert_column(regclass, name) FROM convert_writer, convert_member;
-DROP ROLE convert_member, convert_writer, convert_admin;
+REVOKE ALL ON FUNCTION idgen_convert_column(regclass, name) FROM regress_idgen_convert_writer, regress_idgen_convert_member;
+DROP ROLE regress_idgen_convert_member, regress_idgen_convert_writer, regress_idgen_convert_admin;
 
 DROP TABLE visits, lines, orders, customers, invoice_item_notes, invoice_items, invoices,
     events, replies, tickets, counters, imported CASCADE;
 DROP VIEW tickets_v;
-REVOKE ALL ON SCHEMA public FROM convert_stranger;
-REVOKE ALL ON FUNCTION idgen_convert_column(regclass, name) FROM convert_stranger;
-DROP ROLE convert_stranger;
+REVOKE ALL ON SCHEMA public FROM regress_idgen_convert_stranger;
+REVOKE ALL ON FUNCTION idgen_convert_column(regclass, name) FROM regress_idgen_convert_stranger;
+DROP ROLE regress_idgen_convert_stranger;

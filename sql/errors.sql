@@ -84,11 +84,11 @@ SET idgen.worker_id = 1;
 SET idgen.workerid = 1;
 
 -- Resetting statistics is not granted to PUBLIC.
-CREATE ROLE idgen_plain;
-SET ROLE idgen_plain;
+CREATE ROLE regress_idgen_plain;
+SET ROLE regress_idgen_plain;
 SELECT idgen_stats_reset();
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) FROM idgen_stats;
 SELECT idgen_snowflake() > 0 AS ordinary_users_generate;
 RESET ROLE;
-DROP ROLE idgen_plain;
+DROP ROLE regress_idgen_plain;

@@ -1,6 +1,7 @@
 --
--- Generating Snowflake IDs in one backend (layout 41/5/5/12, datacenter 3,
--- worker 7).  Raw IDs are never shown: only facts about them.
+-- Generating Snowflake IDs in one backend (layout 41/5/5/12, whatever the
+-- server's identity: layout.sql checks a known one).  Raw IDs are never
+-- shown: only facts about them.
 --
 SELECT idgen_stats_reset();
 SELECT kind, ids, errors FROM idgen_stats;
@@ -15,10 +16,11 @@ CREATE TEMP TABLE ids AS
 SELECT count(*) AS n, count(DISTINCT id) AS distinct_ids FROM ids;
 SELECT count(*) FILTER (WHERE id <= prev) AS not_increasing
 FROM (SELECT id, lag(id) OVER (ORDER BY g) AS prev FROM ids) s;
-SELECT count(*) FILTER (WHERE d.datacenter_id <> 3 OR d.worker_id <> 7 OR d.gene <> 0) AS wrong_identity,
+SELECT count(*) FILTER (WHERE (d.datacenter_id, d.worker_id) <> (i.datacenter_id, i.worker_id) OR d.gene <> 0)
+         AS wrong_identity,
        count(*) FILTER (WHERE d.ts > date_trunc('milliseconds', ids.after) + interval '100 ms') AS ahead_of_drift,
        count(*) FILTER (WHERE d.ts < date_trunc('milliseconds', ids.after) - interval '10 s') AS far_behind
-FROM ids, LATERAL idgen_snowflake_decode(ids.id) d;
+FROM ids, LATERAL idgen_snowflake_decode(ids.id) d, idgen_info() i;
 SELECT count(*) FILTER (WHERE sequence > 4095) AS sequence_overflow
 FROM ids, LATERAL idgen_snowflake_decode(ids.id) d;
 

@@ -1,6 +1,8 @@
 --
 -- The default layout (41/5/5/12/0) and the functions that read IDs.
--- This instance runs with idgen.datacenter_id = 3, idgen.worker_id = 7.
+-- This instance runs with idgen.datacenter_id = 3, idgen.worker_id = 7
+-- (make check-instance, test/idgen.conf): an identity other than the
+-- defaults, so that a field read or written in the wrong place shows.
 --
 SELECT preloaded, layout_valid, layout_error, timestamp_bits, datacenter_bits,
        worker_bits, sequence_bits, gene_bits, datacenter_id, worker_id,
@@ -10,6 +12,9 @@ SELECT preloaded, layout_valid, layout_error, timestamp_bits, datacenter_bits,
        years_left > 60 AS decades_left,
        shmem_bytes < 1024 * 1024 AS shmem_under_1mib
 FROM idgen_info();
+-- Generated IDs carry that identity (generate.sql checks many, against
+-- whatever identity the server has).
+SELECT datacenter_id, worker_id, gene FROM idgen_snowflake_decode(idgen_snowflake());
 
 -- Seed 004's published example (layout 41/5/5/12, its own epoch): server
 -- (datacenter) 1, worker 2, sequence 1, 326570168 ms after the epoch.

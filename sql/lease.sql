@@ -1,6 +1,8 @@
 --
--- Worker-id leases.  The test instance is datacenter 3, worker 7 of the
--- default layout (5 + 5 bits: 1024 ids), so id 3 << 5 | 7 = 103 is its own.
+-- Worker-id leases.  The test instance (make check-instance,
+-- test/idgen.conf) is datacenter 3, worker 7 of the default layout (5 + 5
+-- bits: 1024 ids), so id 3 << 5 | 7 = 103 is its own: the spaces below are
+-- sized around it.
 --
 SET idgen.worker_quarantine = '1s';
 

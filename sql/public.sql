@@ -222,8 +222,8 @@ SELECT idgen_public_rotate() AS last_version;
 SELECT idgen_public_rotate();
 -- Privileges: any role encodes and decodes; only the owner reads keys,
 -- and only those granted the functions rotate and retire.
-CREATE ROLE public_stranger;
-SET ROLE public_stranger;
+CREATE ROLE regress_idgen_public_stranger;
+SET ROLE regress_idgen_public_stranger;
 SELECT idgen_private(idgen_public(99)) AS stranger_round_trip;
 SELECT * FROM idgen_public_key;
 \echo :LAST_ERROR_SQLSTATE
@@ -238,13 +238,13 @@ SELECT idgen_public_key_import('[]');
 RESET ROLE;
 -- Granted the functions, a role still reads and writes the keys with its
 -- own rights only.
-GRANT EXECUTE ON FUNCTION idgen_public_key_export(), idgen_public_key_import(jsonb) TO public_stranger;
-SET ROLE public_stranger;
+GRANT EXECUTE ON FUNCTION idgen_public_key_export(), idgen_public_key_import(jsonb) TO regress_idgen_public_stranger;
+SET ROLE regress_idgen_public_stranger;
 SELECT idgen_public_key_export();
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_public_key_import('[]');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION idgen_public_key_export(), idgen_public_key_import(jsonb) FROM public_stranger;
-DROP ROLE public_stranger;
+REVOKE EXECUTE ON FUNCTION idgen_public_key_export(), idgen_public_key_import(jsonb) FROM regress_idgen_public_stranger;
+DROP ROLE regress_idgen_public_stranger;
 DROP TABLE ids;

@@ -1,7 +1,8 @@
 --
--- A server's identity and the registry side of it.  The test instance takes
--- its identity from its settings (datacenter 3, worker 7) and has no
--- registry; the multi-server scenarios are in test/t/014_registry.pl.
+-- A server's identity and the registry side of it.  The test instance
+-- (make check-instance, test/idgen.conf) takes its identity from its
+-- settings (datacenter 3, worker 7) and has no registry; the multi-server
+-- scenarios are in test/t/014_registry.pl.
 --
 -- The worker-id leases lease.sql left are not this test's.
 DELETE FROM idgen_worker_lease;

@@ -146,8 +146,8 @@ SELECT idgen_seq_current('edge') AS unchanged;
 -- Privileges: every function only for roles granted it (using a key
 -- creates it); the table for nobody.  A role without grants cannot create
 -- keys, nor read or advance existing ones.
-CREATE ROLE idgen_seq_nobody;
-SET ROLE idgen_seq_nobody;
+CREATE ROLE regress_idgen_seq_nobody;
+SET ROLE regress_idgen_seq_nobody;
 SELECT idgen_seq_next('flood:1');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM idgen_seq_next('flood:2', 10);
@@ -156,13 +156,13 @@ SELECT idgen_seq_current('conv:42');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 SELECT count(*) AS flood_keys FROM idgen_seq WHERE key LIKE 'flood:%';
-DROP ROLE idgen_seq_nobody;
-CREATE ROLE idgen_seq_user;
-CREATE ROLE idgen_seq_admin;
+DROP ROLE regress_idgen_seq_nobody;
+CREATE ROLE regress_idgen_seq_user;
+CREATE ROLE regress_idgen_seq_admin;
 GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, bigint), idgen_seq_current(text)
-    TO idgen_seq_user, idgen_seq_admin;
-GRANT EXECUTE ON FUNCTION idgen_seq_set(text, bigint), idgen_seq_drop(text) TO idgen_seq_admin;
-SET ROLE idgen_seq_user;
+    TO regress_idgen_seq_user, regress_idgen_seq_admin;
+GRANT EXECUTE ON FUNCTION idgen_seq_set(text, bigint), idgen_seq_drop(text) TO regress_idgen_seq_admin;
+SET ROLE regress_idgen_seq_user;
 SELECT idgen_seq_next('made-by-user') AS user_creates;
 SELECT idgen_seq_next('conv:42') AS user_next, idgen_seq_current('conv:42') AS user_current;
 SELECT count(*) AS user_batch FROM idgen_seq_next('conv:42', 10);
@@ -184,13 +184,13 @@ SELECT * FROM idgen_seq;
 \echo :LAST_ERROR_SQLSTATE
 UPDATE idgen_seq SET value = 0;
 \echo :LAST_ERROR_SQLSTATE
-SET ROLE idgen_seq_admin;
+SET ROLE regress_idgen_seq_admin;
 SELECT idgen_seq_set('conv:42', 100);
 SELECT idgen_seq_next('conv:42') AS after_admin_set;
 SELECT idgen_seq_drop('conv:43') AS admin_drop;
 RESET ROLE;
 -- The key list shows who created each key.
-SELECT key, created_by = 'idgen_seq_user' AS by_user, created_by = current_user AS by_me
+SELECT key, created_by = 'regress_idgen_seq_user' AS by_user, created_by = current_user AS by_me
 FROM idgen_seq_keys WHERE key IN ('made-by-user', 'conv:42') ORDER BY key;
 -- A database-wide default ttl for keys created by use (off by default;
 -- seq_limits has the rule); only a superuser sets it, so a role cannot
@@ -200,7 +200,7 @@ SELECT idgen_seq_next('with-default-ttl');
 SELECT idgen_seq_configure('configured-without-ttl');
 SELECT key, ttl FROM idgen_seq_keys WHERE key IN ('with-default-ttl', 'configured-without-ttl', 'made-by-user') ORDER BY key;
 RESET idgen.seq_default_ttl;
-SET ROLE idgen_seq_user;
+SET ROLE regress_idgen_seq_user;
 SET idgen.seq_default_ttl = 0;
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
@@ -213,10 +213,10 @@ RESET search_path;
 SELECT count(*) AS evil_rows FROM evil.idgen_seq;
 DROP SCHEMA evil CASCADE;
 REVOKE ALL ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, bigint), idgen_seq_current(text)
-    FROM idgen_seq_user, idgen_seq_admin;
-DROP ROLE idgen_seq_user;
-REVOKE ALL ON FUNCTION idgen_seq_set(text, bigint), idgen_seq_drop(text) FROM idgen_seq_admin;
-DROP ROLE idgen_seq_admin;
+    FROM regress_idgen_seq_user, regress_idgen_seq_admin;
+DROP ROLE regress_idgen_seq_user;
+REVOKE ALL ON FUNCTION idgen_seq_set(text, bigint), idgen_seq_drop(text) FROM regress_idgen_seq_admin;
+DROP ROLE regress_idgen_seq_admin;
 
 -- Writes go to the table directly: a read-only transaction refuses them, and
 -- so does a table altered under idgen's feet.

@@ -71,15 +71,15 @@ SELECT idgen_seq_configure('cache:w', cache => NULL);
 SELECT key, step, max_value, cycle, cache FROM idgen_seq_keys WHERE key = 'cache:w';
 -- The view is not for PUBLIC; a role granted idgen_seq_next gets cached
 -- values as any other caller.
-CREATE ROLE cache_user;
-GRANT EXECUTE ON FUNCTION idgen_seq_next(text) TO cache_user;
-SET ROLE cache_user;
+CREATE ROLE regress_idgen_cache_user;
+GRANT EXECUTE ON FUNCTION idgen_seq_next(text) TO regress_idgen_cache_user;
+SET ROLE regress_idgen_cache_user;
 SELECT * FROM idgen_seq_cache;
 \echo :LAST_ERROR_SQLSTATE
 SELECT idgen_seq_next('cache:w') AS user_next;
 RESET ROLE;
-REVOKE ALL ON FUNCTION idgen_seq_next(text) FROM cache_user;
-DROP ROLE cache_user;
+REVOKE ALL ON FUNCTION idgen_seq_next(text) FROM regress_idgen_cache_user;
+DROP ROLE regress_idgen_cache_user;
 -- A read-only transaction gets no cached value either.
 BEGIN READ ONLY;
 SELECT idgen_seq_next('cache:w');

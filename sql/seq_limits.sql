@@ -56,12 +56,21 @@ SELECT count(*) > 0 AS dropped FROM (SELECT idgen_seq_drop(key) FROM idgen_seq_k
 -- idgen.seq_max_keys_per_role: idgen_seq_next does not create a key for a
 -- role that has that many live keys (54000, nothing created); its existing
 -- keys go on.  Set for the role with ALTER ROLE, by a superuser; the role
--- cannot change it.
-CREATE ROLE idgen_limit_app LOGIN;
+-- cannot change it.  The role logs in (\c) as a client would, with the
+-- password of the test's own connection (PGPASSWORD, as pg_virtualenv sets
+-- it for pg_buildext installcheck), if it has one.
+\set regress_password ''
+\getenv regress_password PGPASSWORD
+SELECT :'regress_password' = '' AS no_password \gset
+\if :no_password
+CREATE ROLE regress_idgen_limit_app LOGIN;
+\else
+CREATE ROLE regress_idgen_limit_app LOGIN PASSWORD :'regress_password';
+\endif
 GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, bigint), idgen_seq_current(text)
-    TO idgen_limit_app;
-ALTER ROLE idgen_limit_app SET idgen.seq_max_keys_per_role = 3;
-\c - idgen_limit_app
+    TO regress_idgen_limit_app;
+ALTER ROLE regress_idgen_limit_app SET idgen.seq_max_keys_per_role = 3;
+\c - regress_idgen_limit_app
 SHOW idgen.seq_max_keys_per_role;
 SELECT idgen_seq_next('lim:1'), idgen_seq_next('lim:2'), idgen_seq_next('lim:3');
 SELECT idgen_seq_next('lim:4');
@@ -77,14 +86,14 @@ SELECT key, created_by FROM idgen_seq_keys WHERE key LIKE 'lim:%' ORDER BY key;
 -- A key whose ttl has passed does not count (purged or not).
 SELECT idgen_seq_configure('lim:1', ttl => '100 ms');
 SELECT pg_sleep(0.2);
-\c - idgen_limit_app
+\c - regress_idgen_limit_app
 SELECT idgen_seq_next('lim:4') AS after_one_expired;
 SELECT idgen_seq_next('lim:5');
 \echo :LAST_ERROR_SQLSTATE
 \c - :regress_superuser
 -- A key the administrator drops makes room at once.
 SELECT idgen_seq_drop('lim:2');
-\c - idgen_limit_app
+\c - regress_idgen_limit_app
 SELECT idgen_seq_next('lim:5') AS after_one_dropped;
 SELECT idgen_seq_next('lim:6');
 \echo :LAST_ERROR_SQLSTATE
@@ -92,12 +101,12 @@ SELECT idgen_seq_next('lim:6');
 -- The administrative functions are not limited: the administrator decides.
 -- Here a role granted them, with a limit of 3, creates a key by use and
 -- three with them; using a new key is then refused: they count.
-CREATE ROLE idgen_limit_admin;
+CREATE ROLE regress_idgen_limit_admin;
 GRANT EXECUTE ON FUNCTION idgen_seq_next(text), idgen_seq_set(text, bigint),
     idgen_seq_set_if_absent(text, bigint), idgen_seq_configure(text, bigint, bigint, interval, bigint, bigint, bigint, boolean, bigint),
-    idgen_seq_drop(text) TO idgen_limit_admin;
+    idgen_seq_drop(text) TO regress_idgen_limit_admin;
 SET idgen.seq_max_keys_per_role = 3;
-SET ROLE idgen_limit_admin;
+SET ROLE regress_idgen_limit_admin;
 SELECT idgen_seq_next('lim:admin-next');
 SELECT idgen_seq_set('lim:admin-set', 5), idgen_seq_set_if_absent('lim:admin-baseline', 41000),
        idgen_seq_configure('lim:admin-configured', step => 2);
@@ -109,12 +118,12 @@ RESET idgen.seq_max_keys_per_role;
 SELECT key, created_by FROM idgen_seq_keys WHERE key LIKE 'lim:admin%' ORDER BY key;
 SELECT count(*) AS dropped FROM (SELECT idgen_seq_drop(key) FROM idgen_seq_keys WHERE key LIKE 'lim:%') d;
 REVOKE ALL ON FUNCTION idgen_seq_next(text), idgen_seq_next(text, bigint), idgen_seq_current(text)
-    FROM idgen_limit_app;
-DROP ROLE idgen_limit_app;
+    FROM regress_idgen_limit_app;
+DROP ROLE regress_idgen_limit_app;
 REVOKE ALL ON FUNCTION idgen_seq_next(text), idgen_seq_set(text, bigint),
     idgen_seq_set_if_absent(text, bigint), idgen_seq_configure(text, bigint, bigint, interval, bigint, bigint, bigint, boolean, bigint),
-    idgen_seq_drop(text) FROM idgen_limit_admin;
-DROP ROLE idgen_limit_admin;
+    idgen_seq_drop(text) FROM regress_idgen_limit_admin;
+DROP ROLE regress_idgen_limit_admin;
 
 -- The administrative functions bound their waits for a key's row with
 -- lock_timeout (5 s while it is 0), set for the call only: after a call

@@ -199,19 +199,6 @@ CALL txn_proc();
 SELECT idgen_seq_current('txn:proc') AS three_of_five_committed;
 DROP PROCEDURE txn_proc();
 
--- Two-phase commit: the rows are written at PREPARE TRANSACTION, and the
--- prepared transaction holds them until COMMIT or ROLLBACK PREPARED.
-BEGIN;
-SELECT count(idgen_seq_next('txn:2pc')) AS calls FROM generate_series(1, 1000);
-PREPARE TRANSACTION 'idgen_seq_txn';
-COMMIT PREPARED 'idgen_seq_txn';
-SELECT idgen_seq_current('txn:2pc') AS prepared_committed;
-BEGIN;
-SELECT count(idgen_seq_next('txn:2pc')) AS calls FROM generate_series(1, 1000);
-PREPARE TRANSACTION 'idgen_seq_txn';
-ROLLBACK PREPARED 'idgen_seq_txn';
-SELECT idgen_seq_next('txn:2pc') AS after_rollback_prepared;
-
 -- The row of a held key deleted behind the functions' back: the commit
 -- fails, and its values go back with it.
 BEGIN;

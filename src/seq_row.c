@@ -302,7 +302,7 @@ idgen_seq_open_table(const IdgenFunction *fn, IdgenSeqTable *t)
  * Whether the triggers of idgen_seq are at most the extension's own,
  * idgen_seq_replica: enabled as a REPLICA trigger, it fires only in logical
  * replication's workers, where it merges the rows a publisher sends
- * (idgen--0.1.0.sql, "Logical replication"), and does nothing in ordinary
+ * (idgen--1.0.0.sql, "Logical replication"), and does nothing in ordinary
  * use, so idgen's direct writes lose nothing by not firing it.  Any other
  * row trigger would be skipped by them.  Triggers on TRUNCATE only are
  * accepted: no row write fires them, so idgen's writes skip nothing of

@@ -49,9 +49,11 @@ esac
 # what building the Debian package needs (test/deb.sh: debhelper, lintian,
 # the release's postgresql-server-dev-all with pg_buildext's debhelper
 # addon).  For 19, the server, its headers and libpq come from experimental
-# (apt takes the rest from sid).
+# (apt takes the rest from sid), and sid's 18 is there too, server and
+# headers, for test/t/040_pg_upgrade.pl (pg_upgrade from 18 to 19).
 CORE=(postgresql-$VERSION postgresql-server-dev-$VERSION libpq-dev)
 [ -n "$EXPERIMENTAL" ] && CORE=("${CORE[@]/%//experimental}" libpq5/experimental)
+[ "$VERSION" = 19 ] && CORE+=(postgresql-18 postgresql-server-dev-18)
 PACKAGES=("${CORE[@]}" make gcc libc6-dev libipc-run-perl faketime pgbouncer gdb
 	build-essential debhelper dpkg-dev lintian postgresql-server-dev-all)
 

@@ -1,35 +1,59 @@
 #!/usr/bin/env bash
 #
 # test/clients.sh: Snowflake IDs through the client libraries applications
-# use, with the code README.md shows.
+# use, with the code docs/applications.md shows.
 #
 #   bash test/clients.sh
 #
-# Every code block of README.md preceded by a line
+# Every code block of README.md and of docs/*.md preceded by a line
 #
 #   <!-- test/clients: DIR/FILE -->
 #
 # is written to DIR/FILE of a work directory that holds a copy of
-# test/clients/ (the checks, which load the README's code as a module):
+# test/clients/ (the checks, which load the documented code as a module):
 #
 #   node/strings.js      node-postgres, IDs as strings    node/strings.test.js
 #   node/bigint.js       node-postgres, IDs as BigInt     node/bigint.test.js
 #   node/knex.js         Knex                             node/knex.test.js
 #   node/drizzle.js      Drizzle ORM                      node/drizzle.test.js
+#   node/postgresjs.js   postgres.js                      node/postgresjs.test.js
+#   node/prisma/schema.prisma, node/prisma.js
+#                        Prisma ORM 7, pg driver adapter  node/prisma.test.js
 #   python/users.py      psycopg2                         python/users_test.py
+#   python/users_psycopg3.py  psycopg 3                   python/psycopg3_test.py
+#   python/users_asyncpg.py   asyncpg                     python/asyncpg_test.py
 #   python/invoices.py   SQLAlchemy                       python/invoices_test.py
-#   django/shop/models.py, django/shop/migrations/0001_initial.py
-#                        Django                           django/shop_test.py
+#   python/invoices_async.py  SQLAlchemy asyncio          python/invoices_async_test.py
+#   python/alembic_env.py     Alembic autogenerate        python/alembic_test.py
+#   django/shop/models.py, django/shop/migrations/0001_initial.py,
+#   django/shop/serializers.py
+#                        Django, Django REST framework    django/shop_test.py
+#   django/accounts/models.py, django/accounts/migrations/0001_initial.py
+#                        Django, a converted auth_user
+#                                                         django/accounts_test.py
+#   ruby/purchase.rb, ruby/schema_dumper.rb
+#                        Active Record                    ruby/rails_test.rb
+#   go/users.go          Go, pgx v4                       go/check.go
+#   java/Users.java      JDBC (pgjdbc), Jackson           java/UsersCheck.java
 #
-# and, with no README block, every idgen function an application calls
+# and, with no documented block, every idgen function an application calls
 # with parameters, through node-postgres (node/params.test.js: untyped
 # parameters) and psycopg 3 (python/params_test.py: an int as the
 # narrowest integer type, smallint for small values).
 #
-# A missing block, or one that no check loads, is a failure.  The Node.js
-# packages are the versions test/clients/node/package-lock.json records
-# (npm ci); the Python ones are Debian's (python3-psycopg2, python3-psycopg,
-# python3-sqlalchemy, python3-django), run with /usr/bin/python3.
+# A failure: a block a check needs that no file has, a marked block that no
+# check loads, a block marked twice, a marker not right before a code
+# block, and a code block of a client language (js, python, ruby, go,
+# java) in docs/applications.md without a marker, so that every example
+# there runs.  The Node.js packages are the versions
+# test/clients/node/package-lock.json records (npm ci); everything else is
+# Debian's: psycopg2, psycopg 3, asyncpg, SQLAlchemy (with greenlet),
+# Alembic, Django with Django REST framework, Active Record with ruby-pg,
+# Go with pgx v4 (built with GOPATH=/usr/share/gocode, GO111MODULE=off,
+# no download), and pgjdbc with Jackson (the JDK if javac is missing);
+# Python is /usr/bin/python3.  Prisma's client is generated without its
+# schema engine, which the CLI would download from outside npm
+# (node/prisma.test.js says why that is enough).
 #
 # The checks run against a throwaway cluster preloading idgen (datacenter 1,
 # worker 7, so that decoding is checked against something other than the
@@ -40,27 +64,42 @@
 # database's text of them, decodes them, and checks that they differ.
 #
 # Run as root it installs what it needs (npm ci runs as root, without
-# install scripts), builds and installs idgen, and runs the cluster and the
-# clients as "postgres"; as another user it assumes all that.  Exit status
-# 0 when every check passed.
+# install scripts), builds idgen and installs it into the installation
+# PG_CONFIG names, and runs the cluster and the clients as "postgres"; as
+# another user it assumes all that.  Exit status 0 when every check passed.
 #
 set -uo pipefail
 
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PACKAGES=(postgresql-15 postgresql-server-dev-15 libpq-dev make gcc
-	python3-psycopg2 python3-psycopg python3-sqlalchemy python3-django)
+	python3-psycopg2 python3-psycopg python3-asyncpg python3-greenlet python3-sqlalchemy
+	python3-alembic python3-django python3-djangorestframework ruby-activerecord ruby-pg golang-go
+	golang-github-jackc-pgx-v4-dev libpostgresql-jdbc-java libjackson2-databind-java)
+command -v javac >/dev/null || PACKAGES+=(default-jdk-headless)
 command -v node >/dev/null && command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 PORT=${CLIENTS_PORT:-55460}
 PYTHON=/usr/bin/python3
 
-# The README blocks and the checks that load them.
-BLOCKS=(node/strings.js node/bigint.js node/knex.js node/drizzle.js
-	python/users.py python/invoices.py
-	django/shop/models.py django/shop/migrations/0001_initial.py)
+# The documented blocks and the checks that load them.
+BLOCKS=(node/strings.js node/bigint.js node/knex.js node/drizzle.js node/postgresjs.js
+	node/prisma/schema.prisma node/prisma.js
+	python/users.py python/users_psycopg3.py python/users_asyncpg.py
+	python/invoices.py python/invoices_async.py python/alembic_env.py
+	django/shop/models.py django/shop/migrations/0001_initial.py django/shop/serializers.py
+	django/accounts/models.py
+	django/accounts/migrations/0001_initial.py
+	ruby/purchase.rb ruby/schema_dumper.rb go/users.go java/Users.java)
 CLIENTS=(node/strings.test.js node/bigint.test.js node/knex.test.js node/drizzle.test.js
-	node/params.test.js python/users_test.py python/invoices_test.py python/params_test.py
-	django/shop_test.py)
+	node/postgresjs.test.js node/prisma.test.js node/params.test.js
+	python/users_test.py python/psycopg3_test.py python/asyncpg_test.py
+	python/invoices_test.py python/invoices_async_test.py python/alembic_test.py
+	python/params_test.py django/shop_test.py django/accounts_test.py
+	ruby/rails_test.rb go/check.go java/UsersCheck.java)
+# The fences of client code that docs/applications.md must mark.
+CLIENT_LANGUAGES='js|javascript|ts|typescript|python|py|ruby|rb|go|java'
+JARS=/usr/share/java/postgresql.jar:/usr/share/java/jackson-databind.jar
+JARS+=:/usr/share/java/jackson-core.jar:/usr/share/java/jackson-annotations.jar
 
 # ---------------------------------------------------------------------------
 # As root (or whoever starts it): prepare, then run the rest as the user.
@@ -69,6 +108,7 @@ if [ "${1:-}" != --inner ]; then
 	. "$SRC/test/lib.sh"
 	idgen_client_prepare clients "${PACKAGES[@]}" || exit 2
 	cp "$SRC/test/clients.sh" "$SRC/README.md" "$WORK/"
+	mkdir "$WORK/docs" && cp "$SRC"/docs/*.md "$WORK/docs/"
 	cp -R "$SRC/test/clients/." "$WORK/"
 	idgen_client_npm clients "$WORK/node" || exit 2
 	idgen_client_run clients server.log "CLIENTS_PORT='$PORT' PG_CONFIG='$PG_CONFIG'"
@@ -92,11 +132,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Write each marked block of README.md $1 to $2/NAME; print the names.
+# Write each marked block of the Markdown file $1 (named $3 in messages)
+# to $2/NAME and print the names; with $4 = strict, a fence of a client
+# language without a marker is an error too.  Every error is reported;
+# the status is 1 after any.
 extract_blocks()
 {
-	local line name='' file='' marker='^<!-- test/clients: ([a-z0-9_][a-z0-9_./]*) -->$'
+	local line bare name='' file='' fence='' status=0 n=0
+	local marker='^<!-- test/clients: ([A-Za-z0-9_][A-Za-z0-9_./]*) -->$'
+	local client="^\`\`\`(${CLIENT_LANGUAGES})([[:space:]].*)?\$"
 	while IFS= read -r line; do
+		n=$((n + 1))
+		bare=${line#"${line%%[![:space:]]*}"} # an unmarked fence may be indented (in a list)
 		if [ -n "$file" ]; then
 			if [ "$line" = '```' ]; then
 				echo "$name"
@@ -104,52 +151,71 @@ extract_blocks()
 			else
 				printf '%s\n' "$line" >>"$file"
 			fi
+		elif [ -n "$fence" ]; then
+			[ "$bare" = '```' ] && fence=''
 		elif [ -n "$name" ]; then
 			if [[ $line != '```'?* ]]; then
-				echo "README.md: the marker of $name is not right before a code block" >&2
-				return 1
+				echo "$3:$n: the marker of $name is not right before a code block" >&2
+				status=1 name=''
+				continue
 			fi
 			file=$2/$name
 			if [ -e "$file" ]; then
-				echo "README.md: $name marked twice" >&2
-				return 1
+				echo "$3:$n: $name marked twice" >&2
+				status=1 file="$2/.twice"
 			fi
 			mkdir -p "$(dirname "$file")" && : >"$file" || return 1
 		elif [[ $line =~ $marker ]]; then
 			name=${BASH_REMATCH[1]}
 			if [[ $name == *..* ]]; then
-				echo "README.md: $name: not a plain path" >&2
+				echo "$3:$n: $name: not a plain path" >&2
 				return 1
+			fi
+		elif [[ $bare == '```'* ]]; then
+			fence=1
+			if [ "${4:-}" = strict ] && [[ $bare =~ $client ]]; then
+				echo "$3:$n: a ${BASH_REMATCH[1]} block without a test/clients marker" >&2
+				status=1
 			fi
 		fi
 	done <"$1"
 	if [ -n "$name" ]; then
-		echo "README.md: the block of $name does not end" >&2
+		echo "$3: the block of $name does not end" >&2
 		return 1
 	fi
+	return $status
 }
 
-mkdir "$W/readme"
-if extracted=$(extract_blocks "$W/README.md" "$W/readme"); then
-	for b in "${BLOCKS[@]}"; do
-		if grep -qxF "$b" <<<"$extracted"; then
-			ok "README.md has the block $b"
-			cp "$W/readme/$b" "$W/$b"
-		else
-			not_ok "README.md has the block $b"
-		fi
-	done
-	for b in $extracted; do
-		[[ " ${BLOCKS[*]} " == *" $b "* ]] || not_ok "README.md block $b: no check runs it"
-	done
-else
-	not_ok "README.md's marked blocks can be read"
-fi
+mkdir "$W/blocks"
+extracted=''
+for md in README.md docs/*.md; do
+	strict=''
+	[ "$md" = docs/applications.md ] && strict=strict
+	if names=$(extract_blocks "$W/$md" "$W/blocks" "$md" $strict); then
+		[ -n "$names" ] && ok "$md's marked blocks can be read"
+	else
+		not_ok "$md's marked blocks can be read"
+	fi
+	extracted+="$names"$'\n'
+done
+for b in "${BLOCKS[@]}"; do
+	if grep -qxF "$b" <<<"$extracted"; then
+		ok "a document has the block $b"
+		mkdir -p "$(dirname "$W/$b")" && cp "$W/blocks/$b" "$W/$b"
+	else
+		not_ok "a document has the block $b"
+	fi
+done
+for b in $extracted; do
+	[[ " ${BLOCKS[*]} " == *" $b "* ]] || not_ok "block $b: no check runs it"
+done
 
 # The server, on a free loopback port from PORT on.
 port=$(idgen_start_cluster "$W/data" "$W/server.log" $'idgen.datacenter_id = 1\nidgen.worker_id = 7' "$PORT") ||
 	exit 2
 
+# The server's own pg_dump and psql first (Active Record's db/structure.sql).
+export PATH=$BIN:$PATH
 export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGDATABASE=postgres
 export DATABASE_URL=postgresql://$PGUSER@$PGHOST:$PGPORT/$PGDATABASE
 export PYTHONDONTWRITEBYTECODE=1
@@ -170,14 +236,26 @@ fi
 
 npm_version() { sed -n 's/^  "version": "\(.*\)",$/\1/p' "$W/node/node_modules/$1/package.json"; }
 echo "pg $(npm_version pg), knex $(npm_version knex), drizzle-orm $(npm_version drizzle-orm)," \
-	"$("$PYTHON" -c 'import django, psycopg, psycopg2, sqlalchemy
-print("psycopg2", psycopg2.__version__.split()[0] + ", psycopg", psycopg.__version__ + ", SQLAlchemy", sqlalchemy.__version__ + ", Django", django.get_version())')"
+	"postgres $(npm_version postgres), prisma $(npm_version prisma)," \
+	"$("$PYTHON" -c 'import alembic, asyncpg, django, psycopg, psycopg2, rest_framework, sqlalchemy
+print("psycopg2", psycopg2.__version__.split()[0] + ", psycopg", psycopg.__version__ + ", asyncpg",
+      asyncpg.__version__ + ", SQLAlchemy", sqlalchemy.__version__ + ", Alembic", alembic.__version__
+      + ", Django", django.get_version() + ", DRF", rest_framework.__version__ + ",")')" \
+	"$(ruby -ractive_record -rpg -e 'print "Active Record #{ActiveRecord.version}, ruby-pg #{PG::VERSION},"')" \
+	"$(go version | cut -d' ' -f3), $(dpkg-query -W -f='pgx ${Version}, pgjdbc ' golang-github-jackc-pgx-v4-dev)$(
+		dpkg-query -W -f='${Version}' libpostgresql-jdbc-java), $(javac -version 2>&1)"
 
 for c in "${CLIENTS[@]}"; do
 	echo "--- $c"
 	case $c in
 		*.js) out=$(cd "$W/${c%/*}" && node "${c##*/}" 2>&1) ;;
 		*.py) out=$(cd "$W/${c%/*}" && "$PYTHON" "${c##*/}" 2>&1) ;;
+		*.rb) out=$(cd "$W/${c%/*}" && ruby "${c##*/}" 2>&1) ;;
+		# GOPATH mode: Debian's pgx from /usr/share/gocode, nothing downloaded.
+		*.go) out=$(cd "$W/${c%/*}" && GO111MODULE=off GOPATH=/usr/share/gocode \
+			GOCACHE="$W/.cache/go-build" go run ./*.go 2>&1) ;;
+		*.java) out=$(cd "$W/${c%/*}" && javac -d classes -cp "$JARS" ./*.java 2>&1 &&
+			java -cp "classes:$JARS" "$(basename "$c" .java)" 2>&1) ;;
 	esac
 	status=$?
 	printf '%s\n' "$out"

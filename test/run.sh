@@ -22,9 +22,15 @@
 # assertions (IDGEN_ASSERTS=1), the chroots the package as users get it.
 # On the machine's own 15, test/t/019_recovery_horizon.pl runs its
 # failover scenarios 10 times each (IDGEN_FAILOVER_ROUNDS; 2 elsewhere).
+# In the chroot of 19, idgen is installed for 18 too, and
+# test/t/040_pg_upgrade.pl upgrades an 18 cluster to 19 with pg_upgrade
+# (IDGEN_UPGRADE_FROM; skipped elsewhere).
 # Once, on the machine itself:
 #
-#   metadata       idgen.control, META.json and README.md agree on the version
+#   metadata       idgen.control, META.json, CHANGELOG.md and README.md agree
+#                  on the version; test/released.sh: every released SQL
+#                  script has the hash sql/released.sha256 lists, and every
+#                  script that make install ships is listed
 #   debian         debian/changelog's upstream version is idgen.control's, and
 #                  debian/control is up to date with debian/control.in
 #   messages       test/messages.pl: every message of src/*.c and of the SQL
@@ -38,13 +44,19 @@
 #                  marked and run by a test
 #   auto-failover  test/auto_failover.sh: pg_auto_failover (PostgreSQL 15),
 #                  a switchover and a failover under load (about a minute)
-#   clients        test/clients.sh: the README's application code with
-#                  node-postgres, Knex, Drizzle, psycopg2, SQLAlchemy and
-#                  Django, and every function called with parameters through
-#                  node-postgres and psycopg 3 (PostgreSQL 15, under a minute)
+#   clients        test/clients.sh: the application code of
+#                  docs/applications.md with node-postgres, Knex, Drizzle,
+#                  postgres.js, Prisma, psycopg2, psycopg 3, asyncpg,
+#                  SQLAlchemy (and asyncio), Alembic, Django, Active Record,
+#                  Go's pgx and JDBC, and every function called with
+#                  parameters through node-postgres and psycopg 3
+#                  (PostgreSQL 15, about a minute from a cold cache)
 #   generators     test/generators.sh: the example Snowflake generators of
 #                  examples/ (Node.js, Python) with leased worker ids, run as
 #                  processes (PostgreSQL 15, about 15 s)
+#   pgxn           test/pgxn.sh: make dist's archive against the PGXN Meta
+#                  Spec, installed with pgxnclient and loaded (PostgreSQL 15,
+#                  about 40 s)
 #
 # As another user than root, or with PG_CONFIG set, it runs test/suite.sh
 # against that one installation, assuming the packages are installed and
@@ -90,20 +102,25 @@ count() # NAME OK
 	if [ "$2" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$1"); fi
 }
 
-# The version lives in idgen.control; META.json and the README must agree.
+# The version lives in idgen.control; META.json and the README must agree,
+# and the released scripts must be the ones released (test/released.sh).
 log "metadata"
 version=$(make -s -C "$SRC" version PG_CONFIG="${PG_CONFIG:-$HOST_PG_CONFIG}")
 meta_versions=$(perl -MJSON::PP -0777 -ne '$m = decode_json($_);
 	print join("\n", sort { $a cmp $b } keys %{{ map { $_ => 1 } $m->{version},
 		map { $_->{version} } values %{ $m->{provides} } }}), "\n"' "$SRC/META.json")
+meta_file=$(perl -MJSON::PP -0777 -ne 'print decode_json($_)->{provides}{idgen}{file}' "$SRC/META.json")
 if [ -n "$version" ] && [ "$meta_versions" = "$version" ] &&
-   [ -f "$SRC/sql/idgen--$version.sql" ] && grep -q "($version)" "$SRC/README.md"; then
-	echo "version $version: idgen.control, META.json, README.md and sql/idgen--$version.sql agree"
-	count metadata 0
+   [ "$meta_file" = "sql/idgen--$version.sql" ] && [ -f "$SRC/sql/idgen--$version.sql" ] &&
+   grep -q "^## $version (" "$SRC/CHANGELOG.md" && grep -q "($version)" "$SRC/README.md"; then
+	echo "version $version: idgen.control, META.json, CHANGELOG.md, README.md and sql/idgen--$version.sql agree"
+	meta_ok=0
 else
-	echo "version mismatch: control '$version', META.json '$meta_versions', or README.md / sql/idgen--$version.sql"
-	count metadata 1
+	echo "version mismatch: control '$version', META.json '$meta_versions' ($meta_file), or CHANGELOG.md / README.md / sql/idgen--$version.sql"
+	meta_ok=1
 fi
+bash "$SRC/test/released.sh" || meta_ok=1
+count metadata $meta_ok
 
 # The Debian package's version follows idgen.control's (debian/changelog's
 # upstream part, before the Debian revision), and debian/control is what
@@ -178,8 +195,20 @@ run_version() # VERSION WHERE
 		host) IDGEN_FAILOVER_ROUNDS=${IDGEN_FAILOVER_ROUNDS:-10} IDGEN_ASSERTS=1 PG_CONFIG=$HOST_PG_CONFIG \
 			bash "$tree/test/suite.sh" ;;
 		chroot) bash "$tree/test/chroot.sh" "$v" "$tree" \
-			"PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config bash test/suite.sh" ;;
+			"$(upgrade_from "$v")PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config bash test/suite.sh" ;;
 	esac
+}
+
+# In the chroot of 19, which has 18 too: idgen built and installed for 18
+# before the suites, and IDGEN_UPGRADE_FROM set, so that
+# test/t/040_pg_upgrade.pl upgrades an 18 cluster to 19 (about 30 s, and
+# 20 s for the build).  For other versions, nothing.
+upgrade_from() # VERSION
+{
+	[ "$1" = 19 ] || return 0
+	local old=/usr/lib/postgresql/18
+	printf '%s' "make -s PG_CONFIG=$old/bin/pg_config PG_CFLAGS='-Wextra -Wno-unused-parameter -Werror' &&
+		make -s PG_CONFIG=$old/bin/pg_config install && make -s clean && export IDGEN_UPGRADE_FROM=$old && "
 }
 
 # Print a finished version's log and count its results.
@@ -251,6 +280,16 @@ if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
 	log "generators"
 	PG_CONFIG=$HOST_PG_CONFIG bash "$SRC/test/generators.sh"
 	count generators $?
+fi
+
+# The PGXN archive: make dist, checked against the PGXN Meta Spec,
+# installed with pgxnclient and loaded into a preloaded server (about 40 s,
+# on the machine's PostgreSQL 15; it installs idgen there, as the scripts
+# above do).
+if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
+	log "pgxn"
+	PG_CONFIG=$HOST_PG_CONFIG bash "$SRC/test/pgxn.sh"
+	count pgxn $?
 fi
 
 echo

@@ -21,9 +21,14 @@
 #   build          the -Werror build with idgen's assertions
 #   layers         test/layers.sh on its objects
 #   package        test/deb.sh (or `make install`)
-#   regress        pg_regress on a temporary preloaded instance, then the
-#                  isolation specs (specs/) on another
-#   regress-genes  pg_regress on a second instance with 4 gene bits
+#   installcheck   make installcheck (pg_regress, then the isolation specs of
+#                  specs/) against a running server configured as the
+#                  README says, twice on the same server
+#                  (test/installcheck.sh)
+#   check-instance pg_regress on a temporary instance with its own settings
+#                  (test/idgen.conf: datacenter 3, worker 7, prepared
+#                  transactions)
+#   check-genes    pg_regress on a temporary instance with 4 gene bits
 #   tap            TAP tests (test/t/*.pl): concurrency, layouts, restart,
 #                  not preloaded, clock steps under libfaketime, the keeper
 #                  and crashes, per-key sequences, the registry, failover,
@@ -117,12 +122,14 @@ cp -a "$SRC/." "$WORK/src"
 [ "$(id -u)" = 0 ] && chown -R "$IDGEN_USER" "$WORK"
 chmod 755 "$WORK"
 
+# run_suite NAME 'COMMAND LINE': run it as the test user in the copy.
 run_suite() {
-	local name=$1 target=$2
+	local name=$1 cmd=$2
 	log "PostgreSQL $PG_VERSION: $name"
 	# pg_regress's server log goes to log/postmaster.log, which the next
-	# temporary instance overwrites: keep each suite's.
-	if as_idgen_user "cd '$WORK/src' && make -s PG_CONFIG='$PG_CONFIG' PG_CFLAGS='$WARN_FLAGS' $target;
+	# temporary instance overwrites: keep each suite's.  (The server of
+	# test/installcheck.sh logs to log/postmaster-installcheck.log.)
+	if as_idgen_user "cd '$WORK/src' && $cmd;
 			status=\$?; [ -f log/postmaster.log ] && mv log/postmaster.log log/postmaster-$name.log; exit \$status"; then
 		passed=$((passed + 1))
 	else
@@ -137,9 +144,11 @@ run_suite() {
 	fi
 }
 
-run_suite regress installcheck
-run_suite regress-genes installcheck-genes
-run_suite tap prove-installcheck
+make_test="make -s PG_CONFIG='$PG_CONFIG' PG_CFLAGS='$WARN_FLAGS'"
+run_suite installcheck "PG_CONFIG='$PG_CONFIG' bash test/installcheck.sh 2"
+run_suite check-instance "$make_test check-instance"
+run_suite check-genes "$make_test check-genes"
+run_suite tap "$make_test prove-installcheck"
 
 # No test may reach an internal error: every message a user can cause has
 # its own SQLSTATE.  The servers log the SQLSTATE of every message

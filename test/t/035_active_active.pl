@@ -342,10 +342,12 @@ for my $r (0 .. 1)
 {
 	my $node = idgen_node("twin_$r", %common, 'idgen.worker_id' => 30,
 		_init => { allows_streaming => 'logical' });
+	$node->safe_psql('postgres', doc_block('docs/active-active.md', 'active-active/publish'));
 	push @twins, $node;
 }
-# docs/active-active.md's publication and subscription, as printed, with
-# the other node's connection string and name in place of node1's.
+# docs/active-active.md's publication on both, then its subscription, as
+# printed, with the other node's connection string and name in place of
+# node1's.
 for my $r (0 .. 1)
 {
 	my $o = 1 - $r;

@@ -1,6 +1,6 @@
-"""Django (README blocks django/shop/models.py and
-django/shop/migrations/0001_initial.py), and why BigIntegerField is not
-enough.
+"""Django (blocks django/shop/models.py,
+django/shop/migrations/0001_initial.py and, for Django REST framework,
+django/shop/serializers.py), and why BigIntegerField is not enough.
 
 The settings are made here; the database is the one DATABASE_URL names,
 given to Django as PGHOST, PGPORT, PGUSER and PGDATABASE.
@@ -74,6 +74,37 @@ def body():
         check_id("Django bulk_create", "shop_article", i)
     check("a lookup by the ID finds the object",
           Article.objects.get(pk=ids[2]).title == "b")
+
+    # JSON through Django REST framework (block django/shop/serializers.py).
+    import json
+
+    from rest_framework import serializers as drf
+    from rest_framework.renderers import JSONRenderer
+
+    from shop.serializers import ArticleSerializer, CommentSerializer
+
+    doc = json.loads(JSONRenderer().render(ArticleSerializer(article).data))
+    check("DRF: ArticleSerializer writes the ID as a string",
+          doc == {"id": str(article.pk), "title": "first"}, doc)
+    doc = json.loads(JSONRenderer().render(CommentSerializer(comment).data))
+    check("DRF: CommentSerializer writes its ID and its parent's as strings",
+          doc == {"id": str(comment.pk), "article": str(article.pk), "body": "hi"}, doc)
+    incoming = CommentSerializer(data={"article": str(article.pk), "body": "from JSON"})
+    valid = incoming.is_valid()
+    check("DRF: a comment posted with the parent's ID as a string is valid", valid, incoming.errors)
+    if valid:
+        saved = incoming.save()
+        check("DRF: and is stored under that parent", saved.article_id == article.pk,
+              saved.article_id)
+
+    class PlainSerializer(drf.ModelSerializer):
+        class Meta:
+            model = Article
+            fields = ["id", "title"]
+
+    raw = JSONRenderer().render(PlainSerializer(article).data).decode()
+    check("DRF: a plain ModelSerializer writes the ID as a JSON number",
+          raw.startswith('{"id":%d,' % article.pk), raw)
 
     # The field the obvious way: Django sends the key as NULL.
     class Plain(models.Model):

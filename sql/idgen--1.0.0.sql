@@ -1,4 +1,4 @@
-/* idgen--0.1.0.sql: Snowflake IDs with genes, UUIDv7, statistics and server info. */
+/* idgen--1.0.0.sql: Snowflake IDs with genes, UUIDv7, statistics and server info. */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION idgen" to load this file. \quit
