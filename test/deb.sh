@@ -134,7 +134,10 @@ for f in "$pkglibdir/idgen.so" "$sharedir/extension/idgen.control" "$sharedir"/e
 done
 changed=$(dpkg --verify "$PKG")
 [ -z "$changed" ] || fail "files of $PKG differ from what it shipped: $changed"
-if nm -D "$pkglibdir/idgen.so" | grep -q ' U ExceptionalCondition$'; then has_asserts=yes; else has_asserts=; fi
+# (nm's output is read whole: grep -q ending first would fail the pipeline
+# under pipefail.)
+symbols=$(nm -D "$pkglibdir/idgen.so")
+if grep -q ' U ExceptionalCondition$' <<<"$symbols"; then has_asserts=yes; else has_asserts=; fi
 if [ -n "${IDGEN_ASSERTS:-}" ] && [ -z "$has_asserts" ]; then
 	fail "IDGEN_ASSERTS is set but the installed idgen.so has no assertions"
 elif [ -z "${IDGEN_ASSERTS:-}" ] && [ -n "$has_asserts" ]; then
