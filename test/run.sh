@@ -22,7 +22,7 @@
 # assertions (IDGEN_ASSERTS=1), the chroots the package as users get it.
 # On the machine's own 15, test/t/019_recovery_horizon.pl runs its
 # failover scenarios 10 times each (IDGEN_FAILOVER_ROUNDS; 2 elsewhere).
-# In the chroot of 19, idgen is installed for 18 too, and
+# In the chroot of 19, postgresql-18-idgen is installed too, and
 # test/t/040_pg_upgrade.pl upgrades an 18 cluster to 19 with pg_upgrade
 # (IDGEN_UPGRADE_FROM; skipped elsewhere).
 # Once, on the machine itself:
@@ -199,16 +199,16 @@ run_version() # VERSION WHERE
 	esac
 }
 
-# In the chroot of 19, which has 18 too: idgen built and installed for 18
-# before the suites, and IDGEN_UPGRADE_FROM set, so that
-# test/t/040_pg_upgrade.pl upgrades an 18 cluster to 19 (about 30 s, and
-# 20 s for the build).  For other versions, nothing.
+# In the chroot of 19, which has 18 too: idgen installed for 18 from its
+# package, postgresql-18-idgen (test/deb.sh: built there, lintian,
+# installed), before the suites, and IDGEN_UPGRADE_FROM set, so that
+# test/t/040_pg_upgrade.pl upgrades an 18 cluster to 19 as users would,
+# both majors' idgen from packages (about 30 s, and 20 s for the package).
+# For other versions, nothing.
 upgrade_from() # VERSION
 {
 	[ "$1" = 19 ] || return 0
-	local old=/usr/lib/postgresql/18
-	printf '%s' "make -s PG_CONFIG=$old/bin/pg_config PG_CFLAGS='-Wextra -Wno-unused-parameter -Werror' &&
-		make -s PG_CONFIG=$old/bin/pg_config install && make -s clean && export IDGEN_UPGRADE_FROM=$old && "
+	printf '%s' "bash test/deb.sh 18 && export IDGEN_UPGRADE_FROM=/usr/lib/postgresql/18 && "
 }
 
 # Print a finished version's log and count its results.
