@@ -24,9 +24,13 @@
 #            bitcode, the extension's control file and SQL scripts, and its
 #            documentation.
 #   install  apt-get install ./postgresql-VERSION-idgen_*.deb (again if the
-#            same version is installed); idgen's files not owned by any
-#            package in this major's directories (an earlier `make
-#            install`'s) are removed first, so that none is tested.
+#            same version is installed), with its debugging symbols
+#            (postgresql-VERSION-idgen-dbgsym, as one installs them to debug
+#            a released package: test/t/034_seq_cache_stall.pl holds a
+#            backend at a breakpoint in gdb, which needs them to find and
+#            finish a function the compiler inlined); idgen's files not
+#            owned by any package in this major's directories (an earlier
+#            `make install`'s) are removed first, so that none is tested.
 #   verify   the installed idgen.so, idgen.control and SQL scripts belong
 #            to the package and are the files it shipped (dpkg --verify),
 #            and idgen.so has idgen's assertions exactly when asked for.
@@ -120,7 +124,9 @@ if [ -d "$pkglibdir/bitcode/idgen" ] && ! dpkg -S "$pkglibdir/bitcode/idgen" >/d
 	echo "removing $pkglibdir/bitcode/idgen/: no package owns it"
 	rm -rf "$pkglibdir/bitcode/idgen"
 fi
-if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall --no-install-recommends "$deb" \
+dbgsym=$(find "$WORK" -maxdepth 1 -name "${PKG}-dbgsym_*.deb" | head -n 1)
+[ -n "$dbgsym" ] || fail "no ${PKG}-dbgsym_*.deb in $WORK: $(ls "$WORK")"
+if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall --no-install-recommends "$deb" "$dbgsym" \
 		>"$WORK/install.log" 2>&1; then
 	cat "$WORK/install.log"
 	fail "apt-get install $deb failed"

@@ -89,8 +89,8 @@ sub check_after
 }
 
 # Double failover P -> S -> S1.  $certain: S's keeper makes its horizon
-# 60 s ahead while in recovery.  $delay: how long S runs after its
-# promotion before it dies.
+# 60 s ahead while in recovery.  $delay: how long S runs, once promoted
+# and its clients have received IDs, before it dies.
 sub double_failover
 {
 	my ($what, $behind, $certain, $delay) = @_;
@@ -112,7 +112,12 @@ sub double_failover
 	$p->stop('immediate');
 	my ($p_ids, $p_uuids) = $p_done->();
 	$s->promote;
-	my ($s_done) = load($s);
+	# S's first IDs wait for its keeper's first horizon in WAL: on a loaded
+	# machine longer than the shortest $delay (40 ms; seen on 17 at 49 ms).
+	# S dies $delay after its clients received IDs, as P does below.
+	my ($s_done, $s_issued) = load($s);
+	my $t0 = time;
+	usleep(10_000) until $s_issued->() || time - $t0 > $PostgreSQL::Test::Utils::timeout_default;
 	sleep $delay;
 	$s->wait_for_catchup($s1, 'replay', $s->lsn('flush')) if $certain;
 	$s->stop('immediate');
@@ -272,7 +277,7 @@ for my $round (1 .. $rounds)
 	for my $behind (0, 5)
 	{
 		my $delay = 0.04 + rand(0.485);
-		double_failover(sprintf('double failover %d, S1 %d s behind, S died %d ms after its promotion',
+		double_failover(sprintf('double failover %d, S1 %d s behind, S died %d ms after its first IDs',
 				$round, $behind, $delay * 1000), $behind, 0, $delay);
 		crash_restart_then_failover(sprintf('crash restart then failover %d, S %d s behind', $round, $behind),
 			$behind, 0, 0.2);
