@@ -34,6 +34,9 @@
 #   verify   the installed idgen.so, idgen.control and SQL scripts belong
 #            to the package and are the files it shipped (dpkg --verify),
 #            and idgen.so has idgen's assertions exactly when asked for.
+#   autopkgtest  debian/tests/installcheck, as autopkgtest runs it: `pg_buildext
+#            installcheck` of the installed package, for VERSION, in a
+#            pg_virtualenv cluster that preloads idgen, as the test user.
 #
 # It prints each step's time and exits non-zero at the first failure.
 #
@@ -151,3 +154,18 @@ elif [ -z "${IDGEN_ASSERTS:-}" ] && [ -n "$has_asserts" ]; then
 fi
 echo "$pkglibdir/idgen.so, idgen.control and $(find "$sharedir/extension" -name 'idgen--*.sql' | wc -l) SQL scripts:" \
 	"$PKG's, unchanged (dpkg --verify)${has_asserts:+$with_asserts}"
+
+# The package's own test, against what was just installed.
+log "$PKG: autopkgtest (debian/tests/installcheck)"
+start=$SECONDS
+mkdir "$WORK/autopkgtest"
+tar -c -C "$SRC" --exclude=.git . | tar -x -C "$WORK/autopkgtest"
+make -C "$WORK/autopkgtest" -s clean PG_CONFIG="$PG_CONFIG" >/dev/null 2>&1
+chown -R "$IDGEN_USER" "$WORK/autopkgtest"
+if ! as_idgen_user "cd '$WORK/autopkgtest' && PG_SUPPORTED_VERSIONS=$VERSION sh debian/tests/installcheck" \
+		>"$WORK/autopkgtest.log" 2>&1; then
+	tail -n 60 "$WORK/autopkgtest.log"
+	fail "debian/tests/installcheck failed"
+fi
+grep -E 'All [0-9]+ tests passed|^### End' "$WORK/autopkgtest.log"
+echo "pg_buildext installcheck of $PKG passed, in $((SECONDS - start)) s"
