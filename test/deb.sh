@@ -35,8 +35,10 @@
 #            to the package and are the files it shipped (dpkg --verify),
 #            and idgen.so has idgen's assertions exactly when asked for.
 #   autopkgtest  debian/tests/installcheck, as autopkgtest runs it: `pg_buildext
-#            installcheck` of the installed package, for VERSION, in a
-#            pg_virtualenv cluster that preloads idgen, as the test user.
+#            installcheck` of the installed packages (VERSION's, and in
+#            19's chroot 18's too, which the upgrade test installs), each
+#            in a pg_virtualenv cluster that preloads idgen, as the test
+#            user.
 #
 # It prints each step's time and exits non-zero at the first failure.
 #
