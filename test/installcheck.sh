@@ -11,7 +11,7 @@
 # shared_preload_libraries = 'idgen' and idgen.worker_id = 1 (plus a
 # log_line_prefix with the SQLSTATE, for test/suite.sh's scan for internal
 # errors, and the Unix socket in that directory, no TCP), start it on the
-# first free port from 55432, export PGHOST and PGPORT, and run make
+# first free port from 55432, export PGHOST, PGPORT and PGUSER, and run make
 # installcheck RUNS times (2 by default: the second shows that the tests
 # need no fresh instance), then stop the server.  Its log is
 # LOGDIR/postmaster-installcheck.log (LOGDIR defaults to log/).  Exits
@@ -33,32 +33,21 @@ stop() { "$BIN/pg_ctl" -D "$DATA" -m fast stop >/dev/null 2>&1; rm -rf "$DIR"; }
 trap stop EXIT
 trap 'exit 1' INT TERM HUP
 
-if ! "$BIN/initdb" -D "$DATA" -A trust >"$DIR/initdb.log" 2>&1; then
-	cat "$DIR/initdb.log" >&2
-	exit 2
-fi
-cat >>"$DATA/postgresql.conf" <<EOF
-# As the README's Installation says:
-shared_preload_libraries = 'idgen'
+# (idgen_start_cluster: initdb, the settings after its own, and the first
+# free port from 55432; its socket in $DIR.  The later lines here win: no
+# TCP.)
+# shellcheck source=test/lib.sh
+. "$SRC/test/lib.sh"
+settings="# As the README's Installation says:
 idgen.worker_id = 1
 # For the test run only: the SQLSTATE of every message, and no TCP.
 log_line_prefix = '%m [%p] %e '
-listen_addresses = ''
-unix_socket_directories = '$DIR'
-EOF
-started=
-for port in $(seq 55432 55481); do
-	if "$BIN/pg_ctl" -D "$DATA" -l "$LOG" -o "-p $port" -w -t 60 start >/dev/null 2>&1; then
-		started=$port
-		break
-	fi
-done
-if [ -z "$started" ]; then
-	echo "installcheck.sh: no server started on ports 55432 to 55481" >&2
+listen_addresses = ''"
+if ! started=$(idgen_start_cluster "$DATA" "$LOG" "$settings" 55432); then
 	tail -n 20 "$LOG" >&2
 	exit 2
 fi
-export PGHOST=$DIR PGPORT=$started
+export PGHOST=$DIR PGPORT=$started PGUSER=postgres
 unset PGDATABASE PGSERVICE PGOPTIONS
 
 status=0
