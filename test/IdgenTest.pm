@@ -14,7 +14,8 @@ use File::Spec;
 
 use Exporter 'import';
 our @EXPORT = qw(idgen_node sql_error stress_client crash_twice faketime_clock hold_reindex
-  no_crash_logged start_load read_values compare_values generate_for take_on_nodes doc_block doc_examples repo_file kill_backend);
+  no_crash_logged start_load read_values compare_values generate_for take_on_nodes doc_block doc_examples repo_file kill_backend
+  gdb_or_skip gdb_hold gdb_wait_stop gdb_release);
 
 # A new cluster with idgen preloaded and the extension created in database
 # "postgres".  %conf holds extra settings (name => value); a setting named
@@ -274,6 +275,86 @@ sub doc_examples
 		}
 	}
 	return @found;
+}
+
+# gdb holds a backend at a breakpoint: a real stopped process, as a VM
+# pause, a swap storm or SIGSTOP would make one.  No init file, no
+# questions, no symbol downloads.
+my @gdb_opts = ('-nx', '-batch', '-iex', 'set debuginfod enabled off');
+
+# Release files of the gdb sessions still holding a backend: a test that
+# dies lets them go, so that gdb and the server can end.
+my %gdb_releases;
+END { for (keys %gdb_releases) { open my $fh, '>', $_; close $fh; } }
+
+# The path of gdb, or the whole test skipped if gdb cannot attach to a
+# backend of $node here (ptrace of a process of the same user).
+sub gdb_or_skip
+{
+	my ($node) = @_;
+	my ($gdb) = grep { -x $_ } map { "$_/gdb" } split /:/, $ENV{PATH};
+	die 'gdb not found: install the Debian package gdb (test/run.sh and test/chroot.sh do)' unless $gdb;
+	my $probe = $node->background_psql('postgres');
+	my $pid = $probe->query_safe('SELECT pg_backend_pid()');
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ $gdb, @gdb_opts, '-p', $pid, '-ex', 'detach' ], '>', \$out, '2>', \$err);
+	$probe->quit;
+	plan skip_all => "gdb cannot attach to a backend on this machine: " . ($1 // $2)
+	  if "$out$err" =~ /ptrace: (.*)|(Could not attach.*)/;
+	return $gdb;
+}
+
+# Attach gdb to backend $pid with a breakpoint at $break, and let the
+# backend go on.  When the backend reaches it, gdb runs @at_stop (more
+# gdb commands: 'finish', another breakpoint and 'continue', 'bt') and then
+# holds the backend until gdb_release.  $dir, a new directory, holds the
+# files by which gdb and the test signal each other.
+sub gdb_hold
+{
+	my ($gdb, $pid, $dir, $break, @at_stop) = @_;
+	mkdir $dir or die "$dir: $!";
+	my $g = { dir => $dir, out => '', err => '' };
+	$gdb_releases{"$dir/release"} = 1;
+	my @cmds = ('handle all nostop noprint pass', "break $break", "shell touch $dir/ready", 'continue',
+		@at_stop, "shell touch $dir/stopped", "shell while [ ! -e $dir/release ]; do sleep 0.1; done",
+		'detach');
+	$g->{h} = IPC::Run::start([ $gdb, @gdb_opts, '-p', $pid, map { ('-ex', $_) } @cmds ],
+		'>', \$g->{out}, '2>', \$g->{err});
+	wait_for_file("$dir/ready", $g->{h}) or die "gdb did not attach:\n$g->{out}$g->{err}";
+	return $g;
+}
+
+# Wait until the backend held by gdb_hold's $g has stopped.
+sub gdb_wait_stop
+{
+	my ($g) = @_;
+	wait_for_file("$g->{dir}/stopped", $g->{h})
+	  or die "the backend did not stop at the breakpoint:\n$g->{out}$g->{err}";
+}
+
+# Let the backend go and gdb end; what gdb printed (stdout, stderr).
+sub gdb_release
+{
+	my ($g) = @_;
+	open my $fh, '>', "$g->{dir}/release" or die "$g->{dir}/release: $!";
+	close $fh;
+	delete $gdb_releases{"$g->{dir}/release"};
+	$g->{h}->finish;
+	return ($g->{out}, $g->{err});
+}
+
+# Wait until $file exists, while gdb ($h) runs.
+sub wait_for_file
+{
+	my ($file, $h) = @_;
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		return 1 if -e $file;
+		$h->pump_nb;
+		return 0 unless $h->pumpable || -e $file;
+		Time::HiRes::usleep(100_000);
+	}
+	return 0;
 }
 
 # Path of the libpq stress client built by `make stress`, next to this

@@ -26,11 +26,6 @@ use IPC::Run;
 use Time::HiRes;
 use IdgenTest;
 
-my ($gdb) = grep { -x $_ } map { "$_/gdb" } split /:/, $ENV{PATH};
-die 'gdb not found: install the Debian package gdb (test/run.sh and test/chroot.sh do)' unless $gdb;
-# No init file, no questions, no symbol downloads.
-my @gdb_opts = ('-nx', '-batch', '-iex', 'set debuginfod enabled off');
-
 my $node = idgen_node(
 	'seq_cache_stall',
 	'idgen.seq_cache_keys' => 16,
@@ -40,18 +35,7 @@ my $node = idgen_node(
 my $tmp = PostgreSQL::Test::Utils::tempdir();
 my $long = 10 * $PostgreSQL::Test::Utils::timeout_default;
 
-# Can gdb attach to a backend here (ptrace of a process of the same user)?
-{
-	my $probe = $node->background_psql('postgres');
-	my $pid = $probe->query_safe('SELECT pg_backend_pid()');
-	my ($out, $err) = ('', '');
-	IPC::Run::run([ $gdb, @gdb_opts, '-p', $pid, '-ex', 'detach' ], '>', \$out, '2>', \$err);
-	$probe->quit;
-	if ("$out$err" =~ /ptrace: (.*)|(Could not attach.*)/)
-	{
-		plan skip_all => "gdb cannot attach to a backend on this machine: " . ($1 // $2);
-	}
-}
+my $gdb = gdb_or_skip($node);
 
 # This database's idgen sequencer serves the cached keys.
 $node->safe_psql('postgres', q{SELECT idgen_seq_configure('wake', cache => 10)});
@@ -80,16 +64,10 @@ $node->safe_psql('postgres', q{
 	$$;
 });
 
-my $release;
-END { if (defined $release) { open my $fh, '>', $release; close $fh; } }
-
 sub stall
 {
 	my ($where) = @_;
 	my $key = "stall:$where";
-	my $dir = "$tmp/$where";
-	mkdir $dir or die "$dir: $!";
-	$release = "$dir/release";
 
 	$node->safe_psql('postgres', "SELECT idgen_seq_configure('$key', cache => 1)");
 	my $a = $node->background_psql('postgres');
@@ -111,16 +89,9 @@ sub stall
 
 	# gdb stops the backend of session A at idgen_seq_cache_claim, the
 	# compare-and-swap that claims values: at its call, or at its return.
-	my @cmds = ('handle all nostop noprint pass', 'break idgen_seq_cache_claim',
-		"shell touch $dir/ready", 'continue');
-	push @cmds, 'finish' if $where eq 'after';
-	push @cmds, "shell touch $dir/hit", "shell while [ ! -e $dir/release ]; do sleep 0.1; done", 'detach';
-	my ($gout, $gerr) = ('', '');
-	my $gdb_h = IPC::Run::start([ $gdb, @gdb_opts, '-p', $apid, map { ('-ex', $_) } @cmds ],
-		'>', \$gout, '2>', \$gerr);
-	wait_for_file("$dir/ready", $gdb_h) or die "gdb did not attach:\n$gout$gerr";
+	my $g = gdb_hold($gdb, $apid, "$tmp/$where", 'idgen_seq_cache_claim', $where eq 'after' ? ('finish') : ());
 	$a->query_until(qr/sent/, "\\echo sent\nSELECT take('$key', 1, 'stopped');\n");
-	wait_for_file("$dir/hit", $gdb_h) or die "the backend did not stop at the breakpoint:\n$gout$gerr";
+	gdb_wait_stop($g);
 
 	# Session B: 8 192 segment switches, then the same offset.
 	my ($era, $off) = split /\|/, $node->safe_psql('postgres', "SELECT era, off FROM cursor_of('$key')");
@@ -155,10 +126,7 @@ sub stall
 			Time::HiRes::time() - $t0));
 
 	# Let A go; its call completes.
-	open my $fh, '>', $release or die "$release: $!";
-	close $fh;
-	$gdb_h->finish;
-	undef $release;
+	my ($gout, $gerr) = gdb_release($g);
 	# ('finish' says "Run till exit" on stderr, and the value returned when
 	# the library has debugging information.)
 	ok($gout =~ /Breakpoint 1, .*idgen_seq_cache_claim/
@@ -187,20 +155,6 @@ sub stall
 			     > (SELECT max(hi) FROM handed WHERE key = '$key' AND who = 'other')}),
 			't', "$where: session A's old claim was given up, and it was served after B");
 	}
-}
-
-# Wait until $file exists, while gdb runs.
-sub wait_for_file
-{
-	my ($file, $h) = @_;
-	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
-	{
-		return 1 if -e $file;
-		$h->pump_nb;
-		return 0 unless $h->pumpable || -e $file;
-		Time::HiRes::usleep(100_000);
-	}
-	return 0;
 }
 
 stall('before');
