@@ -51,6 +51,16 @@
 #include "commands/dbcommands.h"
 #endif
 
+/*
+ * PostgreSQL 18: RelationGetPrimaryKeyIndex() takes whether a deferrable
+ * primary key counts; before, it never did.
+ */
+#if PG_VERSION_NUM >= 180000
+#define idgen_primary_key_index(rel)	RelationGetPrimaryKeyIndex((rel), false)
+#else
+#define idgen_primary_key_index(rel)	RelationGetPrimaryKeyIndex(rel)
+#endif
+
 /* PostgreSQL 17: LockHeldByMe() takes whether a stronger lock counts. */
 #if PG_VERSION_NUM >= 170000
 #define idgen_lock_held_by_me(tag, mode)	LockHeldByMe((tag), (mode), false)

@@ -345,24 +345,34 @@ idgen_seq_open_table_oid(Oid relid, IdgenSeqTable *t)
 	};
 	TupleDesc	desc;
 	bool		as_created;
+	Oid			pkey = InvalidOid;
 
 	t->rel = table_open(relid, RowExclusiveLock);
 	desc = RelationGetDescr(t->rel);
-	list_free(RelationGetIndexList(t->rel));	/* sets rd_pkindex */
 	as_created = desc->natts == SEQ_NUM_COLS &&
 		only_own_triggers(t->rel) &&
-		t->rel->rd_rel->relkind == RELKIND_RELATION &&
-		OidIsValid(t->rel->rd_pkindex);
+		t->rel->rd_rel->relkind == RELKIND_RELATION;
 	for (int i = 0; as_created && i < SEQ_NUM_COLS; i++)
 		as_created = !TupleDescAttr(desc, i)->attisdropped &&
 			TupleDescAttr(desc, i)->atttypid == coltypes[i];
-	if (!as_created)
+
+	/*
+	 * The primary key last, with nothing between finding it and opening it:
+	 * any catalog lookup (only_own_triggers' above) may take in an
+	 * invalidation of the table, such as the one REINDEX CONCURRENTLY
+	 * commits with its new index, and the relation's entry, built again,
+	 * knows its primary key only once its index list is read again
+	 * (test/t/041_seq_open_inval.pl).
+	 */
+	if (as_created)
+		pkey = idgen_primary_key_index(t->rel);
+	if (!OidIsValid(pkey))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("table \"%s\" has been altered", RelationGetRelationName(t->rel)),
 				 errdetail("idgen writes the table directly, without firing triggers, and knows only its own columns and primary key."),
 				 errhint("Drop the triggers or columns added to it.")));
-	t->idx = index_open(t->rel->rd_pkindex, RowExclusiveLock);
+	t->idx = index_open(pkey, RowExclusiveLock);
 	t->slot = table_slot_create(t->rel, NULL);
 	t->bounded = false;
 	t->blocker = InvalidTransactionId;
