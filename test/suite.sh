@@ -139,7 +139,14 @@ run_suite() {
 			[ -f "$f" ] && { echo "--- $f"; head -n 200 "$f"; }
 		done
 		for f in "$WORK"/src/tmp_check/log/regress_log_*; do
-			[ -f "$f" ] && grep -q "not ok" "$f" && { echo "--- $f"; tail -n 60 "$f"; }
+			# Each failed assertion with what the test logged before it
+			# (its notes: a client's output, an error), then the end.
+			[ -f "$f" ] && grep -q "not ok" "$f" && {
+				echo "--- $f: each failure, after the 30 lines before it"
+				grep -n -B 30 "^\[[0-9:.]*\]([0-9.]*s) not ok" "$f" | head -n 300
+				echo "--- $f: the last 60 lines"
+				tail -n 60 "$f"
+			}
 		done
 	fi
 }
