@@ -270,7 +270,12 @@ check_key_triggers(Oid relid, Oid nspid)
 		{"idgen_public_key_changed", "idgen_public_key_changed"},
 	};
 	Relation	rel = table_open(relid, AccessShareLock);
-	TriggerDesc *td = rel->trigdesc;
+
+	/*
+	 * A copy: the lookups below may take in an invalidation of the table,
+	 * and its relcache entry, built again, frees the descriptor it had.
+	 */
+	TriggerDesc *td = CopyTriggerDesc(rel->trigdesc);
 	size_t		ok = 0;
 
 	for (size_t e = 0; e < lengthof(expected); e++)
@@ -292,6 +297,8 @@ check_key_triggers(Oid relid, Oid nspid)
 			}
 		}
 	}
+	if (td != NULL)
+		FreeTriggerDesc(td);
 	table_close(rel, AccessShareLock);
 	if (ok != lengthof(expected))
 		ereport(ERROR,

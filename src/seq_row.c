@@ -33,6 +33,7 @@
 #include "access/xact.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "common/int.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
@@ -312,9 +313,14 @@ idgen_seq_open_table(const IdgenFunction *fn, IdgenSeqTable *t)
 static bool
 only_own_triggers(Relation rel)
 {
-	TriggerDesc *td = rel->trigdesc;
+	/*
+	 * A copy: the lookups below may take in an invalidation of the table,
+	 * and its relcache entry, built again, frees the descriptor it had.
+	 */
+	TriggerDesc *td = CopyTriggerDesc(rel->trigdesc);
+	bool		own = true;
 
-	for (int i = 0; td != NULL && i < td->numtriggers; i++)
+	for (int i = 0; own && td != NULL && i < td->numtriggers; i++)
 	{
 		Trigger    *tg = &td->triggers[i];
 		char	   *fname;
@@ -324,12 +330,13 @@ only_own_triggers(Relation rel)
 			!TRIGGER_FOR_DELETE(tg->tgtype))
 			continue;
 		fname = get_func_name(tg->tgfoid);
-		if (strcmp(tg->tgname, "idgen_seq_replica") != 0 || fname == NULL ||
-			strcmp(fname, "idgen_seq_replica_trigger") != 0 ||
-			get_func_namespace(tg->tgfoid) != RelationGetNamespace(rel))
-			return false;
+		own = strcmp(tg->tgname, "idgen_seq_replica") == 0 && fname != NULL &&
+			strcmp(fname, "idgen_seq_replica_trigger") == 0 &&
+			get_func_namespace(tg->tgfoid) == RelationGetNamespace(rel);
 	}
-	return true;
+	if (td != NULL)
+		FreeTriggerDesc(td);
+	return own;
 }
 
 /*
@@ -347,24 +354,21 @@ idgen_seq_open_table_oid(Oid relid, IdgenSeqTable *t)
 	bool		as_created;
 	Oid			pkey = InvalidOid;
 
+	/*
+	 * Any catalog lookup (only_own_triggers') may take in an invalidation of
+	 * the table, such as the one REINDEX CONCURRENTLY commits with its new
+	 * index, and build its relcache entry again: the columns are checked
+	 * before, and the primary key is found last, with nothing between
+	 * finding it and opening it (test/t/041_seq_open_inval.pl).
+	 */
 	t->rel = table_open(relid, RowExclusiveLock);
 	desc = RelationGetDescr(t->rel);
 	as_created = desc->natts == SEQ_NUM_COLS &&
-		only_own_triggers(t->rel) &&
 		t->rel->rd_rel->relkind == RELKIND_RELATION;
 	for (int i = 0; as_created && i < SEQ_NUM_COLS; i++)
 		as_created = !TupleDescAttr(desc, i)->attisdropped &&
 			TupleDescAttr(desc, i)->atttypid == coltypes[i];
-
-	/*
-	 * The primary key last, with nothing between finding it and opening it:
-	 * any catalog lookup (only_own_triggers' above) may take in an
-	 * invalidation of the table, such as the one REINDEX CONCURRENTLY
-	 * commits with its new index, and the relation's entry, built again,
-	 * knows its primary key only once its index list is read again
-	 * (test/t/041_seq_open_inval.pl).
-	 */
-	if (as_created)
+	if (as_created && only_own_triggers(t->rel))
 		pkey = idgen_primary_key_index(t->rel);
 	if (!OidIsValid(pkey))
 		ereport(ERROR,
