@@ -320,7 +320,7 @@ sub gdb_hold
 		'detach');
 	$g->{h} = IPC::Run::start([ $gdb, @gdb_opts, '-p', $pid, map { ('-ex', $_) } @cmds ],
 		'>', \$g->{out}, '2>', \$g->{err});
-	wait_for_file("$dir/ready", $g->{h}) or die "gdb did not attach:\n$g->{out}$g->{err}";
+	wait_for_gdb_file("$dir/ready", $g->{h}) or die "gdb did not attach:\n$g->{out}$g->{err}";
 	return $g;
 }
 
@@ -328,7 +328,7 @@ sub gdb_hold
 sub gdb_wait_stop
 {
 	my ($g) = @_;
-	wait_for_file("$g->{dir}/stopped", $g->{h})
+	wait_for_gdb_file("$g->{dir}/stopped", $g->{h})
 	  or die "the backend did not stop at the breakpoint:\n$g->{out}$g->{err}";
 }
 
@@ -344,7 +344,7 @@ sub gdb_release
 }
 
 # Wait until $file exists, while gdb ($h) runs.
-sub wait_for_file
+sub wait_for_gdb_file
 {
 	my ($file, $h) = @_;
 	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
