@@ -272,8 +272,8 @@ check_key_triggers(Oid relid, Oid nspid)
 	Relation	rel = table_open(relid, AccessShareLock);
 
 	/*
-	 * A copy: the lookups below may take in an invalidation of the table,
-	 * and its relcache entry, built again, frees the descriptor it had.
+	 * A copy: the lookups below may take in an invalidation of the table, and
+	 * its relcache entry, built again, frees the descriptor it had.
 	 */
 	TriggerDesc *td = CopyTriggerDesc(rel->trigdesc);
 	size_t		ok = 0;

@@ -314,8 +314,8 @@ static bool
 only_own_triggers(Relation rel)
 {
 	/*
-	 * A copy: the lookups below may take in an invalidation of the table,
-	 * and its relcache entry, built again, frees the descriptor it had.
+	 * A copy: the lookups below may take in an invalidation of the table, and
+	 * its relcache entry, built again, frees the descriptor it had.
 	 */
 	TriggerDesc *td = CopyTriggerDesc(rel->trigdesc);
 	bool		own = true;
@@ -358,8 +358,8 @@ idgen_seq_open_table_oid(Oid relid, IdgenSeqTable *t)
 	 * Any catalog lookup (only_own_triggers') may take in an invalidation of
 	 * the table, such as the one REINDEX CONCURRENTLY commits with its new
 	 * index, and build its relcache entry again: the columns are checked
-	 * before, and the primary key is found last, with nothing between
-	 * finding it and opening it (test/t/041_seq_open_inval.pl).
+	 * before, and the primary key is found last, with nothing between finding
+	 * it and opening it (test/t/041_seq_open_inval.pl).
 	 */
 	t->rel = table_open(relid, RowExclusiveLock);
 	desc = RelationGetDescr(t->rel);
