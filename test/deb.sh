@@ -26,9 +26,10 @@
 #   install  apt-get install ./postgresql-VERSION-idgen_*.deb (again if the
 #            same version is installed), with its debugging symbols
 #            (postgresql-VERSION-idgen-dbgsym, as one installs them to debug
-#            a released package: test/t/034_seq_cache_stall.pl holds a
-#            backend at a breakpoint in gdb, which needs them to find and
-#            finish a function the compiler inlined); idgen's files not
+#            a released package: test/t/034_seq_cache_stall.pl and
+#            041_seq_open_inval.pl hold a backend at a breakpoint in gdb,
+#            which needs them to find and finish a function the compiler
+#            inlined); idgen's files not
 #            owned by any package in this major's directories (an earlier
 #            `make install`'s) are removed first, so that none is tested.
 #   verify   the installed idgen.so, idgen.control and SQL scripts belong

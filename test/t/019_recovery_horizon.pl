@@ -58,7 +58,9 @@ sub standby_of
 }
 
 # Load $node with Snowflake IDs and UUIDv7 until it stops; returns a
-# function that waits for the clients and returns what they were answered.
+# function that waits for the clients and returns what they were answered,
+# and one that waits (at most timeout_default) until every client has
+# received IDs.
 sub load
 {
 	my ($node) = @_;
@@ -71,8 +73,9 @@ sub load
 		$_->finish for @clients;
 		return ([ read_values("$dir/ids"), read_values("$dir/ids2") ], [ read_values("$dir/uuids") ]);
 	}, sub {
-		# whether every client has received IDs
-		return !grep { !-s "$dir/$_" } qw(ids ids2 uuids);
+		my $t0 = time;
+		usleep(10_000) while grep({ !-s "$dir/$_" } qw(ids ids2 uuids))
+		  && time - $t0 <= $PostgreSQL::Test::Utils::timeout_default;
 	};
 }
 
@@ -115,9 +118,8 @@ sub double_failover
 	# S's first IDs wait for its keeper's first horizon in WAL: on a loaded
 	# machine longer than the shortest $delay (40 ms; seen on 17 at 49 ms).
 	# S dies $delay after its clients received IDs, as P does below.
-	my ($s_done, $s_issued) = load($s);
-	my $t0 = time;
-	usleep(10_000) until $s_issued->() || time - $t0 > $PostgreSQL::Test::Utils::timeout_default;
+	my ($s_done, $s_first_ids) = load($s);
+	$s_first_ids->();
 	sleep $delay;
 	$s->wait_for_catchup($s1, 'replay', $s->lsn('flush')) if $certain;
 	$s->stop('immediate');
@@ -161,10 +163,9 @@ sub crash_restart_then_failover
 	# After the restart the first IDs wait for the keeper's first horizon in
 	# WAL, which waits for the synchronous standby: on a loaded machine
 	# longer than $delay.  P dies $delay after its clients received IDs.
-	my $p_issued;
-	($p_done, $p_issued) = load($p);
-	my $t0 = time;
-	usleep(10_000) until $p_issued->() || time - $t0 > $PostgreSQL::Test::Utils::timeout_default;
+	my $p_first_ids;
+	($p_done, $p_first_ids) = load($p);
+	$p_first_ids->();
 	sleep $delay;
 	$p->stop('immediate');
 	my ($p_ids, $p_uuids) = $p_done->();
