@@ -152,14 +152,15 @@ is( $node->safe_psql(
 	}
 }
 
-# Indexes rebuilt while callers write: the rows are updated directly, and a
-# version that is not heap-only must reach the index being built as well.
+# The stress client's 4 connections making $calls values each over 50 new
+# keys, one value per transaction, while REINDEX INDEX CONCURRENTLY of the
+# primary key runs again and again; its output, and how many REINDEXes ran.
+sub stress_beside_reindex
 {
-	my $stress = stress_client();
-	my ($stdout, $stderr);
-
-	$node->safe_psql('postgres', 'DELETE FROM idgen_seq; CREATE EXTENSION amcheck');
-	my $h = IPC::Run::start([ $stress, '-d', $node->connstr('postgres'), '-q', '-c', 4, '-n', 15000,
+	my ($calls) = @_;
+	my ($stdout, $stderr) = ('', '');
+	$node->safe_psql('postgres', 'DELETE FROM idgen_seq');
+	my $h = IPC::Run::start([ stress_client(), '-d', $node->connstr('postgres'), '-q', '-c', 4, '-n', $calls,
 			'-b', 1, '--keys', 50, '--hot', '0' ], '>', \$stdout, '2>', \$stderr);
 	my $reindexed = 0;
 	while ($h->pumpable)
@@ -169,6 +170,14 @@ is( $node->safe_psql(
 		$h->pump_nb;
 	}
 	$h->finish;
+	return ($stdout, $stderr, $reindexed);
+}
+
+# Indexes rebuilt while callers write: the rows are updated directly, and a
+# version that is not heap-only must reach the index being built as well.
+{
+	$node->safe_psql('postgres', 'CREATE EXTENSION amcheck');
+	my ($stdout, $stderr, $reindexed) = stress_beside_reindex(15000);
 	note("during REINDEX CONCURRENTLY:\n$stdout$stderr");
 	cmp_ok($reindexed, '>=', 3, "REINDEX CONCURRENTLY ran $reindexed times while callers wrote");
 	like($stdout, qr/\b0 duplicates, 0 gaps\b/, 'REINDEX CONCURRENTLY: values distinct and gap-free per key');
@@ -185,21 +194,11 @@ is( $node->safe_psql(
 # was checked that way, a round in 60 to 300 failed with "table "idgen_seq"
 # has been altered".
 {
-	my $stress = stress_client();
 	my @failed;
 	my $rounds = 100;
 	for my $round (1 .. $rounds)
 	{
-		my ($stdout, $stderr) = ('', '');
-		$node->safe_psql('postgres', 'DELETE FROM idgen_seq');
-		my $h = IPC::Run::start([ $stress, '-d', $node->connstr('postgres'), '-q', '-c', 4, '-n', 300,
-				'-b', 1, '--keys', 50, '--hot', '0' ], '>', \$stdout, '2>', \$stderr);
-		while ($h->pumpable)
-		{
-			$node->safe_psql('postgres', 'REINDEX INDEX CONCURRENTLY idgen_seq_pkey');
-			$h->pump_nb;
-		}
-		$h->finish;
+		my ($stdout, $stderr) = stress_beside_reindex(300);
 		push @failed, "round $round:\n$stdout$stderr" unless $stdout =~ /\b0 duplicates, 0 gaps\b/ && $stdout =~ /\bPASS\b/;
 	}
 	is(scalar(@failed), 0, "new sessions beside REINDEX CONCURRENTLY: $rounds rounds of 4 connections creating 50 keys, every value distinct and gap-free")
