@@ -22,6 +22,8 @@
 # assertions (IDGEN_ASSERTS=1), the chroots the package as users get it.
 # On the machine's own 15, test/t/019_recovery_horizon.pl runs its
 # failover scenarios 10 times each (IDGEN_FAILOVER_ROUNDS; 2 elsewhere).
+# On 17, every TAP test's clusters start with test/short_duties.conf
+# (IDGEN_SHORT_DUTIES): purges and sequencer idle exits every second.
 # In the chroot of 19, postgresql-18-idgen is installed too, and
 # test/t/040_pg_upgrade.pl upgrades an 18 cluster to 19 with pg_upgrade
 # (IDGEN_UPGRADE_FROM; skipped elsewhere).
@@ -195,7 +197,7 @@ run_version() # VERSION WHERE
 		host) IDGEN_FAILOVER_ROUNDS=${IDGEN_FAILOVER_ROUNDS:-10} IDGEN_ASSERTS=1 PG_CONFIG=$HOST_PG_CONFIG \
 			bash "$tree/test/suite.sh" ;;
 		chroot) bash "$tree/test/chroot.sh" "$v" "$tree" \
-			"$(upgrade_from "$v")PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config bash test/suite.sh" ;;
+			"$(upgrade_from "$v")$(short_duties "$v")PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config bash test/suite.sh" ;;
 	esac
 }
 
@@ -209,6 +211,15 @@ upgrade_from() # VERSION
 {
 	[ "$1" = 19 ] || return 0
 	printf '%s' "bash test/deb.sh 18 && export IDGEN_UPGRADE_FROM=/usr/lib/postgresql/18 && "
+}
+
+# On 17, the TAP tests with idgen's background duties every second
+# (test/short_duties.conf through TEMP_CONFIG): every test must hold them
+# off itself, or wait for them, where they could change what it checks.
+short_duties() # VERSION
+{
+	[ "$1" = 17 ] || return 0
+	printf '%s' "IDGEN_SHORT_DUTIES=1 "
 }
 
 # Print a finished version's log and count its results.

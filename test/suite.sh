@@ -32,7 +32,10 @@
 #   tap            TAP tests (test/t/*.pl): concurrency, layouts, restart,
 #                  not preloaded, clock steps under libfaketime, the keeper
 #                  and crashes, per-key sequences, the registry, failover,
-#                  and the libpq stress client
+#                  and the libpq stress client; with IDGEN_SHORT_DUTIES=1
+#                  in the environment, every test cluster starts with
+#                  test/short_duties.conf (purges and sequencer idle exits
+#                  every second, through TEMP_CONFIG)
 #   internal-errors  no SQLSTATE XX000 in any output or server log
 #   horizon-tmp    no server log names idgen.horizon.tmp (a file renamed
 #                  under the startup process's fsync of the data directory)
@@ -155,7 +158,9 @@ make_test="make -s PG_CONFIG='$PG_CONFIG' PG_CFLAGS='$WARN_FLAGS'"
 run_suite installcheck "PG_CONFIG='$PG_CONFIG' bash test/installcheck.sh 2"
 run_suite check-instance "$make_test check-instance"
 run_suite check-genes "$make_test check-genes"
-run_suite tap "$make_test prove-installcheck"
+tap_env=
+[ "${IDGEN_SHORT_DUTIES:-0}" = 1 ] && tap_env="TEMP_CONFIG='$WORK/src/test/short_duties.conf' "
+run_suite tap "$tap_env$make_test prove-installcheck"
 
 # No test may reach an internal error: every message a user can cause has
 # its own SQLSTATE.  The servers log the SQLSTATE of every message
