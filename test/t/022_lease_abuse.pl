@@ -7,10 +7,10 @@
 #             generates at once, its lease valid for its ttl, not until
 #             2125; a role with the application grants cannot report a
 #             horizon at all
-#   session   in a database no purge visits meanwhile (once a minute), a
-#             session-bound lease whose session has ended blocks its id
-#             for the quarantine only, although every acquirer that sees
-#             it fails (and rolls back) while it rests
+#   session   in a database no purge visits meanwhile, a session-bound
+#             lease whose session has ended blocks its id for the
+#             quarantine only, although every acquirer that sees it fails
+#             (and rolls back) while it rests
 #   dropped   after DROP EXTENSION and CREATE EXTENSION, a session-bound
 #             lease of the old table rests the quarantine once its session
 #             ends, as a lease with a row does
@@ -105,27 +105,37 @@ sub as_role
 ########################################################################
 # session: a database no purge visits meanwhile, two ids (own id 0 aside)
 ########################################################################
-my $node = idgen_node('node', 'idgen.worker_quarantine' => "'1s'");
+# The purge (the sequencer's, every idgen.purge_interval) ends the leases
+# of dead sessions and deletes rested ones: every section below checks what
+# an acquirer or a renewal does with such a lease when no purge came first,
+# so no purge comes (an hour, whatever the test clusters' default).
+my $node = idgen_node('node', 'idgen.worker_quarantine' => "'1s'", 'idgen.purge_interval' => "'1h'");
 $node->safe_psql('postgres', 'CREATE DATABASE other');
 $node->safe_psql('other', 'CREATE EXTENSION idgen');
 {
+	# The acquirers here rest ids 5 s, so that the first one, however late
+	# the machine runs it, comes before the end of the rest; the lease's
+	# ttl is an hour, so that freeing the id after its rest and not after
+	# its ttl are far apart.
 	$node->safe_psql('other', q{SELECT idgen_worker_acquire('steady', ttl => '1 h', max_workers => 3)});
 	my $s = $node->background_psql('other');
-	$s->query_safe(q{SELECT idgen_worker_acquire('bound', max_workers => 3, session_bound => true)});
+	$s->query_safe(q{SELECT idgen_worker_acquire('bound', ttl => '1 h', max_workers => 3, session_bound => true)});
 	$s->quit;
 	$node->poll_query_until('other', q{SELECT count(*) = 0 FROM idgen_worker_leases WHERE holder_pid IS NOT NULL})
 	  or die 'the session-bound lease still has its session';
 	my $ended = time;
 	my ($got, $tries) = (0, 0);
-	while (time - $ended < 8)
+	while (time - $ended < 60)
 	{
 		$tries++;
-		my ($ret) = $node->psql('other', q{SELECT idgen_worker_acquire('next', ttl => '1 h', max_workers => 3)});
+		my ($ret) = $node->psql('other', q{SET idgen.worker_quarantine = '5s';
+			SELECT idgen_worker_acquire('next', ttl => '1 h', max_workers => 3)});
 		if ($ret == 0) { $got = time - $ended; last; }
 		usleep(100_000);
 	}
-	ok($got > 0 && $got < 4,
-		sprintf('a dead session-bound lease frees its id after the quarantine (%.1f s, %d tries)', $got, $tries));
+	ok($got > 0 && $got < 60,
+		sprintf('a dead session-bound lease frees its id after the quarantine, not its ttl (%.1f s, %d tries)',
+			$got, $tries));
 	ok($tries > 1, 'and not before it');
 }
 
@@ -145,8 +155,11 @@ $node->safe_psql('other', 'CREATE EXTENSION idgen');
 	$s->quit;
 	$node->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 26980})
 	  or die 'the session still holds its lock';
+	# This acquirer rests ids 5 s, so that it comes within the rest however
+	# late the machine runs it; the next one, 2 s later, the node's 1 s.
 	($ret, $out, $err) = $node->psql('postgres',
 		q{\set VERBOSITY verbose
+		  SET idgen.worker_quarantine = '5s';
 		  SELECT idgen_worker_acquire('new', ttl => '1 h', max_workers => 3)});
 	like($err, qr/ERROR:  54000: all 3 worker ids are taken/,
 		'right after its session ends, the old table\'s session-bound lease\'s id rests');
@@ -188,8 +201,13 @@ $node->safe_psql('other', 'CREATE EXTENSION idgen');
 	# Leases of a microsecond end at once, but their ids rest: they count
 	# until then, or the role could take ids faster than they come free
 	# (and renew them: a renewal after the end succeeds while nobody has
-	# the id).
-	$node->safe_psql('postgres', q{DELETE FROM idgen_worker_lease WHERE acquired_by = 'app'::regrole});
+	# the id).  The role's ids rest a minute here, so that the third
+	# acquire comes within the rest of the first two however late the
+	# machine runs it.
+	$node->safe_psql('postgres', q{
+		DELETE FROM idgen_worker_lease WHERE acquired_by = 'app'::regrole;
+		ALTER ROLE app SET idgen.worker_quarantine = '1min';
+	});
 	($ret, $out, $err) = as_role($node, 'app', 'postgres', q{
 		CREATE TEMP TABLE t AS SELECT * FROM idgen_worker_acquire('m1', ttl => '1 microsecond');
 		INSERT INTO t SELECT * FROM idgen_worker_acquire('m2', ttl => '1 microsecond');
@@ -197,7 +215,8 @@ $node->safe_psql('other', 'CREATE EXTENSION idgen');
 		INSERT INTO t SELECT * FROM idgen_worker_acquire('m3', ttl => '1 microsecond');
 	});
 	like($err, qr/ERROR:  54000: role "app" has reached its limit of 2 worker-id leases\nDETAIL:  It has 2 leases that are held or whose id still rests/,
-		'leases that ended but whose ids rest (1 s) count toward the limit');
+		'leases that ended but whose ids rest count toward the limit');
+	$node->safe_psql('postgres', q{ALTER ROLE app RESET idgen.worker_quarantine});
 }
 
 ########################################################################
@@ -222,9 +241,9 @@ $node->safe_psql('other', 'CREATE EXTENSION idgen');
 	$node->safe_psql('postgres', q{DELETE FROM idgen_worker_lease WHERE acquired_by = 'app'::regrole});
 
 	# Two sessions of the limited role (2) die holding session-bound
-	# leases; nothing purges meanwhile (a purge visits every database once
-	# a minute): the role's next acquire
-	# ends them, and succeeds once their ids have rested.
+	# leases; nothing purges meanwhile (the node's purge_interval): the
+	# role's next acquire ends them, and succeeds once their ids have
+	# rested.
 	for my $i (1 .. 2)
 	{
 		my ($r, $o, $e) = as_role($node, 'app', 'postgres',
@@ -233,7 +252,9 @@ $node->safe_psql('other', 'CREATE EXTENSION idgen');
 	}
 	my $t0 = time;
 	my ($got, $tries) = (0, 0);
-	while (time - $t0 < 8)
+	# Their leases' ttl is 30 s: acquiring before then shows that their ids
+	# came free after their rest (1 s), not after their ttl.
+	while (time - $t0 < 25)
 	{
 		$tries++;
 		my ($r) = as_role($node, 'app', 'postgres', q{SELECT idgen_worker_acquire('next', ttl => '1 min')});

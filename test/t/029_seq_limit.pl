@@ -15,7 +15,12 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IdgenTest;
 
-my $node = idgen_node('seqlimit', 'max_connections' => 30);
+# The cached runs are served by this database's sequencer, kept from its
+# idle exit (else each run's first call starts one again); a call waits for
+# a segment up to a minute, however loaded the machine: what this test
+# counts is which values are served and refused, not how soon.
+my $node = idgen_node('seqlimit', 'max_connections' => 30,
+	'idgen.sequencer_idle' => "'1h'", 'idgen.seq_cache_wait' => "'60s'");
 my $pgbench = $node->installed_command('pgbench');
 my $tmp = PostgreSQL::Test::Utils::tempdir();
 
