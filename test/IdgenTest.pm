@@ -9,12 +9,13 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
 use Time::HiRes;
+use POSIX ();
 use File::Basename qw(dirname);
 use File::Spec;
 
 use Exporter 'import';
-our @EXPORT = qw(idgen_node sql_error stress_client crash_twice faketime_clock hold_reindex
-  no_crash_logged start_load read_values compare_values generate_for take_on_nodes doc_block doc_examples repo_file kill_backend
+our @EXPORT = qw(idgen_node wait_for_horizon sql_error stress_client crash_twice faketime_clock freeze_clock hold_reindex
+  no_crash_logged rows_once_agreed ids_past start_load read_values compare_values generate_for take_on_nodes doc_block doc_examples repo_file kill_backend
   gdb_or_skip gdb_hold gdb_wait_stop gdb_release);
 
 # A new cluster with idgen preloaded and the extension created in database
@@ -36,6 +37,19 @@ sub idgen_node
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION idgen');
 	return $node;
+}
+
+# Wait until $node's keeper has made its first horizon ahead of the clock
+# after a start.  Generators wait up to idgen.clock_wait for it, since the
+# keeper makes it durable (an fsync) before they may use it: a test whose
+# first call must succeed waits for it, so that a slow fsync on a loaded
+# machine does not fail that call.  (A horizon restored from a clean
+# shutdown is the last ID issued, behind the clock; a lost one is none.)
+sub wait_for_horizon
+{
+	my ($node) = @_;
+	$node->poll_query_until('postgres', 'SELECT horizon_lead_ms > 0 FROM idgen_info()')
+	  or die 'the keeper made no horizon ahead of the clock after the start';
 }
 
 # Pass if $node's server log shows no crash: no failed assertion (TRAP:),
@@ -87,21 +101,32 @@ sub hold_reindex
 	return ($held, $release);
 }
 
-# While the stress client runs against $node: SIGKILL one of its backends
-# (the postmaster crash-restarts every process and re-creates shared
-# memory), then stop the server with pg_ctl stop -m immediate and start it
-# again.  $what names what the backends were doing, for the test names.
+# While stress clients (idgen_stress with --reconnect) run against $node:
+# SIGKILL one of their backends (the postmaster crash-restarts every process
+# and re-creates shared memory), then stop the server with pg_ctl stop -m
+# immediate and start it again.  Each crash waits until the clients'
+# $connections connections are all there, and $ready (a boolean SQL
+# expression, optional) is true: so every connection is cut off twice,
+# however long a loaded machine takes to crash-restart and reconnect.
+# $what names what the backends were doing, for the test names.
 sub crash_twice
 {
-	my ($node, $what) = @_;
-	sleep 2;
+	my ($node, $what, $connections, $ready) = @_;
+	my $wait = sub {
+		my ($when) = @_;
+		$node->poll_query_until('postgres', qq{
+			SELECT (SELECT count(*) FROM pg_stat_activity WHERE application_name = 'idgen_stress') = $connections
+			   AND } . ($ready // 'true'))
+		  or die "the stress clients were not all connected $when";
+	};
+	$wait->('before the first crash');
 	my $victim = $node->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE application_name = 'idgen_stress' LIMIT 1");
 	like($victim, qr/^\d+$/, "found a backend $what");
 	kill_backend($node, $victim);
 	$node->poll_query_until('postgres', 'SELECT 1', '1')
 	  or die 'server did not come back after the crash';
-	sleep 2;
+	$wait->('after the first crash');
 	$node->stop('immediate');
 	$node->start;
 }
@@ -154,6 +179,63 @@ sub step_clock
 	print $fh "$offset\n";
 	close $fh;
 	rename "$file.tmp", $file or die "$file: $!";
+}
+
+# Stop a faketime_clock at $time (Unix seconds, with a fraction): libfaketime
+# reads a time without a sign or '@' as an absolute time (in local time, as
+# the server's own TZ reads it) that stands still.  The monotonic clock goes
+# on.  step_clock with an offset starts it again.
+sub freeze_clock
+{
+	my ($file, $time) = @_;
+	my $s = POSIX::floor($time);
+	step_clock($file, POSIX::strftime('%Y-%m-%d %H:%M:%S', localtime($s))
+		  . sprintf('.%06d', ($time - $s) * 1e6));
+}
+
+# The rows $query reads in database postgres of each of @nodes (one string
+# per node), once they are the same on all of them, or when they are still
+# not after $PostgreSQL::Test::Utils::timeout_default seconds (the caller's
+# assertion then fails on them).  For replicated rows that a background
+# process may write after the changes a test waited for.
+sub rows_once_agreed
+{
+	my ($query, @nodes) = @_;
+	my $deadline = Time::HiRes::time() + $PostgreSQL::Test::Utils::timeout_default;
+	my @rows;
+	while (1)
+	{
+		@rows = map { $_->safe_psql('postgres', $query) } @nodes;
+		last if !grep { $_ ne $rows[0] } @rows;
+		if (Time::HiRes::time() > $deadline)
+		{
+			diag("the nodes still differ after $PostgreSQL::Test::Utils::timeout_default s: $query");
+			last;
+		}
+		Time::HiRes::usleep(100_000);
+	}
+	return @rows;
+}
+
+# Issue Snowflake IDs on $node until one's time is past $bound (a
+# timestamptz): the IDs issued, the last of them past it.  A test whose
+# scenario needs a server to have issued IDs above some horizon makes sure
+# of it this way rather than hoping a load got there in a set time, which
+# a loaded machine may hold up.  Dies if none is past it by the tests'
+# default timeout.
+sub ids_past
+{
+	my ($node, $bound) = @_;
+	my ($id, $past, @ids) = ('', 'f');
+	my $deadline = Time::HiRes::time() + $PostgreSQL::Test::Utils::timeout_default;
+	while ($past ne 't' && Time::HiRes::time() < $deadline)
+	{
+		($id, $past) = split /\|/, $node->safe_psql('postgres',
+			"SELECT id, idgen_snowflake_time(id) > '$bound' FROM idgen_snowflake() id");
+		push @ids, $id;
+	}
+	$past eq 't' or die $node->name . " issued no ID above $bound";
+	return @ids;
 }
 
 # Start a client that runs $sql on $node again and again until the server

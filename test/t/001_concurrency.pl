@@ -20,6 +20,7 @@ my $node = idgen_node('concurrency',
 	'idgen.gene_bits' => 2,
 	'idgen.worker_id' => 5,
 	'max_connections' => 30);
+wait_for_horizon($node);
 $node->safe_psql('postgres', q{
 	CREATE UNLOGGED TABLE ids (session int, n int, id bigint);
 	CREATE UNLOGGED TABLE uuids (session int, n int, id uuid);

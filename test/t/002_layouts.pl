@@ -15,6 +15,11 @@ use IdgenTest;
 
 my $node = idgen_node('layouts');
 
+# The restarts below run the server under libfaketime, with its clock at
+# the real time until the case of a field that runs out moves it on (and
+# never back: the durable horizon follows the clock it sees).
+my ($offset_file, $faketime) = faketime_clock();
+
 my @invalid = (
 	[ 'widths sum to 64', { 'idgen.worker_bits' => 6 },
 		qr/sum to 64, but must sum to 63/ ],
@@ -46,9 +51,11 @@ sub restart_with
 	print $fh $base_conf, map { "$_ = $conf->{$_}\n" } sort keys %$conf;
 	close $fh;
 	my $offset = -s $node->logfile;
+	local @ENV{ keys %$faketime } = values %$faketime;
 	$node->start;
 	return $offset;
 }
+
 for my $case (@invalid)
 {
 	my ($name, $conf, $why) = @$case;
@@ -77,22 +84,29 @@ for my $case (@invalid)
 
 # A timestamp field that ends in fewer than 10 years: start with a warning.
 my $log_offset = restart_with({ 'idgen.timestamp_bits' => 38, 'idgen.sequence_bits' => 15 });
+wait_for_horizon($node);
 ok($node->log_contains(qr/WARNING:  the Snowflake timestamp field runs out at 2032-.*, in fewer than 10 years/, $log_offset),
 	'short lifetime: warning at start');
 is($node->safe_psql('postgres',
 		"SELECT layout_valid, timestamp_end < now() + interval '10 years', idgen_snowflake() > 0 FROM idgen_info()"),
 	't|t|t', 'short lifetime: still generates, idgen_info shows the end');
 
-# A 20-bit timestamp field (17.5 minutes) that ends a few seconds from now:
-# the server starts and generates, then refuses once the field has run out.
+# A 20-bit timestamp field (17.5 minutes) that ends a minute from now: the
+# server starts and generates, then refuses once the field has run out.  The
+# server's clock is stepped past the end once it has generated, rather than
+# left to reach it: the end is then as far away as a restart on a busy
+# machine may need, and the test does not wait for it.
 {
-	my $t = time() - 2**20 / 1000 + 6;
+	my $end = time() + 60;
+	my $t = $end - 2**20 / 1000;
 	my $epoch = strftime('%Y-%m-%d %H:%M:%S', gmtime(int($t)))
 	  . sprintf('.%03d+00', int(($t - int($t)) * 1000));
 	restart_with({ 'idgen.epoch' => "'$epoch'", 'idgen.timestamp_bits' => 20,
 		'idgen.datacenter_bits' => 21, 'idgen.worker_bits' => 10 });
+	wait_for_horizon($node);
 	is($node->safe_psql('postgres', 'SELECT layout_valid, idgen_snowflake() > 0 FROM idgen_info()'),
 		't|t', 'field ending in seconds: generates until then');
+	IdgenTest::step_clock($offset_file, sprintf('+%.3f', $end + 1 - time()));
 	my $err;
 	for (1 .. 200)
 	{
@@ -125,6 +139,7 @@ is($node->safe_psql('postgres',
 # clock; at most idgen.max_drift (100) of them can be borrowed, so the
 # call must wait for the clock and takes at least 2.3 s.
 restart_with({ 'idgen.timestamp_bits' => 52, 'idgen.sequence_bits' => 1 });
+wait_for_horizon($node);
 $node->safe_psql('postgres', 'SELECT idgen_stats_reset()');
 my $res = $node->safe_psql(
 	'postgres', q{

@@ -19,6 +19,7 @@ $node->safe_psql('postgres', q{
 for my $round (2 .. 4)
 {
 	$node->restart;
+	wait_for_horizon($node);
 	$node->safe_psql('postgres',
 		"INSERT INTO ids (epoch) SELECT $round FROM generate_series(1, 50000)");
 	is( $node->safe_psql(

@@ -13,6 +13,7 @@ use IdgenTest;
 
 my $stress = stress_client();
 my $node = idgen_node('stress', 'max_connections' => 40);
+wait_for_horizon($node);
 my $connstr = $node->connstr('postgres');
 
 sub run_stress
@@ -39,6 +40,7 @@ like($out, qr/320000 values, 320000 distinct, 0 duplicates, 0 order violations/,
 # Now with 2 gene bits taken from the sequence.
 $node->append_conf('postgresql.conf', "idgen.sequence_bits = 10\nidgen.gene_bits = 2\n");
 $node->restart;
+wait_for_horizon($node);
 
 ($ok, $out) = run_stress('one gene', '-c', 8, '-n', 20000, '-e', 'idgen_snowflake(3)');
 ok($ok, '8 connections on one gene: pass');

@@ -8,6 +8,11 @@
 # the clock back on restart (refused, no repeat), forward again (resumes);
 # likewise across a clean restart.  The libpq stress client generates while
 # the clock steps.  The keeper logs each step it sees.
+# Each step is measured from something the test controls, not from the
+# time a client or a server takes to start: the 500 ms step is watched for
+# by the session that generates just after it, and across a restart the
+# clock stands still (libfaketime's absolute time) a set distance behind
+# the horizon on disk until the refusals have been seen.
 # Across all of it no ID repeats and every ID is greater than the ones
 # before it.  idgen_uuid7() follows the same policy.
 use strict;
@@ -22,6 +27,14 @@ use IdgenTest;
 my ($offset_file, $faketime) = faketime_clock();
 sub step_clock { IdgenTest::step_clock($offset_file, @_) }
 
+# Stop the server's clock at $us, a timestamptz in microseconds since
+# 2000-01-01 (freeze_clock); step_clock with an offset starts it again.
+sub stop_clock_at
+{
+	my ($us) = @_;
+	freeze_clock($offset_file, 946_684_800 + $us / 1e6);
+}
+
 # Only the server runs under libfaketime; the keeper compares its stepped
 # wall clock with its real monotonic clock.
 my %faketime_env = %$faketime;
@@ -30,6 +43,7 @@ my $node;
 	local @ENV{ keys %faketime_env } = values %faketime_env;
 	$node = idgen_node('clock_step');
 }
+wait_for_horizon($node);
 
 sub start_server
 {
@@ -88,16 +102,38 @@ sub reports_step
 	return 0;
 }
 
-# Wait up to 5 s for the server log to match.
+# Wait for the server log to match, up to the tests' default timeout.
 sub wait_for_log
 {
 	my ($re) = @_;
-	for (1 .. 50)
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
 	{
 		return 1 if $node->log_contains($re);
 		select(undef, undef, undef, 0.1);
 	}
 	return 0;
+}
+
+# Step the clock, then wait until the keeper has logged that step ($re,
+# looked for after the log's end before the step).  The keeper compares
+# its clocks once a round: two steps within one round would be logged as
+# one, their sum, and the steps whose lines are asserted must each be seen
+# alone.
+sub step_clock_seen
+{
+	my ($offset, $re) = @_;
+	my $log_offset = -s $node->logfile;
+	step_clock($offset);
+	$node->wait_for_log($re, $log_offset);
+}
+
+# The horizon in the stopped server's horizon file, in microseconds since
+# 2000-01-01: what generators start above when it starts again.
+sub horizon_on_disk
+{
+	my ($us) = slurp_file($node->data_dir . '/idgen.horizon') =~ /^idgen horizon 2 (\d+) /
+	  or die 'no horizon in ' . $node->data_dir . '/idgen.horizon';
+	return $us;
 }
 
 sub stats
@@ -135,12 +171,15 @@ BEGIN
 END $$;
 });
 # Step once it generates (its rows are not visible before it ends; the
-# counters in shared memory are), and let it go on for a while after.
+# counters in shared memory are), and let it go on until it has read the
+# clock behind a reading before the step (counted in shared memory too):
+# the clock is behind for a second, until it is back where it was.
 $node->poll_query_until('postgres', "SELECT ids >= 1000 FROM idgen_stats WHERE kind = 'snowflake'")
   or die 'the generating session did not start';
 select(undef, undef, undef, 0.1);
-step_clock('-1');
-select(undef, undef, undef, 0.5);
+step_clock_seen('-1', qr/LOG:  idgen keeper detected that the system clock moved backwards by (99\d|100\d) ms/);
+$node->poll_query_until('postgres', "SELECT clock_backward > 0 FROM idgen_stats WHERE kind = 'snowflake'")
+  or diag('the generating session read no clock behind the step');
 $node->safe_psql('postgres', 'INSERT INTO stop_generating DEFAULT VALUES');
 $bg->query_safe('SELECT 1');	# returns once the DO block has finished
 $bg->quit;
@@ -158,23 +197,56 @@ cmp_ok($backward, '>', 0, "1 s back: backward clock readings counted ($backward)
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET idgen.max_drift; SELECT pg_reload_conf()');
 $node->poll_query_until('postgres', q{SELECT current_setting('idgen.max_drift') = '100ms'})
   or die 'idgen.max_drift was not reset';
-step_clock('+0');	# the next steps are measured from the real clock
+# The next steps are measured from the real clock.
+step_clock_seen('+0', qr/LOG:  idgen keeper detected that the system clock moved forwards by (99\d|100\d) ms/);
 
-# 500 ms back: wait until the clock is within 100 ms of the last ID.
+# 500 ms back: wait until the clock is within 100 ms of the last ID.  The
+# clock must then be 500 ms behind the generator's last ID: a session
+# issues IDs one after the other until it reads the clock behind its
+# reading before, and generates the phase at once, in the same statement.
+# (An ID from one client and the phase from the next would leave the real
+# time between them to chance: a psql start and connection on a busy
+# machine once took 300 ms, the clock moved on meanwhile, and the wait was
+# 86 ms.)  If the step lands inside an idgen_snowflake() call, that call
+# waits instead, and the phase follows it without waiting: the same wait,
+# in the same counters.
 $node->safe_psql('postgres', 'SELECT idgen_stats_reset()');
-mark_now();
-step_clock('-0.5');
+$bg = $node->background_psql('postgres');
+$bg->query_until(qr/started/, qq{\\echo started
+DO \$\$
+DECLARE
+	t0 timestamptz := clock_timestamp();
+	prev timestamptz := t0;
+	cur timestamptz;
+BEGIN
+	LOOP
+		PERFORM idgen_snowflake();
+		cur := clock_timestamp();
+		EXIT WHEN cur < prev;
+		IF cur > t0 + interval '$PostgreSQL::Test::Utils::timeout_default s' THEN
+			RAISE EXCEPTION 'the clock did not step back';
+		END IF;
+		prev := cur;
+	END LOOP;
+	INSERT INTO ids SELECT 3, g, idgen_snowflake() FROM generate_series(1, 2000) g;
+END \$\$;
+});
+$node->poll_query_until('postgres', "SELECT ids > 0 FROM idgen_stats WHERE kind = 'snowflake'")
+  or die 'the session did not start issuing IDs';
 my $t0 = time();
-($ret) = generate(3);
+step_clock('-0.5');
+my (undef, $failed) = $bg->query('SELECT 1');	# returns once the DO block has finished
 my $elapsed = time() - $t0;
-is($ret, 0, '500 ms back: generation continues');
+diag("500 ms back: $bg->{stderr}") if $failed;
+$bg->quit;
+is($failed, 0, '500 ms back: generation continues');
 is(phase_after_all_before(3), 't', '500 ms back: every new ID is greater');
 ($waits, $waited, $backward) = split /\|/, stats();
 cmp_ok($backward, '>', 0, "500 ms back: backward clock readings counted ($backward)");
 cmp_ok($waits, '>', 0, "500 ms back: waited ($waits sleeps)");
 # It waits until the clock is within idgen.max_drift (100 ms) of the
-# mark's ID: about 400 ms, less the time from the mark to the call (a psql
-# start under libfaketime takes tens of ms).  What must hold exactly: no ID
+# last ID before the step: about 400 ms, less the time between that ID and
+# the session's next clock reading.  What must hold exactly: no ID
 # is more than 100 ms ahead of the clock when it was issued (rounded up to
 # the next millisecond), and the first waited until the clock was that close.
 cmp_ok($waited, '>=', 200, "500 ms back: waited most of the 400 ms ($waited ms)");
@@ -184,12 +256,13 @@ is($node->safe_psql('postgres', q{
 	FROM ids WHERE phase = 3}),
 	't', '500 ms back: every ID issued at most idgen.max_drift ahead of the clock');
 cmp_ok($waited, '<=', 1000, '500 ms back: within idgen.clock_wait');
-cmp_ok($elapsed, '>=', 0.3, sprintf('500 ms back: the call took %.2f s', $elapsed));
+cmp_ok($elapsed, '>=', 0.3, sprintf('500 ms back: the call took %.2f s after the step', $elapsed));
 ok(wait_for_log(qr/LOG:  idgen keeper detected that the system clock moved backwards by (4[6-9]\d|50\d) ms/),
 	'500 ms back: the keeper logged the step');
 
 # 5 s further back: more than idgen.clock_wait can absorb; fail at once, clearly.
 my $marked = mark_now();
+my $log_before_5s = -s $node->logfile;
 step_clock('-5.5');
 my $started = time();
 ($ret, $stdout, $stderr) = generate(4);
@@ -205,7 +278,10 @@ $started = time();
 ok(reports_step($stderr, 'UUIDv7', 5000, $marked, $started),
 	'5 s back: idgen_uuid7() refuses too, with the same policy');
 
-# The clock comes back: generation resumes above everything issued.
+# The clock comes back: generation resumes above everything issued.  (The
+# keeper first sees the step back, so that it logs each step by itself.)
+$node->wait_for_log(qr/LOG:  idgen keeper detected that the system clock moved backwards by (49\d\d|50\d\d) ms/,
+	$log_before_5s);
 step_clock('+0');
 ($ret) = generate(5);
 is($ret, 0, 'clock restored: generation resumes');
@@ -225,9 +301,10 @@ is(phase_after_all_before(5), 't', 'clock restored: every new ID is greater');
 	select(undef, undef, undef, 0.7);
 	step_clock('-0.003');
 	select(undef, undef, undef, 0.7);
-	step_clock('-0.3');
+	# Each seen by the keeper: the 10 s step below must be logged alone.
+	step_clock_seen('-0.3', qr/LOG:  idgen keeper detected that the system clock moved backwards by (29\d|30\d) ms/);
 	select(undef, undef, undef, 0.7);
-	step_clock('+0');
+	step_clock_seen('+0', qr/LOG:  idgen keeper detected that the system clock moved forwards by (29\d|30\d) ms/);
 	my $passed = $h->finish;
 	note("stress client:\n$sout$serr");
 	ok($passed, 'stress client across clock steps: passed');
@@ -235,11 +312,15 @@ is(phase_after_all_before(5), 't', 'clock restored: every new ID is greater');
 		'stress client across clock steps: no duplicate, no disorder, no error');
 }
 
-# Forward 10 s, then an immediate stop (a crash), and back to the real time
-# before the server starts again.  IDs were issued up to the durable horizon
-# about 11 s ahead of the real clock: the restarted server starts above it,
-# so it refuses to generate (rather than repeat IDs) until the clock is
-# forward again.
+# Forward 10 s, then an immediate stop (a crash), and back to about the
+# real time before the server starts again.  IDs were issued up to the
+# durable horizon about 11 s ahead of the real clock: the restarted server
+# starts above it, so it refuses to generate (rather than repeat IDs) until
+# the clock is forward again.  The clock stands still 10 s behind the
+# horizon on disk from before the start until the refusal and the keeper's
+# line have been seen: a clock running meanwhile would bring them closer by
+# however long the start took (with wal_level = minimal, crash recovery
+# replays no horizon, and generators start above the file's).
 step_clock('+10');
 ok(wait_for_log(qr/LOG:  idgen keeper detected that the system clock moved forwards by (99\d\d|100\d\d) ms/),
 	'10 s forward: the keeper logged the step');
@@ -247,7 +328,7 @@ ok(wait_for_log(qr/LOG:  idgen keeper detected that the system clock moved forwa
 is($ret, 0, '10 s forward: generation continues');
 is(phase_after_all_before(6), 't', '10 s forward: every new ID is greater');
 $node->stop('immediate');
-step_clock('+0');
+stop_clock_at(horizon_on_disk() - 10_000_000);
 start_server();
 ($ret, $stdout, $stderr) = generate(7);
 isnt($ret, 0, 'crash, then the clock back 10 s: generation refuses');
@@ -263,9 +344,14 @@ $node->poll_query_until('postgres', 'SELECT idgen_snowflake() > 0')
 is($ret, 0, 'clock forward again: generation resumes');
 is(phase_after_all_before(7), 't', 'clock forward again: every new ID is greater than before the crash');
 
-# The same across a clean restart with the clock stepped back 3 s.
+# The same across a clean restart with the clock stepped back 3 s: it
+# stands still 3 s behind the horizon the shutdown left on disk (the last
+# ID issued), from before the start until the refusal.  (A step of 3 s
+# before the stop, with the clock running, once left 1.2 s by the time of
+# the call, and a start of more than 3 s would find the clock past the
+# time the file was written and take the horizon over instead.)
 $node->stop('fast');
-step_clock('+9');
+stop_clock_at(horizon_on_disk() - 3_000_000);
 start_server();
 ($ret, $stdout, $stderr) = generate(8);
 like($stderr, qr/the system clock moved backwards by (2\d\d\d|3\d\d\d) ms/,

@@ -2,16 +2,32 @@
 # can, so that consecutive calls from different backends fall in the same
 # millisecond.  Every UUID must be greater than the one before it from either
 # session: the order is server-wide, not per backend.
+# That consecutive calls share a millisecond is not left to the speed of
+# the client: the server runs under libfaketime, and its clock stands still
+# while the sessions call (a round trip on a busy machine can take longer
+# than a millisecond every time).  The calls then share a millisecond as
+# long as its counter lasts (4096 ticks, 2000 calls), and the order between
+# them is the counter's alone.
 use strict;
 use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
 use IdgenTest;
 
-my $node = idgen_node('uuid7_order');
+my ($offset_file, $faketime) = faketime_clock();
+my $node;
+{
+	local @ENV{ keys %$faketime } = values %$faketime;
+	$node = idgen_node('uuid7_order');
+}
+wait_for_horizon($node);
 my @sessions = map { $node->background_psql('postgres') } 1 .. 2;
+
+# Stop the server's clock at the real time now (freeze_clock).
+freeze_clock($offset_file, time());
 
 my @uuids;
 for my $i (1 .. 2000)
@@ -19,6 +35,7 @@ for my $i (1 .. 2000)
 	push @uuids, $sessions[$i % 2]->query_safe('SELECT idgen_uuid7()');
 }
 $_->quit for @sessions;
+IdgenTest::step_clock($offset_file, '+0');
 
 my ($disorder, $same_ms) = (0, 0);
 for my $i (1 .. $#uuids)

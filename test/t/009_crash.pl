@@ -22,15 +22,26 @@ my $connstr = $node->connstr('postgres');
 my %runs = (
 	snowflake => [ '-c', 4, '-e', 'idgen_snowflake()' ],
 	uuid7 => [ '-c', 2, '-e', 'idgen_uuid7()', '-t', 'uuid' ],);
+my $connections = 6;
+
+# The clients run for a set time (they cannot be told to stop), and both
+# crashes must fall within it: the crashes wait for states, not for set
+# times (below), so that on a quiet machine they are over in a few seconds,
+# and the clients' time leaves as much again and more for a busy one.
 my (%out, %err, %h);
 for my $kind (sort keys %runs)
 {
 	$h{$kind} = IPC::Run::start(
-		[ $stress, '-d', $connstr, '-q', '--reconnect', '-D', 9, '-b', 200, @{ $runs{$kind} } ],
+		[ $stress, '-d', $connstr, '-q', '--reconnect', '-D', 15, '-b', 200, @{ $runs{$kind} } ],
 		'>', \$out{$kind}, '2>', \$err{$kind});
 }
 
-crash_twice($node, 'generating');
+# Both kinds generated since the server (re)started, before each crash:
+# what the crashes are to cut off, and the values they are to be compared
+# with.  (Shared memory, and with it idgen_stats, is made anew at every
+# start and crash restart.)
+crash_twice($node, 'generating', $connections,
+	q{(SELECT bool_and(ids > 0) FROM idgen_stats WHERE kind IN ('snowflake', 'uuid7'))});
 
 for my $kind (sort keys %runs)
 {

@@ -29,11 +29,19 @@ use Time::HiRes qw(time);
 use IdgenTest;
 
 my $stress = stress_client();
+# A database's idgen sequencer stays for the whole test
+# (idgen.sequencer_idle of an hour): the test asserts, between its uses of
+# cached keys, that a database has its process and that its keys are in
+# shared memory, and a process that ended when idle would leave its slot to
+# a purge, whose process, attaching, retires the database's entries (the
+# next process's first use would then find none).  The last block shortens
+# it to see a process end.
 my $node = idgen_node(
 	'seq_cache',
 	'max_connections' => 40,
 	'restart_after_crash' => 'on',
 	'idgen.purge_interval' => '1s',
+	'idgen.sequencer_idle' => '1h',
 	'idgen.seq_cache_wait' => 1000);
 my $connstr = $node->connstr('postgres');
 
@@ -123,9 +131,11 @@ wait_for_worker();
 {
 	configure_keys();
 	my ($out, $err) = ('', '');
-	my $h = IPC::Run::start([ $stress, '-d', $connstr, '-q', '-c', 8, '-D', 8, '-b', 20,
+	# The client runs 15 s: both crashes, which wait for its connections,
+	# fall within it even on a loaded machine.
+	my $h = IPC::Run::start([ $stress, '-d', $connstr, '-q', '-c', 8, '-D', 15, '-b', 20,
 			'--keys', 50, '--hot', '0.5', '--cached', '--reconnect' ], '>', \$out, '2>', \$err);
-	crash_twice($node, 'serving cached values');
+	crash_twice($node, 'serving cached values', 8);
 	my $passed = $h->finish;
 	note("crashes:\n$out$err");
 	ok($passed, 'crashes: the stress client passed');
@@ -164,10 +174,10 @@ wait_for_worker();
 	for my $db ('one', 'two')
 	{
 		$out{$db} = '';
-		$h{$db} = IPC::Run::start([ $stress, '-d', $node->connstr($db), '-q', '-c', 4, '-D', 8, '-b', 20,
+		$h{$db} = IPC::Run::start([ $stress, '-d', $node->connstr($db), '-q', '-c', 4, '-D', 15, '-b', 20,
 				'--keys', 50, '--hot', '0.5', '--cached', '--reconnect' ], '>', \$out{$db}, '2>&1');
 	}
-	crash_twice($node, 'serving cached values in two databases');
+	crash_twice($node, 'serving cached values in two databases', 8);
 	for my $db ('one', 'two')
 	{
 		my $passed = $h{$db}->finish;
@@ -182,6 +192,11 @@ $out{$db}");
 		is($node->safe_psql($db, "SELECT served FROM idgen_seq_keys WHERE key = 'hot'"),
 			'cached', "$db: cached again after the restarts");
 	}
+	# The process that started after the restarts retired, as it attached,
+	# the entries installed before it; the client may have ended by then,
+	# leaving none.  A use now, with the process running, serves the key
+	# from shared memory.
+	$node->safe_psql('one', "SELECT idgen_seq_next('hot')");
 	cmp_ok($node->safe_psql('one', "SELECT count(*) FROM idgen_seq_cache"), '>', 0,
 		'one: its keys are in shared memory after the restarts');
 }
@@ -370,9 +385,12 @@ $out{$db}");
 # and the refusal counted in idgen_info().  Once the first database's keys
 # have gone unused for idgen.sequencer_idle, its process ends, and
 # the other database's next use gets one.
+# (The process of database one stays, idgen.sequencer_idle being an hour,
+# while the second database is refused; the setting, reloaded, is then
+# made 1 s so that it ends.  No purge asks it for its slot: an hour apart.)
 {
 	$node->append_conf('postgresql.conf',
-		"idgen.max_sequencers = 1\nidgen.sequencer_idle = '5s'\nidgen.purge_interval = '1h'");
+		"idgen.max_sequencers = 1\nidgen.purge_interval = '1h'");
 	$node->restart;
 	$node->safe_psql('one', "SELECT idgen_seq_configure('hot', cache => 50)");
 	wait_for_worker('one');
@@ -392,12 +410,16 @@ $out{$db}");
 			FROM idgen_info()}),
 		'1|1|t', 'idgen_info() counts the process and the refusals');
 	# The first database's process ends once its keys have gone unused.
+	$node->append_conf('postgresql.conf', "idgen.sequencer_idle = '1s'");
+	$node->reload;
 	$node->poll_query_until('postgres',
 		"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'idgen sequencer' AND datname = 'one'")
 	  or die 'the idle process of database one did not end';
 	pass('the process of a database whose cached keys went unused ended');
-	$node->safe_psql('two', "SELECT idgen_seq_next('hot')");
-	$node->poll_query_until('two', "SELECT served = 'cached' FROM idgen_seq_keys WHERE key = 'hot'")
+	# Used at every poll: the process it gets ends after a second unused.
+	$node->poll_query_until('two', q{
+		SELECT (SELECT count(*) FROM (SELECT idgen_seq_next('hot')) n) = 1
+		   AND (SELECT served = 'cached' FROM idgen_seq_keys WHERE key = 'hot')})
 	  or die 'database two did not get the process';
 	pass('the other database\'s next use of its cached key got the free process');
 }
