@@ -10,32 +10,66 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes;
 use IdgenTest;
 
 my $node = idgen_node('seq', 'idgen.purge_interval' => '1s', 'max_connections' => 30,
 	'max_prepared_transactions' => 2);
 
-ok($node->log_contains(qr/LOG:  idgen sequencer launcher started/), 'the idgen sequencer launcher started');
+# (The launcher may log after the first connection is served.)
+ok($node->wait_for_log(qr/LOG:  idgen sequencer launcher started/), 'the idgen sequencer launcher started');
 
-# Keys with a 1 s ttl, one of them kept in use; and a key without ttl.
+# Keys with a 1 s ttl, one of them kept in use; and a key without ttl.  The
+# key in use is called from one session every 0.25 s, at least 8 times and
+# until the purge has deleted the 100 others; the last call and the reading
+# of the table are one transaction, which holds the key's row (the purge
+# skips it).  A loaded machine can hold a call up: a round whose calls were
+# ever 1 s apart (from the start of one to the end of the next) proves
+# nothing, and is made again with a key of its own.
 $node->safe_psql('postgres', q{
 	SELECT idgen_seq_configure('k' || g, ttl => '1 s') FROM generate_series(1, 100) g;
-	SELECT idgen_seq_configure('busy', ttl => '1 s');
 	SELECT idgen_seq_next('forever');
 });
-for (1 .. 8)
+my ($busy, $busy_calls, $busy_gap, $keys_left, $busy_table);
+my $user = $node->background_psql('postgres');
+for my $round (1 .. 3)
 {
-	$node->safe_psql('postgres', "SELECT idgen_seq_next('busy')");
-	select(undef, undef, undef, 0.4);
+	$busy = "busy$round";
+	my $last_start = Time::HiRes::time();
+	$user->query_safe("SELECT idgen_seq_configure('$busy', ttl => '1 s')");
+	($busy_calls, $busy_gap, $keys_left) = (0, 0, 1);
+	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+	while ($busy_calls < 8 || $keys_left)
+	{
+		die 'expired keys were not purged' if time() > $deadline;
+		select(undef, undef, undef, 0.25);
+		my $start = Time::HiRes::time();
+		$user->query_safe("SELECT idgen_seq_next('$busy')");
+		$busy_calls++;
+		my $end = Time::HiRes::time();
+		$busy_gap = $end - $last_start if $end - $last_start > $busy_gap;
+		$last_start = $start;
+		$keys_left = $user->query_safe("SELECT count(*) FROM idgen_seq WHERE key LIKE 'k%'");
+	}
+	pass('the purge worker deleted the 100 expired keys') if $round == 1;
+	select(undef, undef, undef, 0.25);
+	my $table = $user->query_safe(qq{BEGIN;
+		SELECT count(*) FROM (SELECT idgen_seq_next('$busy')) n;
+		SELECT string_agg(key || '=' || value, ',' ORDER BY key) FROM idgen_seq
+		WHERE key !~ '^busy' OR key = '$busy';
+		COMMIT});
+	$busy_calls++;
+	my $end = Time::HiRes::time();
+	$busy_gap = $end - $last_start if $end - $last_start > $busy_gap;
+	$busy_table = (split /\n/, $table)[1];
+	last if $busy_gap < 1;
+	diag(sprintf('calls of %s were %.2f s apart at most: again', $busy, $busy_gap));
 }
-$node->poll_query_until('postgres',
-	"SELECT count(*) = 0 FROM idgen_seq WHERE key LIKE 'k%'")
-  or die 'expired keys were not purged';
-pass('the purge worker deleted the 100 expired keys');
-is( $node->safe_psql(
-		'postgres', q{SELECT string_agg(key || '=' || value, ',' ORDER BY key) FROM idgen_seq}),
-	'busy=8,forever=1',
-	'keys in use, and keys without ttl, were left alone');
+$user->quit;
+cmp_ok($busy_gap, '<', 1, 'a round of calls of the key in use less than its ttl apart');
+is($busy_table, "$busy=$busy_calls,forever=1",
+	sprintf('keys in use (%d calls, at most %.2f s apart), and keys without ttl, were left alone',
+		$busy_calls, $busy_gap));
 
 # Every database is purged, not only one: the launcher lends a database
 # without an idgen sequencer one for a purge, every idgen.purge_interval.
@@ -48,7 +82,8 @@ is( $node->safe_psql(
 	  or die 'the expired keys of database elsewhere were not purged';
 	is($node->safe_psql('elsewhere', 'SELECT key FROM idgen_seq'), 'kept',
 		'another database: its expired keys were purged, and its key without ttl kept');
-	$node->safe_psql('postgres', 'DROP DATABASE elsewhere');
+	# (A process lent to it for a purge, every second, may be connected.)
+	$node->safe_psql('postgres', 'DROP DATABASE elsewhere WITH (FORCE)');
 }
 
 # A purge skips an expired row another transaction holds (so it never makes
@@ -265,7 +300,8 @@ sub stress_beside_reindex
 	like($stderr, qr/ERROR:  55000: could not create sequence key "ABC"/,
 		'a unique index with another notion of equal keys: the call fails (it looped until cancelled)');
 	like($stderr, qr/HINT:  Drop any other unique index on table "idgen_seq"/, 'with a hint');
-	$node->safe_psql('postgres', 'DROP DATABASE utf8');
+	# (A process lent to it for a purge, every second, may be connected.)
+	$node->safe_psql('postgres', 'DROP DATABASE utf8 WITH (FORCE)');
 }
 
 # A purge that fails (here a trigger refuses the DELETE) is rolled back in
@@ -347,7 +383,11 @@ sub stress_beside_reindex
 {
 	$node->append_conf('postgresql.conf',
 		"idgen.max_sequencers = 1\nidgen.purge_interval = '1h'");
+	# The launcher lists the round's databases as it starts, right after it
+	# says so: only then are the three made, so that none is in that round.
+	my $offset = -s $node->logfile;
 	$node->restart;
+	$node->wait_for_log(qr/LOG:  idgen sequencer launcher started/, $offset);
 	for my $db ('p1', 'p2', 'p3')
 	{
 		$node->safe_psql('postgres', "CREATE DATABASE $db");

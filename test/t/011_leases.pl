@@ -139,9 +139,14 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 
 # --- a session-bound lease ends with its session ---------------------------
 {
+	# A quarantine of 10 s: the two checks made while the id rests must come
+	# before it has passed, which a loaded machine's few seconds between
+	# statements would not leave to one of 2 s.
 	$node->safe_psql('postgres', 'DELETE FROM idgen_worker_lease');
 	$node->safe_psql('postgres',
-		"ALTER SYSTEM SET idgen.worker_quarantine = '2s'; SELECT pg_reload_conf()");
+		"ALTER SYSTEM SET idgen.worker_quarantine = '10s'; SELECT pg_reload_conf()");
+	$node->poll_query_until('postgres', "SELECT current_setting('idgen.worker_quarantine') = '10s'")
+	  or die 'quarantine not set';
 	my $holder = $node->background_psql('postgres');
 	my $pid = $holder->query_safe('SELECT pg_backend_pid()');
 	$holder->query_safe(
@@ -152,7 +157,7 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 		qr/54000: all 1 worker ids are taken/, 'its id is not leased again while the session lives');
 	$holder->quit;
 	# The idgen sequencer notices the session is gone and ends the lease; the
-	# id then rests for the quarantine (2 s).
+	# id then rests for the quarantine (10 s).
 	$node->poll_query_until('postgres', 'SELECT expires_at IS NOT NULL FROM idgen_worker_lease')
 	  or die 'the session lease was not ended';
 	pass('the idgen sequencer ended the lease of the closed session');
@@ -160,7 +165,8 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 		qr/54000: all 1 worker ids are taken/, 'after the session ends, the id rests in quarantine');
 	is($node->safe_psql('postgres', 'SELECT state FROM idgen_worker_leases'),
 		'quarantine', 'the view shows the quarantine');
-	select(undef, undef, undef, 2.2);
+	$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM idgen_worker_leases WHERE state <> 'free'")
+	  or die 'the quarantine did not end';
 	is($node->safe_psql('postgres',
 			"SELECT worker_id FROM idgen_worker_acquire('other', ttl => '1 s', max_workers => 1)"),
 		'0', 'after the quarantine, the id is leased again');
@@ -195,8 +201,11 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 	  or die 'quarantine not set';
 	$node->safe_psql('postgres',
 		'SELECT idgen_worker_release(worker_id, token) FROM idgen_worker_leases');
+	# A ttl of 20 s: the lease must still be held by the last check that
+	# says so below, a dozen statements later (DROP and CREATE EXTENSION
+	# among them), which a loaded machine may stretch over seconds.
 	$node->poll_query_until('postgres', q{
-			SELECT count(*) = 1 FROM idgen_worker_acquire('before-drop', ttl => '4 s', max_workers => 1)})
+			SELECT count(*) = 1 FROM idgen_worker_acquire('before-drop', ttl => '20 s', max_workers => 1)})
 	  or die 'id 0 was not leased';
 	my ($old_token, $old_expiry) = split /\|/, $node->safe_psql('postgres',
 		"SELECT token, extract(epoch FROM expires_at) FROM idgen_worker_lease WHERE holder = 'before-drop'");

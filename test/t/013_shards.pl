@@ -132,14 +132,21 @@ is($dups, 0, 'no ID repeats across the servers');
 my $twin = idgen_node('twin', %layout, 'idgen.datacenter_id' => 1, 'idgen.worker_id' => 1);
 {
 	my @pair = ($shards[0], $twin);
-	my @h;
-	for my $node (@pair)
+	# Both sessions connected first, then the two statements sent one
+	# right after the other: on a loaded machine a connection can take
+	# longer than a generation lasts (seconds), and two generations started
+	# with their connections might not overlap.
+	$_->safe_psql('postgres', 'DROP TABLE IF EXISTS ids') for @pair;
+	my @sessions = map { $_->background_psql('postgres') } @pair;
+	$_->query_until(qr/started/, q{
+		\echo started
+		CREATE TABLE ids AS SELECT idgen_snowflake() AS id FROM generate_series(1, 1000000);
+	}) for @sessions;
+	for my $session (@sessions)
 	{
-		$node->safe_psql('postgres', 'DROP TABLE IF EXISTS ids');
-		push @h, IPC::Run::start([ $node->installed_command('psql'), '-XAtq', '-d', $node->connstr('postgres'),
-			'-c', 'CREATE TABLE ids AS SELECT idgen_snowflake() AS id FROM generate_series(1, 1000000)' ]);
+		$session->query_safe('SELECT 1');
+		$session->quit;
 	}
-	$_->finish or die 'generation failed' for @h;
 	my %ids = map { $_ => 1 } split /
 /, $shards[0]->safe_psql('postgres', 'SELECT id FROM ids');
 	my $same = grep { $ids{$_} } split /
