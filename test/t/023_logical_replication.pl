@@ -125,16 +125,20 @@ for my $s ([ 'sa', $pub_a, 'pa' ], [ 'sb', $pub_b, 'pb' ])
 # idgen_seq, idgen_worker_lease, idgen_public_key and idgen_identity_claim
 # of each).  A conflict
 # makes a table's sync worker fail and start again forever, so wait a
-# bounded time and show what the subscriber logged.
+# bounded time, long enough for a loaded machine, and show what the
+# subscriber logged.
 my $synced = 0;
-for (1 .. 60)
+for (1 .. $PostgreSQL::Test::Utils::timeout_default)
 {
 	last if $synced = $sub->safe_psql('postgres',
 		q{SELECT count(*) = 10 AND bool_and(srsubstate = 'r') FROM pg_subscription_rel}) eq 't';
 	sleep 1;
 }
 ok($synced, 'the initial sync of both subscriptions completed (every table ready)')
-  or diag(join("\n", grep { /ERROR/ } split /\n/,
+  or diag("after $PostgreSQL::Test::Utils::timeout_default s, the tables of the subscriptions were:\n"
+	  . $sub->safe_psql('postgres', q{SELECT srrelid::regclass || ' ' || srsubstate FROM pg_subscription_rel})
+	  . "\nand the subscriber logged:\n"
+	  . join("\n", grep { /ERROR/ } split /\n/,
 		PostgreSQL::Test::Utils::slurp_file($sub->logfile, $log_offset)));
 ok(!$sub->log_contains(qr/ERROR/, $log_offset), 'the subscriber logged no error during the sync');
 if (!$synced)

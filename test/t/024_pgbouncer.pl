@@ -39,6 +39,9 @@ my ($pgbouncer) = grep { -x $_ }
   map { "$_/pgbouncer" } (split(/:/, $ENV{PATH} // ''), '/usr/sbin', '/usr/bin');
 plan skip_all => 'pgbouncer is not installed (Debian package pgbouncer)' unless $pgbouncer;
 
+# Purges every second, whatever the cluster's default: the session-bound
+# lease below must outlive a purge that runs after its client has gone,
+# and the test waits for one (wait_for_purge).
 my $node = idgen_node('pooled', 'idgen.purge_interval' => '1s', 'idgen.worker_quarantine' => 0);
 $node->safe_psql('postgres', q{
 	CREATE TABLE got (k text, v bigint, pid int);
@@ -117,6 +120,23 @@ sub hold_backend
 	die "no client of the pool got backend $pid";
 }
 
+# Wait until a whole purge of database postgres has run since this call:
+# a lease that has already expired (a 1 us ttl, and no quarantine here) is
+# deleted by the purge that follows its acquisition and by nothing else
+# here, so once a second one is gone, a purge that began after the first
+# was deleted has run to its end.
+sub wait_for_purge
+{
+	for my $n (1 .. 2)
+	{
+		my $token = $node->safe_psql('postgres',
+			"SELECT token FROM idgen_worker_acquire('purge-canary-$n', ttl => '1 microsecond')");
+		$node->poll_query_until('postgres',
+			"SELECT NOT EXISTS (SELECT FROM idgen_worker_lease WHERE token = $token)")
+		  or die "no purge deleted the expired lease purge-canary-$n (token $token)";
+	}
+}
+
 # --- Per-key sequences from pooled clients ----------------------------------
 PostgreSQL::Test::Utils::append_to_file("$tmp/seq.sql", q{
 BEGIN;
@@ -153,9 +173,12 @@ is($node->safe_psql('postgres', q{
 	'400|400', "_last() in the INSERT's transaction is that INSERT's ID, every time");
 
 # --- An expiring lease ------------------------------------------------------
+# (A ttl of an hour: the lease must not expire while the clients connect,
+# nor its released row be purged, which happens once its expiry is past,
+# before the test reads it.)
 {
 	my ($wid, $token, $pid) = split /\|/, $bouncer->safe_psql('postgres', q{
-		SELECT worker_id, token, pg_backend_pid() FROM idgen_worker_acquire('pooled-ttl', '30 s')});
+		SELECT worker_id, token, pg_backend_pid() FROM idgen_worker_acquire('pooled-ttl', '1 hour')});
 	my $holder = hold_backend($pid);
 	my ($renewed, $renew_pid) = split /\|/, $bouncer->safe_psql('postgres',
 		"SELECT idgen_worker_renew($wid, $token) > now(), pg_backend_pid()");
@@ -186,8 +209,9 @@ is($node->safe_psql('postgres', q{
 	$client->quit;
 
 	# The client is gone; its lease is not: the server connection that holds
-	# it lives on in the pool.  Two purge intervals later it is still held.
-	sleep 3;
+	# it lives on in the pool.  After a whole purge since then it is still
+	# held.
+	wait_for_purge();
 	is($node->safe_psql('postgres', "SELECT state FROM idgen_worker_leases WHERE token = $token"),
 		'held', 'the session-bound lease outlives its client');
 	is($other->query_safe("SELECT idgen_worker_release($wid, $token)"), 't',

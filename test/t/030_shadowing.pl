@@ -24,7 +24,12 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IdgenTest;
 
-my $node = idgen_node('shadow', 'idgen.purge_interval' => '1s',
+# Purges every second, whatever the cluster's default: the test waits for
+# the purge process to delete what it planted (purged).  A sequencer ends
+# a second after its database's cached keys were last used, so that the
+# one that served them before the database's search_path changed is soon
+# gone (below).
+my $node = idgen_node('shadow', 'idgen.purge_interval' => '1s', 'idgen.sequencer_idle' => '1s',
 	'idgen.worker_quarantine' => '0', 'idgen.worker_max_per_role' => '50',
 	'idgen.seq_max_keys_per_role' => '50');
 
@@ -77,12 +82,13 @@ sub purge_fodder
 sub purged
 {
 	my ($tag, $name) = @_;
-	local $PostgreSQL::Test::Utils::timeout_default = 60;
 	ok( $node->poll_query_until('shadow', qq{
 			SELECT NOT EXISTS (SELECT FROM idgen_seq WHERE key OPERATOR(pg_catalog.=) 'expiring_$tag')
 			   AND NOT EXISTS (SELECT FROM idgen_worker_lease
 							   WHERE holder OPERATOR(pg_catalog.=) 'purged_$tag')}),
-		$name);
+		$name)
+	  or diag("after $PostgreSQL::Test::Utils::timeout_default s, the key expiring_$tag "
+		  . "or the lease of purged_$tag was still there");
 }
 
 # As reported: three look-alikes with an extra defaulted argument.
@@ -158,6 +164,18 @@ works('dbo', q{
 		END LOOP;
 	END $$;
 }, 'the database owner creates aggregates, functions and operators named like pg_catalog\'s');
+
+# The database's search_path reaches a session when it connects: the
+# purge below must be made by a sequencer that connected after it was
+# set, not by one that stayed since (serving the cached key 'c').
+{
+	my $altered = $node->safe_psql('postgres', 'SELECT pg_catalog.clock_timestamp()');
+	$node->poll_query_until('postgres', qq{
+		SELECT NOT EXISTS (SELECT FROM pg_stat_activity
+			WHERE backend_type = 'idgen sequencer' AND datname = 'shadow'
+			  AND backend_start <= '$altered')})
+	  or die 'the idgen sequencer of database shadow that connected before its search_path was set did not end';
+}
 
 # A session of $role with public first, and pg_temp before it holding
 # tables named like idgen's.  No operator may appear in the calls below:
