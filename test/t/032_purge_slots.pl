@@ -74,6 +74,14 @@ sub purged
 
 # --- background worker slots run out --------------------------------------
 {
+	# A process gives its slot to a database whose purge waits once it has
+	# served for idgen.purge_interval: 2 s lets the twelve databases take
+	# their turns within the test's waits, however slow the machine (a slow
+	# one only makes the turns come later; purged() waits for each).
+	# Whatever idgen.sequencer_idle is, refused starts go on all the while:
+	# twelve databases use their cached keys 5 times a second, with room
+	# for 5 processes (one that ends for idgen.sequencer_idle only frees
+	# its slot sooner).
 	my $node = idgen_node('workers_out',
 		'max_connections' => 40,
 		'idgen.max_sequencers' => 16,
@@ -110,6 +118,10 @@ sub purged
 {
 	# At DEBUG1 each process logs its database's name when it starts (a
 	# catalog lookup that, made outside a transaction, crashed it).
+	# idgen.purge_interval at 2 s: c's purge comes to wait for a slot every
+	# few seconds, so that the loop below soon finds it waiting; nothing
+	# below depends on how long a turn takes (while a's and b's processes
+	# are stopped, neither can give its slot, whatever the interval).
 	my $node = idgen_node('slots_held',
 		'log_min_messages' => 'debug1',
 		'max_connections' => 20,
@@ -127,11 +139,14 @@ sub purged
 	# is not always waiting, and a process may have given its slot already:
 	# then they are let go and stopped again, until c waits and both hold
 	# their slots stopped (their keys served from shared memory, which only
-	# a running slot of theirs does).
+	# a running slot of theirs does).  Each try wins when the stop falls
+	# while c waits; a slow machine makes fewer of them win, so the tries
+	# go on until a deadline rather than for a count.
 	my $c_waits = q{SELECT coalesce('c' = ANY (databases_waiting), false)
 		AND databases_waiting_since IS NOT NULL FROM idgen_info()};
 	my @pids;
-	for my $try (1 .. 50)
+	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+	while (time < $deadline)
 	{
 		$node->poll_query_until('postgres', qq{SELECT count(DISTINCT datname) = 2 FROM pg_stat_activity
 			WHERE backend_type = 'idgen sequencer' AND datname IN ('a', 'b') AND ($c_waits)})
@@ -146,10 +161,15 @@ sub purged
 		kill 'CONT', @pids;
 		@pids = ();
 	}
-	is(scalar(@pids), 2, 'a\'s and b\'s processes stopped, holding both slots');
+	is(scalar(@pids), 2, 'a\'s and b\'s processes stopped, holding both slots')
+	  or diag("no try in $PostgreSQL::Test::Utils::timeout_default s stopped both while c waited");
 	make_expired($node, 'c');
 	my $log_offset = -s $node->logfile;
-	sleep 2;	# more than the 1 s ttl: c's key is expired, and c still waits
+	# Until c's key has expired (its 1 s ttl passed since its use, as the
+	# purge decides it), so that a purge would delete it: both slots are
+	# held by stopped processes meanwhile, so nothing else can.
+	$node->poll_query_until('c', q{SELECT last_used + ttl <= now() FROM idgen_seq WHERE key = 'old'})
+	  or die "c's key 'old' did not expire";
 	is($node->safe_psql('postgres', $c_waits), 't', 'idgen_info() names c, whose purge waits for a slot');
 	is($node->safe_psql('c', q{SELECT count(*) FROM idgen_seq WHERE key = 'old'}), '1',
 		'c is not purged while both slots are held');

@@ -27,8 +27,17 @@ $node->restart;
 is($node->safe_psql('postgres', 'SELECT gid FROM pg_prepared_xacts'), 'p1',
 	'the prepared transaction survives the restart');
 
-# Longer than idle_in_transaction_session_timeout: nothing ends it.
-sleep 2;
+# Longer than idle_in_transaction_session_timeout: nothing ends it.  A
+# session left idle in its transaction shows when the timeout has passed
+# (it ends that session) rather than a sleep that a slow machine could make
+# too short; only COMMIT or ROLLBACK PREPARED can end the prepared
+# transaction meanwhile.
+my $idle = $node->background_psql('postgres', on_error_stop => 0);
+my $idle_pid = $idle->query_safe('SELECT pg_backend_pid()');
+$idle->query_safe('BEGIN; SELECT 1');
+$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $idle_pid")
+  or die 'idle_in_transaction_session_timeout did not end a session idle in its transaction';
+$idle->quit;
 is($node->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '1',
 	'idle_in_transaction_session_timeout does not end it');
 my $err = sql_error($node, q{SET lock_timeout = '200ms'; SELECT idgen_seq_next('held')});

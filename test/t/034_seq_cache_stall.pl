@@ -31,7 +31,12 @@ my $node = idgen_node(
 	'idgen.seq_cache_keys' => 16,
 	# Each of the 8 192 segments is reserved while the session waits for
 	# it; give a slow machine time.
-	'idgen.seq_cache_wait' => 60000);
+	'idgen.seq_cache_wait' => 60000,
+	# The database's idgen sequencer must stay for the whole test: one that
+	# ended while no key was used (gdb attaching, session A stopped before
+	# session B begins) would have the next one retire the key's entry, and
+	# the cursor would not come back to the value session A read.
+	'idgen.sequencer_idle' => "'1h'");
 my $tmp = PostgreSQL::Test::Utils::tempdir();
 my $long = 10 * $PostgreSQL::Test::Utils::timeout_default;
 

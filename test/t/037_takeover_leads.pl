@@ -116,8 +116,12 @@ sub crash_then_promotion
 	my ($what, $how) = @_;
 	my $p = primary('p');
 	my $s = standby_of($p, 's');
-	my ($done) = load($p);
-	sleep 1;
+	my ($done, $issued) = load($p);
+	# P has issued values (every client has received some) before S stops
+	# following it.
+	my $t0 = time;
+	usleep(10_000) until $issued->() || time - $t0 > $PostgreSQL::Test::Utils::timeout_default;
+	$issued->() or die "$what: the primary issued no values";
 	# S misses everything from here on (its walreceiver stops, for good).
 	$p->wait_for_catchup($s);
 	$s->safe_psql('postgres', "ALTER SYSTEM SET primary_conninfo = ''");

@@ -22,12 +22,23 @@ my $conninfo = 'host=' . $registry->host . ' port=' . $registry->port . ' dbname
 my $node;
 {
 	local @ENV{ keys %$faketime } = values %$faketime;
-	$node = idgen_node('leased', 'idgen.registry' => "'$conninfo'", 'idgen.identity' => 'registry');
+	# idgen.clock_wait at 5 s: the first call after the jump waits for the
+	# renewal it asked for, a round trip to the registry that a loaded
+	# machine can make take longer than the default 1 s.  It stays below
+	# the 10 s between scheduled renewals (a third of the default 30 s
+	# idgen.registry_ttl), and the jump comes just after one (below), so
+	# that only the renewal the generators ask for can end their wait.
+	$node = idgen_node('leased', 'idgen.registry' => "'$conninfo'", 'idgen.identity' => 'registry',
+		'idgen.clock_wait' => "'5s'");
 }
 $node->poll_query_until('postgres', q{SELECT state = 'held' FROM idgen_identity()})
   or die 'no identity';
 my $before = $node->safe_psql('postgres', 'SELECT idgen_snowflake()');
 
+# Just after a scheduled renewal: the next one is 10 s away.
+my $renewed = $node->safe_psql('postgres', 'SELECT renewed_at FROM idgen_identity()');
+$node->poll_query_until('postgres', "SELECT renewed_at > '$renewed' FROM idgen_identity()")
+  or die 'the lease was not renewed';
 IdgenTest::step_clock($clock_file, '+40');
 my ($errors, $calls, $last) = (0, 0, '');
 my $end = time + 3;

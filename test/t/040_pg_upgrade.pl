@@ -149,7 +149,15 @@ sub upgrade
 	is($new->safe_psql('postgres', 'SELECT horizon_restored FROM idgen_info()'),
 		$step || $preload_first ? 't' : 'f', "$name: idgen_info().horizon_restored at first start");
 
-	# The old server's claim to the identity came with the data.
+	# The old server's claim to the identity came with the data.  The new
+	# server finds it when it announces its own claim, at the first purge
+	# after its start (the idgen sequencer launcher's first round): wait
+	# for that announcement, committed.
+	my $own_claim = q{SELECT count(*) FROM idgen_identity_claim
+		WHERE system_identifier = (SELECT system_identifier FROM pg_control_system())};
+	$new->poll_query_until('postgres',
+		"SELECT identity_clash IS NOT NULL AND ($own_claim) = 1 FROM idgen_info()")
+	  or die "$name: the new server did not announce its identity, or found no other claim";
 	my ($ret, $stdout, $stderr) = $new->psql('postgres', 'SELECT idgen_snowflake()');
 	like($stderr, qr/this server's Snowflake identity \(datacenter 3, worker 7\) is also claimed by another server/,
 		"$name: at first start, the old server's claim stops Snowflake generation");
@@ -160,11 +168,13 @@ sub upgrade
 			 WHERE system_identifier <> (SELECT system_identifier FROM pg_control_system())}),
 		'1', "$name: the old server's claim is there");
 	$new->safe_psql('postgres', $forget, on_error_stop => 1);
-	is($new->safe_psql('postgres', q{
-			SELECT count(*) FROM idgen_identity_claim
-			 WHERE system_identifier = (SELECT system_identifier FROM pg_control_system())}),
+	is($new->safe_psql('postgres', $own_claim),
 		'1', "$name: the old server's claim deleted, the new server's kept");
 	$new->restart;
+	# An announcement after the restart has looked for other claims.
+	$new->poll_query_until('postgres', q{SELECT announced_at > pg_postmaster_start_time() FROM idgen_identity_claim
+		WHERE system_identifier = (SELECT system_identifier FROM pg_control_system())})
+	  or die "$name: no announcement after the restart";
 	is($new->safe_psql('postgres', 'SELECT horizon_restored AND identity_clash IS NULL FROM idgen_info()'),
 		't', "$name: after the restart, a horizon restored and no clash");
 	is($new->safe_psql('postgres', q{
