@@ -35,13 +35,26 @@ use IdgenTest;
 
 my ($clock_file, $faketime) = faketime_clock();
 
+# The same clock, read from its file at most once a second by each process
+# instead of at every call: libfaketime's read of the file costs about
+# 10 us a call, so that the 2 000 000 IDs the synchronous scenario issues
+# ahead of the clock took over a minute on a loaded machine, longer than a
+# 30 s lead lasts (it shrinks by half the time that passes).  A step of
+# this clock reaches the server within a second or two: a test that steps
+# it waits until the server shows it.
+my %cached_faketime = (%$faketime, FAKETIME_CACHE_DURATION => 1);
+delete $cached_faketime{FAKETIME_NO_CACHE};
+
 # A primary with worker id 1 and a streaming standby of it whose clock is
 # $offset (faketime) behind, or real if undef (libfaketime, reading its
 # file at every clock call, slows the standby's replies); with $sync, the standby is made synchronous
 # once it streams (before, the primary's commits would wait for it).
+# %conf: the primary's extra settings, and _faketime, the environment of
+# the standby's clock (default: the file read at every call).
 sub primary_and_standby
 {
 	my ($name, $offset, $sync, %conf) = @_;
+	my $clock = delete $conf{_faketime} // $faketime;
 	my $primary = idgen_node("${name}_primary",
 		_init => { allows_streaming => 1 },
 		'idgen.worker_id' => 1, %conf);
@@ -52,7 +65,7 @@ sub primary_and_standby
 	if (defined $offset)
 	{
 		IdgenTest::step_clock($clock_file, $offset);
-		local @ENV{ keys %$faketime } = values %$faketime;
+		local @ENV{ keys %$clock } = values %$clock;
 		$standby->start;
 	}
 	else
@@ -76,11 +89,25 @@ sub primary_and_standby
 	return ($primary, $standby);
 }
 
+# The number of lines in $file so far (0 if there is none yet).
+sub lines_in
+{
+	my ($file) = @_;
+	open my $fh, '<', $file or return 0;
+	my $n = 0;
+	$n++ while defined(my $line = <$fh>);
+	close $fh;
+	return $n;
+}
+
 # Load the primary for $seconds, then stop it with -m immediate; the
-# values its clients were answered.
+# values its clients were answered.  With $min_ids (and $min_uuids), the
+# load goes on after $seconds until its clients were answered more than
+# that many Snowflake IDs (and UUIDv7): on a loaded machine the clients
+# may need longer than $seconds to get them.
 sub load_then_crash
 {
-	my ($primary, $seconds, $before_crash) = @_;
+	my ($primary, $seconds, $before_crash, $min_ids, $min_uuids) = @_;
 	my $dir = PostgreSQL::Test::Utils::tempdir();
 	my @loads = (
 		start_load($primary, "$dir/select", 'SELECT idgen_snowflake() FROM generate_series(1, 1000)'),
@@ -88,6 +115,11 @@ sub load_then_crash
 			'INSERT INTO t SELECT idgen_snowflake() FROM generate_series(1, 1000) RETURNING id'),
 		start_load($primary, "$dir/uuid", 'SELECT idgen_uuid7() FROM generate_series(1, 1000)'));
 	sleep $seconds;
+	my $deadline = Time::HiRes::time() + $PostgreSQL::Test::Utils::timeout_default;
+	Time::HiRes::usleep(100_000)
+	  while ((lines_in("$dir/select") + lines_in("$dir/insert") <= ($min_ids // 0))
+		|| lines_in("$dir/uuid") <= ($min_uuids // 0))
+	  && Time::HiRes::time() < $deadline;
 	$before_crash->() if $before_crash;
 	$primary->stop('immediate');
 	$_->finish for @loads;
@@ -111,7 +143,8 @@ sub generate_after
 # Synchronous replication, standby 30 s behind.
 ########################################################################
 {
-	my ($primary, $standby) = primary_and_standby('sync', '-30', 1);
+	my ($primary, $standby) = primary_and_standby('sync', '-30', 1, _faketime => \%cached_faketime);
+	my $offset = -30;	# the standby's clock, as its file says
 
 	# In recovery with its primary's identity: refused, with the reason.
 	my $err = sql_error($standby, 'SELECT idgen_snowflake()');
@@ -130,7 +163,7 @@ sub generate_after
 	ok(!$standby->log_contains(qr/behind the idgen durable horizon/),
 		'a fresh standby 30 s behind does not log that its clock is behind a horizon of its own');
 
-	my ($old_ids, $old_uuids) = load_then_crash($primary, 3);
+	my ($old_ids, $old_uuids) = load_then_crash($primary, 3, undef, 10000, 5000);
 	cmp_ok(scalar @$old_ids, '>', 10000, scalar(@$old_ids) . ' Snowflake IDs returned by the primary');
 	cmp_ok(scalar @$old_uuids, '>', 5000, scalar(@$old_uuids) . ' UUIDv7 returned by the primary');
 
@@ -154,10 +187,36 @@ sub generate_after
 	# than 2^sequence_bits x (max_drift_ms + 1) = 409 600 (once all a
 	# generator frozen at the horizon could issue), their timestamps
 	# advancing at half the pace of real time, so that the lead shrinks by
-	# half the time that passes.
-	my $lead_sql = 'SELECT extract(epoch FROM idgen_snowflake_time(idgen_snowflake()) - clock_timestamp())';
-	my $t0 = Time::HiRes::time();
-	my $before = $standby->safe_psql('postgres', $lead_sql);
+	# half the time that passes.  The lead lasts twice itself: what is left
+	# of it after the promotion and the comparisons above depends on how
+	# long they took, so a step of the standby's clock back makes it 30 s
+	# again first (the generators go by the takeover point, which the step
+	# does not move), and the time that passes is read from the standby's
+	# clock in the statements that read the lead.
+	my $lead_sql = q{SELECT extract(epoch FROM idgen_snowflake_time(idgen_snowflake()) - clock_timestamp())
+		|| '|' || extract(epoch FROM clock_timestamp())};
+	my ($lead_now) = split /\|/, $standby->safe_psql('postgres', $lead_sql);
+	$lead_now > 1 or die "the promoted server is no longer ahead of its clock ($lead_now s)";
+	my $step = 30 - $lead_now;
+	if ($step >= 1)
+	{
+		# Stepped, until a new session's clock shows it (it is read before the
+		# reply, so a reading under the old offset is at least that offset
+		# from the time the query was sent).
+		$offset -= $step;
+		IdgenTest::step_clock($clock_file, $offset);
+		my $seen = 0;
+		my $deadline = Time::HiRes::time() + $PostgreSQL::Test::Utils::timeout_default;
+		while (!$seen && Time::HiRes::time() < $deadline)
+		{
+			my $sent = Time::HiRes::time();
+			my $clock = $standby->safe_psql('postgres', 'SELECT extract(epoch FROM clock_timestamp())');
+			$seen = $clock - $sent < $offset + $step / 2;
+			Time::HiRes::usleep(100_000) unless $seen;
+		}
+		$seen or die 'the standby did not read the step of its clock';
+	}
+	my ($before, $t0) = split /\|/, $standby->safe_psql('postgres', $lead_sql);
 	is($standby->safe_psql('postgres', q{
 			SELECT count(DISTINCT id) FROM (SELECT idgen_snowflake() AS id
 				FROM generate_series(1, 1000000)) s}),
@@ -167,8 +226,8 @@ sub generate_after
 				FROM generate_series(1, 1000000)) s}),
 		1000000, 'and 1 000 000 distinct UUIDv7');
 	sleep 2;
-	my $after = $standby->safe_psql('postgres', $lead_sql);
-	my $elapsed = Time::HiRes::time() - $t0;
+	my ($after, $t1) = split /\|/, $standby->safe_psql('postgres', $lead_sql);
+	my $elapsed = $t1 - $t0;
 	cmp_ok(abs(($before - $after) - $elapsed / 2), '<', 0.2 + $elapsed / 10,
 		sprintf('the lead shrinks by half the time that passes: %.1f s ahead of the clock, %.1f s later %.1f s',
 			$before, $elapsed, $after));
@@ -178,7 +237,7 @@ sub generate_after
 	# with "the system clock moved backwards".
 	my $max_before = $standby->safe_psql('postgres', 'SELECT idgen_snowflake()');
 	{
-		local @ENV{ keys %$faketime } = values %$faketime;
+		local @ENV{ keys %cached_faketime } = values %cached_faketime;
 		$standby->restart;
 	}
 	my ($ret, $stdout, $stderr) = $standby->psql('postgres', "SELECT idgen_snowflake() > $max_before");
@@ -219,7 +278,10 @@ sub generate_after
 ########################################################################
 {
 	my ($primary, $standby) = primary_and_standby('async30', '-30');
-	my ($old_ids, $old_uuids) = load_then_crash($primary, 3);
+	# Ordinary lag is what the horizon covers (idgen.horizon_lead / 2 less
+	# idgen.horizon_interval): the standby is waited for before the crash,
+	# as a loaded machine can hold its replay up for longer than that.
+	my ($old_ids, $old_uuids) = load_then_crash($primary, 3, sub { $primary->wait_for_catchup($standby) });
 	$standby->promote;
 	my ($new_ids, $new_uuids) = generate_after($standby, 100000);
 	my ($dups, $not_above) = compare_values($old_ids, $new_ids, 1);
@@ -240,7 +302,8 @@ sub generate_after
 {
 	my ($primary, $standby) = primary_and_standby('async3', '-3');
 	sleep 1;
-	my ($old_ids, $old_uuids) = load_then_crash($primary, 5);
+	# At ordinary lag, as above: the standby is waited for before the crash.
+	my ($old_ids, $old_uuids) = load_then_crash($primary, 5, sub { $primary->wait_for_catchup($standby) });
 	$standby->promote;
 	my ($new_ids, $new_uuids) = generate_after($standby, 100000);
 	my ($dups, $not_above) = compare_values($old_ids, $new_ids, 1);
@@ -260,10 +323,19 @@ sub generate_after
 ########################################################################
 {
 	my ($primary, $standby) = primary_and_standby('lag', '-30');
+	# The standby replayed no horizon beyond the primary's clock plus
+	# idgen.horizon_lead + idgen.max_drift when it stopped; an ID above that
+	# is issued and answered before the crash, waited for rather than hoped
+	# of the load in the last 3 s, which a loaded machine may hold up.
+	my @above;
 	my ($old_ids) = load_then_crash($primary, 5, sub {
 		$standby->stop('immediate');
+		my $bound = $primary->safe_psql('postgres', q{SELECT clock_timestamp()
+			+ current_setting('idgen.horizon_lead')::interval + current_setting('idgen.max_drift')::interval});
 		sleep 3;
+		@above = ids_past($primary, $bound);
 	});
+	push @$old_ids, @above;
 	{
 		local @ENV{ keys %$faketime } = values %$faketime;
 		$standby->start;
@@ -330,10 +402,21 @@ sub generate_after
 {
 	my $primary = idgen_node('unknown_primary', _init => { allows_streaming => 1 },
 		'idgen.worker_id' => 1, 'idgen.horizon_lead' => "'60s'");
-	$primary->backup('unknown_backup');
+	# A renewal while the backup runs would be in its WAL: on a loaded
+	# machine the backup may end 30 s after the start, so it is taken again
+	# until the keeper renewed nothing meanwhile.
+	my $persists = 'SELECT horizon_persists FROM idgen_info()';
+	my $backup;
+	for my $try (1 .. 5)
+	{
+		my $before = $primary->safe_psql('postgres', $persists);
+		$backup = "unknown_backup$try";
+		$primary->backup($backup);
+		last if $primary->safe_psql('postgres', $persists) eq $before;
+	}
 	$primary->stop;
 	my $standby = PostgreSQL::Test::Cluster->new('unknown_standby');
-	$standby->init_from_backup($primary, 'unknown_backup', has_streaming => 1);
+	$standby->init_from_backup($primary, $backup, has_streaming => 1);
 	$standby->start;
 	is($standby->safe_psql('postgres', 'SELECT in_recovery, wal_records FROM idgen_info()'),
 		't|0', 'a standby that has replayed no horizon record yet');
@@ -515,6 +598,12 @@ sub generate_after
 		 start_load($primary, "$dir/cached$_", q{SELECT idgen_seq_next('cached', 20)}))
 	} (1, 2);
 	sleep 3;
+	# More than 100 values of each key answered, counted below: on a loaded
+	# machine the clients may need longer than 3 s for them.
+	my $deadline = Time::HiRes::time() + $PostgreSQL::Test::Utils::timeout_default;
+	Time::HiRes::usleep(100_000)
+	  while (grep { lines_in("$dir/${_}1") + lines_in("$dir/${_}2") <= 100 } ('tx', 'cached'))
+	  && Time::HiRes::time() < $deadline;
 	$primary->stop('immediate');
 	$_->finish for @loads;
 	$standby->promote;

@@ -19,8 +19,12 @@ use Test::More;
 use IdgenTest;
 
 # Each refused command waits 5 s for the other sessions to leave: the
-# process must not end meanwhile.
-my $node = idgen_node('dbcmds', 'idgen.sequencer_idle' => "'10s'");
+# process must not end meanwhile, however long a loaded machine takes, so
+# idgen.sequencer_idle is an hour until the test lowers it at the end.
+# idgen.purge_interval is an hour too: a purge is an idgen sequencer
+# connected to its database for a moment, another session there, which
+# the commands would count or wait for.
+my $node = idgen_node('dbcmds', 'idgen.sequencer_idle' => "'1h'", 'idgen.purge_interval' => "'1h'");
 $node->safe_psql('postgres', 'CREATE DATABASE app');
 $node->safe_psql('app', "CREATE EXTENSION idgen; SELECT idgen_seq_next('k')");
 
@@ -66,8 +70,9 @@ ok($process_in_app->(), 'the database created again gets a process at its first 
 is($node->safe_psql('app', "SELECT served FROM idgen_seq_keys WHERE key = 'c'"), 'cached',
 	'a cached key is served there from shared memory');
 
-# Unused for idgen.sequencer_idle (10 s), the process ends: the
-# commands work without FORCE.
+# Unused for idgen.sequencer_idle (lowered to 2 s now), the process ends:
+# the commands work without FORCE.
+$node->safe_psql('postgres', "ALTER SYSTEM SET idgen.sequencer_idle = '2s'; SELECT pg_reload_conf()");
 $node->poll_query_until('postgres',
 	"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'idgen sequencer' AND datname = 'app'")
   or die 'the idle process did not end';

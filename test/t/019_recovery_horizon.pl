@@ -179,26 +179,66 @@ sub crash_restart_then_failover
 
 # Clocks in agreement, a lagging asynchronous standby and a primary far
 # ahead of its clock: a primary may issue IDs up to idgen.max_drift ahead
-# of its clock (here 2 s, with 4 IDs a millisecond, so that a steady load
-# borrows that far), and the standby, down for the primary's last second,
-# replayed a horizon below some of them.  Promoted at once, it starts
-# above its own clock plus idgen.horizon_lead + idgen.max_drift, past
-# everything the primary issued.  (Before, it started at the replayed
-# horizon, and issued the primary's last IDs again.)
+# of its clock (here 2 s, with 4 IDs a millisecond), and the standby, down
+# for the primary's last second, replayed a horizon below some of them.
+# Promoted at once, it starts above its own clock plus idgen.horizon_lead +
+# idgen.max_drift, past everything the primary issued.  (Before, it started
+# at the replayed horizon, and issued the primary's last IDs again.)
+#
+# Both servers read one clock (libfaketime), so that they agree whatever
+# it is stepped to.  The primary is put ahead of it by the clock, not by
+# a load out-running it (which a loaded machine's clients do not): once the
+# standby is down, the clock steps 3 s forward (past every horizon the
+# standby replayed, as if it had been down that much longer) and the
+# primary issues IDs there; then it steps back to 1.99 s behind the last of
+# them, within idgen.max_drift, so that the primary continues from them
+# ahead of its clock, as after borrowing.
 {
 	my %fast = ('idgen.max_drift' => "'2s'", 'idgen.timestamp_bits' => 51, 'idgen.sequence_bits' => 2);
-	my $p = idgen_node('fast_primary', _init => { allows_streaming => 1 }, 'idgen.worker_id' => 1, %fast);
+	my $p;
+	{
+		# idgen.clock_wait is raised from 1 s: after the step forward the
+		# first IDs wait for the keeper to renew the horizon past the new
+		# clock, which a loaded machine can delay past 1 s.
+		local @ENV{ keys %$faketime } = values %$faketime;
+		$p = idgen_node('fast_primary', _init => { allows_streaming => 1 }, 'idgen.worker_id' => 1, %fast,
+			'idgen.clock_wait' => "'30s'");
+	}
 	my $s = standby_of($p, 'fast_standby', 0);
-	my ($p_done) = load($p);
-	sleep 2;
+	my ($p_done, $p_first_ids) = load($p);
+	$p_first_ids->();
+	$p->wait_for_catchup($s);
 	$s->stop;
 	sleep 1;
-	is($p->safe_psql('postgres',
-			'SELECT idgen_snowflake_time(idgen_snowflake()) > clock_timestamp() + interval \'1.5 s\''),
-		't', 'the primary borrows more than 1.5 s ahead of its clock');
+	my $client = $p->background_psql('postgres');
+	my (@mine, @mine_uuids);
+	IdgenTest::step_clock($clock_file, '+3');
+	my $ahead = 'f';
+	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+	# Each round steps the clock back to 1.99 s behind the primary's last
+	# ID and reads how far ahead the next one is; the lead shrinks as long
+	# as the statement takes, so a round that a loaded machine held up for
+	# more than 0.49 s is made again.
+	while ($ahead ne 't' && time < $deadline)
+	{
+		my @ids = split /\n/, $client->query_safe('SELECT idgen_snowflake() FROM generate_series(1, 1000)');
+		push @mine, @ids;
+		push @mine_uuids, split /\n/, $client->query_safe('SELECT idgen_uuid7() FROM generate_series(1, 1000)');
+		my $last = $client->query_safe("SELECT extract(epoch FROM idgen_snowflake_time($ids[-1]))");
+		IdgenTest::step_clock($clock_file, sprintf('%+.3f', $last - 1.99 - time));
+		$ahead = $client->query_safe(
+			'SELECT idgen_snowflake_time(idgen_snowflake()) > clock_timestamp() + interval \'1.5 s\'');
+	}
+	$client->quit;
+	is($ahead, 't', 'the primary issues IDs more than 1.5 s ahead of its clock');
 	$p->stop('immediate');
 	my ($p_ids, $p_uuids) = $p_done->();
-	$s->start;
+	push @$p_ids, @mine;
+	push @$p_uuids, @mine_uuids;
+	{
+		local @ENV{ keys %$faketime } = values %$faketime;
+		$s->start;
+	}
 	$s->promote;
 	my ($ids, $uuids) = generate_for($s, 1);
 	check_after('a promotion faster than idgen.max_drift, clocks in agreement, standby lagging 1 s',
@@ -240,15 +280,25 @@ sub crash_restart_then_failover
 	sleep 1;
 	my $target = $p->safe_psql('postgres', 'SELECT clock_timestamp()');
 	sleep 0.5;
-	# A commit after the target, archived, for recovery to stop at.
+	# A commit after the target, archived, for recovery to stop at.  No
+	# horizon in the WAL before it is beyond the clock after it plus
+	# idgen.horizon_lead + idgen.max_drift.
 	$p->safe_psql('postgres', 'INSERT INTO t VALUES (1)');
+	my $bound = $p->safe_psql('postgres', q{SELECT clock_timestamp()
+		+ current_setting('idgen.horizon_lead')::interval + current_setting('idgen.max_drift')::interval});
 	my $walfile = $p->safe_psql('postgres', 'SELECT pg_walfile_name(pg_current_wal_lsn())');
 	$p->safe_psql('postgres', 'SELECT pg_switch_wal()');
 	$p->poll_query_until('postgres', "SELECT last_archived_wal >= '$walfile' FROM pg_stat_archiver")
 	  or die 'the WAL was not archived';
 	sleep 1.5;
+	# That the original issued IDs above every horizon the restored server
+	# replays is what is checked below: one is waited for and answered
+	# here, rather than hoped of the load, which a loaded machine may hold
+	# up.
+	my @above = ids_past($p, $bound);
 	$p->stop('immediate');
 	my ($p_ids) = $p_done->();
+	push @$p_ids, @above;
 
 	my $r = PostgreSQL::Test::Cluster->new('pitr_restored');
 	$r->init_from_backup($p, 'pitr_backup', has_restoring => 1);
