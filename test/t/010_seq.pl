@@ -13,6 +13,9 @@ use Test::More;
 use Time::HiRes;
 use IdgenTest;
 
+# Purges every second, whatever the clusters' default: the test waits for
+# them (expired keys deleted, in every database), and checks what they
+# leave alone.
 my $node = idgen_node('seq', 'idgen.purge_interval' => '1s', 'max_connections' => 30,
 	'max_prepared_transactions' => 2);
 

@@ -21,7 +21,9 @@ use Test::More;
 use IdgenTest;
 
 # This server is datacenter 31, worker 31 (id 1023): outside the ids leased
-# below, so all 64 of them can be handed out.
+# below, so all 64 of them can be handed out.  Purges every second,
+# whatever the clusters' default: the test waits for one to delete the
+# released leases, and its churn runs beside them.
 my $node = idgen_node(
 	'leases',
 	'max_connections' => 230,
