@@ -35,7 +35,7 @@ set -uo pipefail
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 usage() { sed -n '3,27p' "$0" >&2; exit 2; }
 
-runs=20 version=15 cpu=0 disk=0 short=0 keep= inner=0
+runs=20 version=15 cpu=0 disk=0 short=0 keep='' inner=0
 files=()
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -105,13 +105,13 @@ WORK=$(mktemp -d /tmp/idgen-flaky.XXXXXX)
 trap 'stop_busy; pkill -KILL -f -- "$WORK/" 2>/dev/null; rm -rf "$WORK"' EXIT
 cp -a "$SRC/." "$WORK/src"
 make -C "$WORK/src" -s clean >/dev/null 2>&1
-if [ "$(id -u)" = 0 ]; then
-	make -C "$WORK/src" -s PG_CONFIG="$PG_CONFIG" IDGEN_ASSERTS=1 >/dev/null &&
-		make -C "$WORK/src" -s PG_CONFIG="$PG_CONFIG" IDGEN_ASSERTS=1 install >/dev/null ||
-		{ echo "flaky.sh: could not build and install idgen" >&2; exit 2; }
+if [ "$(id -u)" = 0 ] && ! { make -C "$WORK/src" -s PG_CONFIG="$PG_CONFIG" IDGEN_ASSERTS=1 >/dev/null &&
+		make -C "$WORK/src" -s PG_CONFIG="$PG_CONFIG" IDGEN_ASSERTS=1 install >/dev/null; }; then
+	echo "flaky.sh: could not build and install idgen" >&2
+	exit 2
 fi
 # Runs of this script side by side reserve their ports in one directory.
-mkdir -p -m 1777 /tmp/idgen-flaky-ports
+mkdir -p /tmp/idgen-flaky-ports && chmod 1777 /tmp/idgen-flaky-ports
 env="PG_TEST_PORT_DIR=/tmp/idgen-flaky-ports"
 [ "$short" = 1 ] && env+=" TEMP_CONFIG='$WORK/src/test/short_duties.conf'"
 [ "$(id -u)" = 0 ] && chown -R "$IDGEN_USER" "$WORK" && chown "$IDGEN_USER" "$keep"
