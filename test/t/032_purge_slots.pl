@@ -43,15 +43,20 @@ sub make_database
 	});
 }
 
+# The busy clients' script, written once.  Written again for each client,
+# it could be empty when the client started before read it (each start
+# truncated it first): that client exited at once ("empty command list"),
+# its database was never busy, and the loop below waited for it in vain.
+open my $busy_sql, '>', "$tmp/busy.sql" or die $!;
+print $busy_sql "SELECT use_busy();\n";
+close $busy_sql or die $!;
+
 # A pgbench client that uses database $db's cached key 5 times a second
 # until it is killed.
 sub start_busy
 {
 	my ($node, $db) = @_;
 	my $pgbench = $node->installed_command('pgbench');
-	open my $fh, '>', "$tmp/busy.sql" or die $!;
-	print $fh "SELECT use_busy();\n";
-	close $fh;
 	return IPC::Run::start([ $pgbench, '-n', '-c', 1, '-R', 5, '-T', 3600, '-f', "$tmp/busy.sql",
 			$node->connstr($db) ], '>', "$tmp/busy_$db.out", '2>', "$tmp/busy_$db.err");
 }
