@@ -106,7 +106,7 @@ typedef struct IdgenIdentityClash
 {
 	slock_t		mutex;
 	uint64		other_sysid;	/* the other server's system identifier */
-	char		other_instance[64];
+	char		other_instance[64]; /* its name, in ASCII (clean_instance) */
 	TimestampTz other_announced_at;
 	TimestampTz seen_at;		/* when this server learnt of it */
 	char		database[NAMEDATALEN];	/* where the claim was found */
@@ -284,15 +284,54 @@ own_sysid(void)
 }
 
 /*
+ * A claim's instance name as shared memory keeps it: every byte outside
+ * printable ASCII as \xNN (as PostgreSQL 16 and later keep
+ * application_name), cut to fit 'len' bytes, never inside an escape.  The
+ * name comes from a row
+ * (another server's, or one written by hand) in the encoding of the
+ * database where it was found, and is shown in every database, whatever
+ * its encoding: cut in the middle of a character, or shown as bytes of
+ * another encoding, it made the messages that show it fail to convert
+ * (22021) for a client whose encoding differs.
+ */
+static void
+clean_instance(char *dst, size_t len, const char *src)
+{
+	size_t		n = 0;
+
+	for (const unsigned char *p = (const unsigned char *) src; *p != '\0'; p++)
+	{
+		char		piece[5];
+		size_t		plen;
+
+		if (*p >= 32 && *p < 127)
+		{
+			piece[0] = (char) *p;
+			piece[1] = '\0';
+		}
+		else
+			snprintf(piece, sizeof(piece), "\\x%02x", *p);
+		plen = strlen(piece);
+		if (n + plen >= len)
+			break;
+		memcpy(dst + n, piece, plen);
+		n += plen;
+	}
+	dst[n] = '\0';
+}
+
+/*
  * Another server's claim to this identity was found: stop generating.
  * The first one found is kept and logged; later ones change nothing.
  */
 static void
-clash_found(int64 other_sysid, const char *other_instance, TimestampTz other_announced_at)
+clash_found(int64 other_sysid, const char *instance, TimestampTz other_announced_at)
 {
 	IdgenIdentityClash *c = clash;
 	bool		first = false;
+	char		other_instance[sizeof(c->other_instance)];
 
+	clean_instance(other_instance, sizeof(other_instance), instance);
 	SpinLockAcquire(&c->mutex);
 	if (pg_atomic_read_u32(&idgen_shared->clashed) == 0)
 	{
@@ -312,7 +351,7 @@ clash_found(int64 other_sysid, const char *other_instance, TimestampTz other_ann
 				 errmsg("another server claims this server's Snowflake identity (datacenter %d, worker %d): Snowflake generation stops",
 						idgen_layout.datacenter_id, idgen_layout.worker_id),
 				 errdetail("Server " UINT64_FORMAT " (%s) announced it at %s; this server is " UINT64_FORMAT " (%s).",
-						   (uint64) other_sysid, other_instance, timestamptz_to_str(other_announced_at),
+						   (uint64) other_sysid, other_instance, idgen_time_text(other_announced_at),
 						   (uint64) own_sysid(), instance_name()),
 				 errhint("Give one of the two servers another \"idgen.worker_id\" or \"idgen.datacenter_id\" and restart both.")));
 }
@@ -332,8 +371,8 @@ idgen_identity_clash_error(void)
 			 errmsg("this server's Snowflake identity (datacenter %d, worker %d) is also claimed by another server",
 					idgen_layout.datacenter_id, idgen_layout.worker_id),
 			 errdetail("Server " UINT64_FORMAT " (%s) announced it at %s, and this server " UINT64_FORMAT " (%s) learnt of it at %s in database \"%s\"; their IDs would be the same.",
-					   copy.other_sysid, copy.other_instance, timestamptz_to_str(copy.other_announced_at),
-					   (uint64) own_sysid(), instance_name(), timestamptz_to_str(copy.seen_at),
+					   copy.other_sysid, copy.other_instance, idgen_time_text(copy.other_announced_at),
+					   (uint64) own_sysid(), instance_name(), idgen_time_text(copy.seen_at),
 					   copy.database),
 			 errhint("Give one of the two servers another \"idgen.worker_id\" or \"idgen.datacenter_id\" and restart both; idgen_info() shows the clash.")));
 }
@@ -350,8 +389,8 @@ idgen_identity_clash_text(void)
 	copy = *clash;
 	SpinLockRelease(&clash->mutex);
 	return psprintf("server " UINT64_FORMAT " (%s) claims this identity since %s (seen at %s in database \"%s\"); Snowflake generation is stopped",
-					copy.other_sysid, copy.other_instance, timestamptz_to_str(copy.other_announced_at),
-					timestamptz_to_str(copy.seen_at), copy.database);
+					copy.other_sysid, copy.other_instance, idgen_time_text(copy.other_announced_at),
+					idgen_time_text(copy.seen_at), copy.database);
 }
 
 /*

@@ -233,8 +233,8 @@ horizon_error(const IdgenTickClock *c, int64 next_ms)
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not generate %s: the durable horizon has not advanced", c->item),
 			 errdetail("The next ID would be at %s, beyond the horizon made durable by the idgen keeper (%s), which did not advance within \"idgen.clock_wait\" (%d ms).",
-					   timestamptz_to_str(c->epoch + next_ms * 1000),
-					   timestamptz_to_str((TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value)),
+					   idgen_time_text(c->epoch + next_ms * 1000),
+					   idgen_time_text((TimestampTz) pg_atomic_read_u64(&idgen_shared->horizon.value)),
 					   idgen_clock_wait_ms),
 			 errhint("Check that the \"idgen keeper\" background process is running and can write the file \"idgen.horizon\" in the data directory; see the server log and idgen_info().")));
 }

@@ -83,6 +83,7 @@ extern void idgen_uuid7_forget_last(void);
 extern int64 idgen_uuid7_next_tick(const char *funcname);
 
 /* interval.c */
+extern char *idgen_time_text(TimestampTz t);
 extern bool idgen_timestamptz_add(TimestampTz ts, const Interval *span, TimestampTz *result);
 extern void idgen_ttl_check(const Interval *ttl);
 

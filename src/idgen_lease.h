@@ -78,7 +78,6 @@ extern void idgen_lease_check_horizon_reach(NullableDatum horizon, TimestampTz e
 extern void idgen_lease_check_horizon_holder(NullableDatum horizon, bool server_lease);
 
 /* lease.c: a time as text in memory of its own */
-extern char *idgen_lease_time_text(TimestampTz t);
 
 /*
  * A lease's id: datacenter_id << worker_bits | worker_id, within the

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * interval.c
- *	  Time-to-live arithmetic on user input that can never fail later.
+ *	  Time-to-live arithmetic on user input that can never fail later, and
+ *	  times as text for messages.
  *
  * A ttl (of a per-key sequence, of a worker-id lease) is added to a
  * timestamp long after it was accepted: when a key is read, by the view of
@@ -38,6 +39,18 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+
+/*
+ * A time as text, in memory of its own.  timestamptz_to_str() returns a
+ * static buffer, which a second call among one message's arguments
+ * overwrites before the message is formatted: every message that shows
+ * two times formats them with this.
+ */
+char *
+idgen_time_text(TimestampTz t)
+{
+	return pstrdup(timestamptz_to_str(t));
+}
 
 /* The largest accepted ttl: 100 years (as interval comparison counts them). */
 #define IDGEN_MAX_TTL_MONTHS	(100 * MONTHS_PER_YEAR)

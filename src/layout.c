@@ -608,8 +608,8 @@ idgen_snowflake_compose(PG_FUNCTION_ARGS)
 				 errmsg("timestamp \"%s\" is outside the Snowflake timestamp field",
 						timestamptz_to_str(ts)),
 				 errdetail("The %d-bit field counted from \"idgen.epoch\" holds %s up to, not including, %s.",
-						   l->timestamp_bits, pstrdup(timestamptz_to_str(l->epoch)),
-						   l->end_of_time == DT_NOEND ? "infinity" : pstrdup(timestamptz_to_str(l->end_of_time)))));
+						   l->timestamp_bits, idgen_time_text(l->epoch),
+						   l->end_of_time == DT_NOEND ? "infinity" : idgen_time_text(l->end_of_time))));
 
 	ms = (uint64) ((ts - l->epoch) / 1000);
 	PG_RETURN_INT64((int64) ((ms << l->timestamp_shift) |

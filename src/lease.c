@@ -264,16 +264,6 @@ static const IdgenStatement statement_list[LEASE_NUM_QUERIES] = {
 static SPIPlanPtr plans[LEASE_NUM_QUERIES];
 IdgenStatements idgen_lease_statements = {statement_list, LEASE_NUM_QUERIES, plans, InvalidOid, ""};
 
-/*
- * A time as text, in memory of its own: timestamptz_to_str() returns a
- * static buffer, which a second call in the same message would overwrite.
- */
-char *
-idgen_lease_time_text(TimestampTz t)
-{
-	return pstrdup(timestamptz_to_str(t));
-}
-
 /* Run statement 'q', which returns (id, token) rows, into two arrays. */
 uint64
 idgen_lease_run_id_tokens(IdgenSqlContext *cx, int q, Datum *args, int32 **ids, int64 **tokens)
@@ -509,8 +499,8 @@ idgen_lease_check_horizon_reach(NullableDatum horizon, TimestampTz end)
 				 errmsg("horizon \"%s\" is beyond what the lease's holder can issue",
 						timestamptz_to_str(h)),
 				 errdetail("The lease ends at %s. A holder's IDs are ahead of its clock by at most \"idgen.takeover_max_lead\" (%d ms) plus \"idgen.max_drift\" (%d ms), and its clock is ahead of this server's by at most \"idgen.worker_quarantine\" (%d ms): no later than %s.",
-						   idgen_lease_time_text(end), idgen_takeover_max_lead_ms, idgen_max_drift_ms,
-						   idgen_worker_quarantine_ms, idgen_lease_time_text(end + idgen_lease_horizon_reach())),
+						   idgen_time_text(end), idgen_takeover_max_lead_ms, idgen_max_drift_ms,
+						   idgen_worker_quarantine_ms, idgen_time_text(end + idgen_lease_horizon_reach())),
 				 errhint("Check the holder's clock against this server's.")));
 }
 

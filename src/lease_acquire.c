@@ -125,12 +125,12 @@ taken_detail(LeaseScan *scan, int32 id, const LeaseRequest *req, TimestampTz fre
 		return psprintf(_("It is leased to \"%s\" for as long as its session lasts."), holder);
 	if (!not_released && end > scan->now)
 		return psprintf(_("Its lease, held by \"%s\", was released, but its holder may generate until the lease's expiry at %s; it rests until %s (\"idgen.worker_quarantine\" after the expiry)."),
-						holder, idgen_lease_time_text(end),
-						idgen_lease_time_text(idgen_lease_rests_until(end)));
+						holder, idgen_time_text(end),
+						idgen_time_text(idgen_lease_rests_until(end)));
 	if (end <= scan->now)
 		return psprintf(_("Its lease, held by \"%s\", ended at %s; it rests until %s (\"idgen.worker_quarantine\")."),
-						holder, idgen_lease_time_text(end),
-						idgen_lease_time_text(idgen_lease_rests_until(end)));
+						holder, idgen_time_text(end),
+						idgen_time_text(idgen_lease_rests_until(end)));
 	if (sysid_null)
 		return psprintf(_("It is leased to \"%s\" until %s."), holder, timestamptz_to_str(end));
 	*same_server = !req->sysid.isnull && holder_sysid == DatumGetInt64(req->sysid.value);
