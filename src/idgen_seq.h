@@ -156,6 +156,8 @@ extern void idgen_seq_held_write_all(void);
 /* seq_slots.c: the sequencers' slots, and the launcher's handshake */
 #define IDGEN_MAX_SEQUENCERS		64
 #define IDGEN_MAX_WAITING_SHOWN		64
+/* A purge step's failure that repeats is logged once an hour (seq_slots.c). */
+#define IDGEN_PURGE_WARN_EVERY_S	3600
 extern void idgen_seq_slots_init(void);
 extern bool idgen_seq_slot_available(void);
 extern char *idgen_seq_slot_why_not(bool *for_now);
@@ -180,6 +182,8 @@ extern bool idgen_seq_slot_queue_begin(void);
 extern int	idgen_seq_slot_queue_pop(void);
 extern void idgen_seq_slot_rescan(void);
 extern bool idgen_seq_slot_pending(bool *urgent);
+extern bool idgen_seq_slot_purge_failed(int step, int sqlerrcode, uint64 *unlogged);
+extern bool idgen_seq_slot_purge_succeeded(int step);
 
 /* seq_quota.c: keys per role */
 extern void idgen_seq_quota_init(void);

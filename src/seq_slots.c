@@ -91,6 +91,22 @@ typedef struct SeqSlot
 	bool		urgent;			/* a caller is waiting for a segment */
 } SeqSlot;
 
+/*
+ * A purge step that failed in a database, for the rate of its warnings
+ * (idgen_seq_slot_purge_failed): when it was last logged, and how many
+ * failures since were not.
+ */
+typedef struct PurgeFailure
+{
+	Oid			dbid;			/* InvalidOid: an unused entry */
+	int			step;
+	int			sqlerrcode;
+	TimestampTz logged_at;
+	uint64		unlogged;
+} PurgeFailure;
+
+#define PURGE_FAILURES_KEPT		64
+
 typedef struct SeqSlotsShared
 {
 	slock_t		mutex;			/* guards the slots and the launcher's fields */
@@ -102,6 +118,7 @@ typedef struct SeqSlotsShared
 	int			nwaiting;		/* databases whose purge waits for a slot */
 	Oid			waiting[IDGEN_MAX_WAITING_SHOWN];	/* the first of them */
 	TimestampTz waiting_since;	/* since when the first has waited */
+	PurgeFailure failures[PURGE_FAILURES_KEPT];
 	int			nslots;
 	SeqSlot		slot[FLEXIBLE_ARRAY_MEMBER];	/* then their queues */
 } SeqSlotsShared;
@@ -132,6 +149,7 @@ shmem_startup(void *ptr, bool found, LWLockPadded *locks)
 	slots->refused_at = slots->start_failed_at = 0;
 	slots->nwaiting = 0;
 	slots->waiting_since = 0;
+	memset(slots->failures, 0, sizeof(slots->failures));
 	slots->nslots = idgen_max_sequencers;
 	for (int i = 0; i < slots->nslots; i++)
 	{
@@ -759,6 +777,77 @@ idgen_seq_slot_pending(bool *urgent)
 	*urgent = w->urgent;
 	SpinLockRelease(&slots->mutex);
 	return pending;
+}
+
+/*
+ * Whether the failure of purge step 'step' (one of the purge's functions)
+ * in this database, with 'sqlerrcode', is to be logged.  The first one is;
+ * then, while the step goes on failing with the same SQLSTATE (a database
+ * setting, a lock held for hours), one every IDGEN_PURGE_WARN_EVERY_S, with
+ * the number of failures not logged since in '*unlogged', instead of one
+ * every idgen.purge_interval.  The failures are kept here, not in the
+ * process, which a database gets anew for each purge when its cached keys
+ * are not in use.  With more databases failing than entries, the one
+ * logged longest ago is forgotten, and logged again at its next failure.
+ */
+bool
+idgen_seq_slot_purge_failed(int step, int sqlerrcode, uint64 *unlogged)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	PurgeFailure *f = NULL;
+	bool		same;
+	bool		log;
+
+	SpinLockAcquire(&slots->mutex);
+	for (int i = 0; i < PURGE_FAILURES_KEPT && f == NULL; i++)
+		if (slots->failures[i].dbid == MyDatabaseId && slots->failures[i].step == step)
+			f = &slots->failures[i];
+	for (int i = 0; i < PURGE_FAILURES_KEPT && f == NULL; i++)
+		if (!OidIsValid(slots->failures[i].dbid))
+			f = &slots->failures[i];
+	if (f == NULL)
+	{
+		f = &slots->failures[0];
+		for (int i = 1; i < PURGE_FAILURES_KEPT; i++)
+			if (slots->failures[i].logged_at < f->logged_at)
+				f = &slots->failures[i];
+	}
+	same = f->dbid == MyDatabaseId && f->step == step && f->sqlerrcode == sqlerrcode;
+	log = !same || now - f->logged_at >= (TimestampTz) IDGEN_PURGE_WARN_EVERY_S * USECS_PER_SEC;
+	if (log)
+	{
+		*unlogged = same ? f->unlogged : 0;
+		f->dbid = MyDatabaseId;
+		f->step = step;
+		f->sqlerrcode = sqlerrcode;
+		f->logged_at = now;
+		f->unlogged = 0;
+	}
+	else
+		f->unlogged++;
+	SpinLockRelease(&slots->mutex);
+	return log;
+}
+
+/*
+ * Purge step 'step' succeeded in this database: its next failure is
+ * logged.  Returns whether a failure of it was kept (logged, and maybe
+ * repeated since).
+ */
+bool
+idgen_seq_slot_purge_succeeded(int step)
+{
+	bool		failed = false;
+
+	SpinLockAcquire(&slots->mutex);
+	for (int i = 0; i < PURGE_FAILURES_KEPT; i++)
+		if (slots->failures[i].dbid == MyDatabaseId && slots->failures[i].step == step)
+		{
+			slots->failures[i].dbid = InvalidOid;
+			failed = true;
+		}
+	SpinLockRelease(&slots->mutex);
+	return failed;
 }
 
 /* Register the slots' shared memory (when preloading). */

@@ -321,25 +321,50 @@ purge_call(void *arg)
 	a->deleted = (uint64) DatumGetInt64(OidFunctionCall0(fn));
 }
 
+/* The purge's steps, in order: the extension's functions it calls. */
+static const struct
+{
+	const char *function;
+	bool		deletes;		/* its count is of rows deleted */
+}			purge_steps[] = {
+	{"idgen_seq_purge", true},
+	{"idgen_worker_purge", true},
+	{"idgen_identity_announce", false}, /* this server's identity claim
+										 * (active.c) */
+};
+
 /*
- * Run the extension's function (which returns a count) in a
- * subtransaction: a failure is logged and rolled back, and the other purge
- * and the sequencer go on.  The count, 0 on failure.
+ * Run purge step 'step' (the extension's function, which returns a count)
+ * in a subtransaction: a failure is logged and rolled back, and the other
+ * steps and the sequencer go on.  A failure that repeats is logged once an
+ * hour, not at every purge (idgen_seq_slot_purge_failed).  The count, 0 on
+ * failure.
  */
 static uint64
-purge_step(Oid nspid, const char *function)
+purge_step(Oid nspid, int step)
 {
+	const char *function = purge_steps[step].function;
 	PurgeCall	call = {nspid, function, 0};
 	ErrorData  *edata = idgen_sql_try(purge_call, &call);
+	uint64		unlogged;
 
 	if (edata == NULL)
+	{
+		if (idgen_seq_slot_purge_succeeded(step))
+			ereport(LOG,
+					(errmsg("the idgen sequencer ran %s.%s() again",
+							quote_identifier(get_namespace_name(nspid)), function)));
 		return call.deleted;
-	ereport(WARNING,
-			(errcode(edata->sqlerrcode),
-			 errmsg("the idgen sequencer could not run %s.%s()",
-					quote_identifier(get_namespace_name(nspid)), function),
-			 errdetail("%s", edata->message),
-			 errhint("The other purge goes on; this one is tried again after \"idgen.purge_interval\".")));
+	}
+	if (idgen_seq_slot_purge_failed(step, edata->sqlerrcode, &unlogged))
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("the idgen sequencer could not run %s.%s()",
+						quote_identifier(get_namespace_name(nspid)), function),
+				 unlogged == 0 ? errdetail("%s", edata->message) :
+				 errdetail("%s (It failed " UINT64_FORMAT " more times since this was last logged.)",
+						   edata->message, unlogged),
+				 errhint("The other purge steps go on; this one is tried again after \"idgen.purge_interval\", and logged again in an hour if it goes on failing.")));
 	FreeErrorData(edata);
 	return 0;
 }
@@ -359,10 +384,13 @@ purge_once(IdgenSeqRequest *req)
 	if (begin_work("idgen sequencer", &ext))
 	{
 		record_use(&ext, req, idgen_seq_cache_collect_used(req, idgen_seq_cache_keys));
-		deleted += purge_step(ext.nspid, "idgen_seq_purge");
-		deleted += purge_step(ext.nspid, "idgen_worker_purge");
-		/* this server's identity claim (active.c): not a deletion */
-		(void) purge_step(ext.nspid, "idgen_identity_announce");
+		for (int step = 0; step < (int) lengthof(purge_steps); step++)
+		{
+			uint64		n = purge_step(ext.nspid, step);
+
+			if (purge_steps[step].deletes)
+				deleted += n;
+		}
 	}
 	end_work();
 	return deleted;
@@ -388,8 +416,14 @@ attach_to_slot(int slot)
 		proc_exit(0);			/* the slot changed hands meanwhile */
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 
-	/* A reservation must be durable before its values are served. */
+	/*
+	 * A reservation must be durable before its values are served.  Every
+	 * transaction here writes (reservations, purges, the announcement),
+	 * whatever default the database's owner set: read-only, they all failed,
+	 * and the server's identity claim stood still in that database.
+	 */
 	SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	before_shmem_exit(idgen_seq_slot_detach, (Datum) 0);
 	if (!idgen_seq_cache_sequencer_attach(slot, generation, MyLatch))
 		proc_exit(0);
