@@ -16,7 +16,9 @@
 #    the partition alone handed out every value twice.  Public ID keys
 #    rotated on both nodes during the partition make different versions,
 #    and every form decodes on both nodes after catch-up.  Worker leases
-#    taken during the partition: each id on one node only.
+#    taken during the partition: each id on one node only.  A cached key
+#    used on both nodes during the partition: after the merge, a node
+#    serves what it had reserved before, then goes on past the merged value.
 #  - Two nodes with one identity (worker id 30 on both): each announces
 #    it in idgen_identity_claim, replication carries the claim to the
 #    other, and both stop Snowflake generation with an error naming the
@@ -117,13 +119,17 @@ $one->safe_psql('postgres',
 $one->safe_psql('postgres', 'SELECT idgen_snowflake()');
 is($one->safe_psql('postgres', 'SELECT identity_clash IS NULL FROM idgen_info()'), 't',
 	'one node: a claim to another identity changes nothing');
+# Announced at a time of its own, which the messages show, and not the
+# time this server learnt of it in its place (two times in one message
+# once shared one buffer).
 $one->safe_psql('postgres',
-	"INSERT INTO idgen_identity_claim VALUES (4243, 0, 20, 'twin (port 2)', now())");
-like(sql_error($one, 'SELECT idgen_snowflake()'),
-	qr/55006.*identity \(datacenter 0, worker 20\) is also claimed by another server.*Server 4243 \(twin \(port 2\)\).*this server $sysid/s,
-	'one node: another claim to its identity stops generation, naming both servers');
-like($one->safe_psql('postgres', 'SELECT identity_clash FROM idgen_info()'),
-	qr/server 4243 \(twin \(port 2\)\) claims this identity/, 'one node: idgen_info() shows the clash');
+	"INSERT INTO idgen_identity_claim VALUES (4243, 0, 20, 'twin (port 2)', '2026-01-02 03:04:05+00')");
+like(sql_error($one, 'SET TIME ZONE UTC; SELECT idgen_snowflake()'),
+	qr/55006.*identity \(datacenter 0, worker 20\) is also claimed by another server.*Server 4243 \(twin \(port 2\)\) announced it at 2026-01-02 03:04:05\+00, and this server $sysid \(.*\) learnt of it at (?!2026-01-02 03:04:05)\d{4}-/s,
+	'one node: another claim to its identity stops generation, naming both servers and both times');
+like($one->safe_psql('postgres', 'SET TIME ZONE UTC; SELECT identity_clash FROM idgen_info()'),
+	qr/server 4243 \(twin \(port 2\)\) claims this identity since 2026-01-02 03:04:05\+00 \(seen at (?!2026-01-02 03:04:05)\d{4}-/,
+	'one node: idgen_info() shows the clash');
 ok($one->log_contains(qr/WARNING:  another server claims this server's Snowflake identity/),
 	'one node: and the log');
 isnt($one->safe_psql('postgres', 'SELECT idgen_uuid7()'), '', 'one node: UUIDv7 goes on');
@@ -141,6 +147,61 @@ $one->poll_query_until('postgres',
 $one->safe_psql('postgres', 'SELECT idgen_snowflake()');
 is($one->safe_psql('postgres', 'SELECT identity_clash IS NULL FROM idgen_info()'), 't',
 	'one node: the claim deleted, a restart generates again');
+
+# A claim whose instance name is long and not ASCII, found in a UTF8
+# database: the clash keeps it as ASCII (\xNN for each other byte), cut
+# to 63 bytes between escapes, so that its messages reach a client of
+# another encoding (cut inside a character, they failed with 22021).
+$one->safe_psql('postgres', "CREATE DATABASE u8 ENCODING 'UTF8' LOCALE 'C' TEMPLATE template0");
+$one->safe_psql('u8', q{CREATE EXTENSION idgen;
+	INSERT INTO idgen_identity_claim VALUES (4244, 0, 20, repeat(U&'\00E9', 40), now())});
+my $cut = '(\\\\xc3\\\\xa9){7}\\\\xc3';
+like(sql_error($one, 'SET client_encoding = LATIN1; SELECT idgen_snowflake()'),
+	qr/55006.*Server 4244 \($cut\) announced it at/s,
+	'one node: a long name not in ASCII, kept as ASCII and cut between escapes: the clash error reaches a LATIN1 client');
+like($one->safe_psql('postgres', 'SET client_encoding = LATIN1; SELECT identity_clash FROM idgen_info()'),
+	qr/^server 4244 \($cut\) claims this identity/, 'one node: and idgen_info() too');
+$one->safe_psql('u8', 'DELETE FROM idgen_identity_claim WHERE system_identifier = 4244');
+
+# The database owner's read-only default: idgen's own transactions there
+# (its purges, its announcement) run read-write all the same.  Before,
+# each failed at every purge, the claim stood still in that database and
+# three warnings were logged every idgen.purge_interval.
+$one->safe_psql('postgres', 'ALTER DATABASE u8 SET default_transaction_read_only = on');
+my $read_only_from = $one->safe_psql('postgres', 'SELECT now()');
+$one->safe_psql('u8', q{SET default_transaction_read_only = off;
+	SELECT idgen_seq_configure('brief', ttl => '1 s'); SELECT idgen_seq_next('brief')});
+ok($one->poll_query_until('u8', q{SELECT count(*) = 0 FROM idgen_seq WHERE key = 'brief'}),
+	'one node: a read-only default: an expired key is purged');
+ok($one->poll_query_until('u8',
+		"SELECT announced_at > '$read_only_from' FROM idgen_identity_claim WHERE system_identifier = $sysid"),
+	'one node: and the server announces its identity');
+
+# A purge step that fails at every purge (the announcement, behind a lock
+# held for the while, with a lock_timeout the database's owner set) is
+# logged once, not every second; the others go on; and once it runs
+# again, that is logged.
+$one->safe_psql('postgres', "ALTER DATABASE u8 SET lock_timeout = '100ms'");
+my $log_offset = -s $one->logfile;
+my $locker = $one->background_psql('u8');
+$locker->query_safe('BEGIN; LOCK TABLE idgen_identity_claim IN ACCESS EXCLUSIVE MODE');
+my $failed = qr/WARNING:  the idgen sequencer could not run public.idgen_identity_announce\(\)/;
+$one->wait_for_log($failed, $log_offset);
+# five purges after the first failure, each seen by the key it deletes
+for my $i (1 .. 5)
+{
+	$one->safe_psql('u8', qq{SET default_transaction_read_only = off;
+		SELECT idgen_seq_configure('brief$i', ttl => '1 s'); SELECT idgen_seq_next('brief$i')});
+	$one->poll_query_until('u8', qq{SELECT count(*) = 0 FROM idgen_seq WHERE key = 'brief$i'})
+	  or die "key brief$i was not purged";
+}
+my $warnings = () = substr(slurp_file($one->logfile), $log_offset) =~ /$failed/g;
+is($warnings, 1, 'one node: a purge step that fails at every purge is logged once');
+$locker->query_safe('ROLLBACK');
+$locker->quit;
+$one->wait_for_log(qr/LOG:  the idgen sequencer ran public.idgen_identity_announce\(\) again/, $log_offset);
+pass('one node: and that it runs again');
+$one->safe_psql('postgres', 'ALTER DATABASE u8 RESET ALL');
 
 $one->append_conf('postgresql.conf', "idgen.active_node = 3\n");
 $one->restart;
@@ -165,7 +226,11 @@ my %common = (
 	'max_logical_replication_workers' => 8,
 	'max_wal_senders' => 10,
 	'idgen.worker_quarantine' => 0,
-	'idgen.purge_interval' => "'2s'");
+	'idgen.purge_interval' => "'2s'",
+	# the databases' sequencers stay between the loads: a cached key's
+	# segments are retired when its sequencer ends, and the two nodes'
+	# check of what a node reserved before a merge counts them
+	'idgen.sequencer_idle' => "'1h'");
 
 # The application's table, and a procedure a client runs: $n rounds, each
 # one transaction taking one value of a transactional key, one of a cached
@@ -185,14 +250,15 @@ my $app = q{
 	END $$;
 };
 
-# $count nodes, node r with worker id 20 + r and active node r.
+# $count nodes, node r with worker id 20 + r and active node r, and the
+# settings %extra.
 sub make_nodes
 {
-	my ($prefix, $count) = @_;
+	my ($prefix, $count, %extra) = @_;
 	my @nodes;
 	for my $r (0 .. $count - 1)
 	{
-		my $node = idgen_node("${prefix}_$r", %common,
+		my $node = idgen_node("${prefix}_$r", %common, %extra,
 			'idgen.worker_id' => 20 + $r,
 			'idgen.active_nodes' => $count,
 			'idgen.active_node' => $r,
@@ -282,11 +348,22 @@ sub check
 }
 
 # --- two nodes -------------------------------------------------------------
-my @two = make_nodes('two', 2);
+# A cached key's next segment is reserved only once its current one is
+# used up (idgen.seq_cache_prefetch 1), so that what a node reserved
+# before a merge is its row's value, read once its first call returned.
+my @two = make_nodes('two', 2, 'idgen.seq_cache_prefetch' => 1);
+$two[$_]->safe_psql('postgres', "SELECT idgen_seq_configure('cont', cache => 5)") for 0 .. 1;
 take_on_nodes(150, @two);
 # a partition: neither node sees the other's values while both go on
 set_subscriptions($_, 'DISABLE') for @two;
 take_on_nodes(50, @two);
+# a cached key: node 0 takes its first value, from its first segment (1
+# to its row's value), node 1 a hundred
+is($two[0]->safe_psql('postgres', "SELECT idgen_seq_next('cont')"), '1', 'two nodes: a cached key\'s first value on node 0');
+my $reserved = $two[0]->safe_psql('postgres', "SELECT value FROM idgen_seq WHERE key = 'cont'");
+is($two[1]->safe_psql('postgres', q{SELECT count(DISTINCT v) || ',' || count(*) FILTER (WHERE v % 2 <> 0)
+		FROM (SELECT idgen_seq_next('cont') v FROM generate_series(1, 100)) s}), '100,0',
+	'two nodes: and 100 on node 1, all of its class');
 # public ID keys rotated on both nodes during the partition: node 0 makes
 # version 1, node 1 version 2; forms of each node, made then
 my %form;
@@ -317,6 +394,19 @@ set_subscriptions($_, 'ENABLE') for @two;
 take_on_nodes(50, @two);
 catch_up(@two);
 check('two nodes', @two);
+# After catch-up, node 0's row of the cached key holds node 1's last
+# value or more: node 0 first serves the rest of what it had reserved
+# before the merge (3, 5, ... up to $reserved), then the first value of
+# its class past the merged one (docs/active-active.md).
+my $node1_row = $two[1]->safe_psql('postgres', "SELECT value FROM idgen_seq WHERE key = 'cont'");
+ok($two[0]->poll_query_until('postgres', "SELECT value >= $node1_row FROM idgen_seq WHERE key = 'cont'"),
+	'two nodes: node 1\'s values of the cached key merged into node 0\'s row');
+my $merged = $two[0]->safe_psql('postgres', "SELECT value FROM idgen_seq WHERE key = 'cont'");
+my @want = ((map { 1 + 2 * $_ } 1 .. ($reserved - 1) / 2), $merged + ($merged % 2 == 0 ? 1 : 2));
+is($two[0]->safe_psql('postgres',
+		"SELECT string_agg(idgen_seq_next('cont')::text, ',') FROM generate_series(1, " . scalar(@want) . ')'),
+	join(',', @want),
+	"two nodes: node 0 serves the rest of what it reserved (up to $reserved), then goes on past the merged value ($merged)");
 # every form decodes on every node to its ID, and the current key is the
 # same everywhere
 for my $r (0 .. 1)
