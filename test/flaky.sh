@@ -132,6 +132,9 @@ for i in $(seq "$runs"); do
 			# Each failed assertion with the 10 lines the test logged before it.
 			grep -h -B 10 "^\[[0-9:.]*\]([0-9.]*s) not ok" "$WORK"/src/tmp_check/log/regress_log_* 2>/dev/null |
 				sed 's/^/    /' | tail -n 80
+			# and the end of its log, where a test that died says why
+			echo "    the end of the test's log:"
+			grep -h -v "^#\|^waiting for server\|^server st\|^### " "$WORK"/src/tmp_check/log/regress_log_* 2>/dev/null | tail -n 12 | sed "s/^/      /"
 			tail -n 5 "$WORK/out" | sed 's/^/    /'
 			mkdir -p "$keep/$name.$i"
 			cp -a "$WORK/out" "$WORK"/src/tmp_check/log/. "$keep/$name.$i/" 2>/dev/null
