@@ -61,13 +61,36 @@
  *	  is the registry's to keep unique.  The table is not dumped: a restored
  *	  copy announces its own identity.
  *
+ * Starting
+ *	  A claim stops a server only once it has arrived, and until then both
+ *	  servers of a clash generate: with load from the first second, the
+ *	  same IDs went out from both before either claim was sent.  So with
+ *	  idgen.active_nodes > 1 a database hands out Snowflake IDs and per-key
+ *	  values only once it has heard, since the server started, from every
+ *	  node it replicates with: another server's claim has arrived through
+ *	  each of its enabled subscriptions that replicate idgen_identity_claim
+ *	  (pg_subscription_rel).  The trigger, in the apply process, records the
+ *	  subscription by its replication origin (idgen_replayed_origin(),
+ *	  "pg_<oid>"; a table synchronisation's origin is another, so a claim
+ *	  copied with the data does not count); the database's idgen sequencer
+ *	  lists the subscriptions at each purge (gate_check), and the gate opens
+ *	  when none is left, in whichever comes last.  Once open it never
+ *	  closes: a node cut off from the others goes on.  Nodes that nobody
+ *	  subscribes to yet are not waited for (idgen.active_nodes counts nodes
+ *	  that may never exist); a subscription disabled is not waited for.
+ *	  Per database, not per server: IDs made in a database outside the mesh
+ *	  never meet the mesh's.
+ *
  * Shared state
- *	  The clash's details live in this file's area, "idgen clash"
+ *	  The clash's details live in this file's area, "idgen active"
  *	  (IdgenIdentityClash), written once under its spinlock 'mutex'; then
  *	  the core segment's 'clashed' flag is set (a spinlock release is a
  *	  barrier), and never cleared until the server restarts.  Generators
  *	  read only the flag, without a lock; readers of the details take the
- *	  mutex, after reading the flag set.
+ *	  mutex, after reading the flag set.  The same area holds the gate
+ *	  (IdgenGate), under its own spinlock: a call reads it until it finds
+ *	  its database open, and then only its backend's flag
+ *	  (idgen_active_gate_passed), since the gate never closes.
  *
  *-------------------------------------------------------------------------
  */
@@ -75,12 +98,14 @@
 
 #include "access/htup_details.h"
 #include "access/xlog.h"
+#include "catalog/pg_subscription.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "common/int.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "postmaster/postmaster.h"
+#include "replication/origin.h"
 #include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -113,6 +138,37 @@ typedef struct IdgenIdentityClash
 } IdgenIdentityClash;
 
 static IdgenIdentityClash *clash = NULL;
+
+/*
+ * The start gate (see "Starting" in the file header): for each database
+ * checked since the server started, whether it generates, and the
+ * replication origins of the subscriptions it still waits for.
+ */
+#define GATE_DATABASES_KEPT		64
+#define GATE_WAITING_KEPT		64
+
+typedef struct GateDatabase
+{
+	Oid			dbid;			/* InvalidOid: unused */
+	bool		checked;		/* its subscriptions were listed */
+	bool		open;			/* it generates (never closes again) */
+	int			nlisted;		/* subscriptions at the last check */
+	int			nwaiting;		/* of them, not heard from yet */
+	IdgenOriginId waiting[GATE_WAITING_KEPT];	/* their origins */
+	int			nheard;			/* origins heard from since the start */
+	IdgenOriginId heard[GATE_WAITING_KEPT];
+} GateDatabase;
+
+typedef struct IdgenGate
+{
+	slock_t		mutex;
+	GateDatabase db[GATE_DATABASES_KEPT];
+} IdgenGate;
+
+static IdgenGate *gate = NULL;
+
+/* Whether this backend's database generates: read without a lock. */
+bool		idgen_active_gate_passed = false;
 
 /*
  * Raise an error if this node's number is not among the nodes: nothing that
@@ -222,6 +278,7 @@ enum
 	Q_RETRACT,
 	Q_ANNOUNCE,
 	Q_OTHER_CLAIM,
+	Q_SUBSCRIPTIONS,
 	NUM_QUERIES
 };
 
@@ -251,6 +308,19 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"AND system_identifier OPERATOR(pg_catalog.<>) $3 "
 		"ORDER BY announced_at LIMIT 1",
 		3, {INT4OID, INT4OID, INT8OID}
+	},
+
+	/*
+	 * The enabled subscriptions of database $1 that replicate the claims'
+	 * table $2 (the start gate)
+	 */
+	[Q_SUBSCRIPTIONS] = {
+		"SELECT s.oid FROM pg_catalog.pg_subscription s "
+		"WHERE s.subdbid OPERATOR(pg_catalog.=) $1 AND s.subenabled "
+		"AND EXISTS (SELECT FROM pg_catalog.pg_subscription_rel r "
+		"WHERE r.srsubid OPERATOR(pg_catalog.=) s.oid AND r.srrelid OPERATOR(pg_catalog.=) $2) "
+		"ORDER BY s.subname",
+		2, {OIDOID, OIDOID}
 	},
 };
 
@@ -393,6 +463,205 @@ idgen_identity_clash_text(void)
 					idgen_time_text(copy.seen_at), copy.database);
 }
 
+/* ----------
+ * Starting
+ * ----------
+ */
+
+/*
+ * This database's entry in the gate (gate->mutex held), made if 'make'
+ * and there is room; NULL otherwise.
+ */
+static GateDatabase *
+gate_database(bool make)
+{
+	GateDatabase *free_entry = NULL;
+
+	for (int i = 0; i < GATE_DATABASES_KEPT; i++)
+	{
+		GateDatabase *d = &gate->db[i];
+
+		if (d->dbid == MyDatabaseId)
+			return d;
+		if (!OidIsValid(d->dbid) && free_entry == NULL)
+			free_entry = d;
+	}
+	if (!make || free_entry == NULL)
+		return NULL;
+	memset(free_entry, 0, sizeof(*free_entry));
+	free_entry->dbid = MyDatabaseId;
+	return free_entry;
+}
+
+/*
+ * Another server's claim arrived in this database through the
+ * subscription whose apply process runs this (its replication origin):
+ * that subscription has been heard from since the server started, and the
+ * database generates once no other it waits for is left.
+ */
+static void
+gate_heard(void)
+{
+	IdgenOriginId origin = idgen_replayed_origin();
+	GateDatabase *d;
+
+	if (idgen_active_nodes <= 1 || gate == NULL || origin == IDGEN_INVALID_ORIGIN)
+		return;
+	SpinLockAcquire(&gate->mutex);
+	d = gate_database(true);
+	if (d != NULL)
+	{
+		bool		known = false;
+
+		for (int i = 0; i < d->nheard && !known; i++)
+			known = d->heard[i] == origin;
+		if (!known && d->nheard < GATE_WAITING_KEPT)
+			d->heard[d->nheard++] = origin;
+		for (int i = 0; i < Min(d->nwaiting, GATE_WAITING_KEPT); i++)
+			if (d->waiting[i] == origin)
+			{
+				d->waiting[i] = d->waiting[Min(d->nwaiting, GATE_WAITING_KEPT) - 1];
+				d->nwaiting--;
+				break;
+			}
+		if (d->checked && d->nlisted > 0 && d->nwaiting == 0)
+			d->open = true;
+	}
+	SpinLockRelease(&gate->mutex);
+}
+
+/*
+ * List this database's subscriptions that replicate the claims' table
+ * 'claims' and are not heard from yet, in the gate; it opens if there is
+ * none, but for a database that subscribes to nothing only if 'calling'
+ * (a call wants a value now): the idgen sequencer's check at the start
+ * comes before the subscriptions of a new mesh are made, and must not
+ * open the gate they will need.  In a transaction, through the
+ * extension's statements ('cx').
+ */
+static void
+gate_check(IdgenSqlContext *cx, Oid claims, bool calling)
+{
+	Datum		args[2] = {ObjectIdGetDatum(MyDatabaseId), ObjectIdGetDatum(claims)};
+	uint64		n = idgen_sql_run_latest(cx, Q_SUBSCRIPTIONS, args, NULL);
+	IdgenOriginId *origins = palloc0(sizeof(IdgenOriginId) * Max(n, 1));
+	GateDatabase *d;
+
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+		Oid			sub = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+														 1, &isnull));
+		char		name[NAMEDATALEN];
+
+		/* the apply process's origin (its table synchronisation has another) */
+		snprintf(name, sizeof(name), "pg_%u", sub);
+		origins[i] = replorigin_by_name(name, true);
+	}
+	SpinLockAcquire(&gate->mutex);
+	d = gate_database(true);
+	if (d != NULL && !d->open)
+	{
+		d->nwaiting = 0;
+		for (uint64 i = 0; i < n; i++)
+		{
+			bool		heard = false;
+
+			for (int k = 0; k < d->nheard && !heard; k++)
+				heard = d->heard[k] == origins[i];
+			if (heard)
+				continue;
+			if (d->nwaiting < GATE_WAITING_KEPT)
+				d->waiting[d->nwaiting] = origins[i];
+			d->nwaiting++;
+		}
+		d->checked = true;
+		d->nlisted = (int) n;
+		d->open = d->nwaiting == 0 && (n > 0 || calling);
+	}
+	SpinLockRelease(&gate->mutex);
+	pfree(origins);
+}
+
+/* A copy of this database's entry in the gate; false if it has none. */
+static bool
+gate_read(GateDatabase *copy)
+{
+	GateDatabase *d;
+
+	SpinLockAcquire(&gate->mutex);
+	d = gate_database(false);
+	if (d != NULL)
+		*copy = *d;
+	SpinLockRelease(&gate->mutex);
+	return d != NULL;
+}
+
+/*
+ * Return if this database may hand out Snowflake IDs and per-key values
+ * (and remember it: the gate never closes); raise the error of a closed
+ * gate otherwise.  While it is closed, a call lists the database's
+ * subscriptions itself, as the idgen sequencer does at each purge, so that
+ * a database that replicates with nobody opens at its first call, and a
+ * subscription disabled stops being waited for at once.
+ */
+void
+idgen_active_gate_check(void)
+{
+	GateDatabase copy;
+	StringInfoData names;
+
+	if (idgen_active_nodes <= 1 || gate == NULL)
+	{
+		idgen_active_gate_passed = true;
+		return;
+	}
+	if (!gate_read(&copy) || !copy.open)
+	{
+		IdgenFunction fn;
+		IdgenSqlContext cx;
+
+		if (idgen_lookup_extension(&fn))
+		{
+			idgen_sql_begin(&fn, &statements, &cx);
+			gate_check(&cx, idgen_extension_table(&fn, "idgen_identity_claim", false), true);
+			idgen_sql_end(&cx);
+		}
+		if (!gate_read(&copy))
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("too many databases wait to hear from the nodes they replicate with"),
+					 errdetail("idgen keeps the state of %d databases with \"idgen.active_nodes\" > 1.",
+							   GATE_DATABASES_KEPT)));
+	}
+	if (copy.open)
+	{
+		idgen_active_gate_passed = true;
+		return;
+	}
+	initStringInfo(&names);
+	for (int i = 0; i < Min(copy.nwaiting, GATE_WAITING_KEPT); i++)
+	{
+		char	   *origin_name;
+		Oid			sub;
+		char	   *sub_name = NULL;
+
+		if (replorigin_by_oid(copy.waiting[i], true, &origin_name) &&
+			sscanf(origin_name, "pg_%u", &sub) == 1)
+			sub_name = get_subscription_name(sub, true);
+		appendStringInfo(&names, "%s%s", i > 0 ? ", " : "",
+						 sub_name ? quote_identifier(sub_name) : "(a subscription since dropped)");
+	}
+	if (copy.nwaiting > GATE_WAITING_KEPT)
+		appendStringInfo(&names, " and %d more", copy.nwaiting - GATE_WAITING_KEPT);
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("this node has not yet heard from the nodes it replicates with"),
+			 errdetail("With \"idgen.active_nodes\" = %d, database \"%s\" hands out Snowflake IDs and per-key values once another server's identity claim has arrived, since this server started, through each of its enabled subscriptions that replicate idgen_identity_claim; no claim has arrived yet through %s.",
+					   idgen_active_nodes, get_database_name(MyDatabaseId), names.data),
+			 errhint("A claim arrives at the other node's next purge (\"idgen.purge_interval\"); check that it runs and that the subscription replicates (pg_stat_subscription). A subscription disabled with ALTER SUBSCRIPTION ... DISABLE is not waited for.")));
+}
+
 /*
  * idgen_identity_announce() returns bigint
  *		Write this server's claim to its identity into idgen_identity_claim
@@ -409,10 +678,17 @@ idgen_identity_announce(PG_FUNCTION_ARGS)
 	Datum		args[5];
 	int64		found = 0;
 
-	if (!identity_announced() || RecoveryInProgress())
+	if (RecoveryInProgress())
 		PG_RETURN_INT64(0);
 	idgen_lookup_function(fcinfo, &fn);
 	idgen_sql_begin(&fn, &statements, &cx);
+	if (idgen_active_nodes > 1 && gate != NULL)
+		gate_check(&cx, idgen_extension_table(&fn, "idgen_identity_claim", false), false);
+	if (!identity_announced())
+	{
+		idgen_sql_end(&cx);
+		PG_RETURN_INT64(0);
+	}
 	args[0] = Int64GetDatum(own_sysid());
 	(void) idgen_sql_run(&cx, Q_RETRACT, args, NULL);
 	args[1] = Int32GetDatum(idgen_layout.datacenter_id);
@@ -460,39 +736,45 @@ idgen_identity_claim_check(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("idgen_identity_claim_check() must be an AFTER INSERT OR UPDATE row trigger")));
-	if (!identity_announced())
+	if (idgen_shared == NULL)
 		return PointerGetDatum(NULL);
 	tup = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple;
 	desc = RelationGetDescr(td->tg_relation);
 	if (desc->natts != 5)
 		elog(ERROR, "idgen_identity_claim has %d columns, not 5", desc->natts);
 	heap_deform_tuple(tup, desc, v, isnull);
-	if (isnull[0] || isnull[1] || isnull[2])
+	if (isnull[0] || isnull[1] || isnull[2] || DatumGetInt64(v[0]) == own_sysid())
 		return PointerGetDatum(NULL);
-	if (DatumGetInt64(v[0]) != own_sysid() &&
+	/* another server's claim: first whether it clashes, then the gate */
+	if (identity_announced() &&
 		DatumGetInt32(v[1]) == idgen_layout.datacenter_id &&
 		DatumGetInt32(v[2]) == idgen_layout.worker_id)
 		clash_found(DatumGetInt64(v[0]), isnull[3] ? "?" : TextDatumGetCString(v[3]),
 					isnull[4] ? 0 : DatumGetTimestampTz(v[4]));
+	gate_heard();
 	return PointerGetDatum(NULL);
 }
 
 static Size
 clash_shmem_size(void)
 {
-	return sizeof(IdgenIdentityClash);
+	return add_size(MAXALIGN(sizeof(IdgenIdentityClash)), sizeof(IdgenGate));
 }
 
 static void
 clash_shmem_startup(void *ptr, bool found, LWLockPadded *locks)
 {
 	clash = (IdgenIdentityClash *) ptr;
-	if (!found)
-		SpinLockInit(&clash->mutex);
+	gate = (IdgenGate *) ((char *) ptr + MAXALIGN(sizeof(IdgenIdentityClash)));
+	if (found)
+		return;
+	SpinLockInit(&clash->mutex);
+	SpinLockInit(&gate->mutex);
+	memset(gate->db, 0, sizeof(gate->db));
 }
 
 static const IdgenShmemArea clash_area = {
-	.name = "idgen clash",
+	.name = "idgen active",
 	.size = clash_shmem_size,
 	.startup = clash_shmem_startup,
 };

@@ -74,6 +74,20 @@ extern void idgen_active_init(void);
 extern void idgen_active_node_check(void);
 pg_noreturn extern void idgen_identity_clash_error(void);
 extern char *idgen_identity_clash_text(void);
+extern bool idgen_active_gate_passed;
+extern void idgen_active_gate_check(void);
+
+/*
+ * Raise an error unless this database may hand out Snowflake IDs and
+ * per-key values in active-active (active.c): a test of a backend-local
+ * flag once it may.
+ */
+static inline void
+idgen_active_gate(void)
+{
+	if (unlikely(!idgen_active_gate_passed))
+		idgen_active_gate_check();
+}
 
 /* snowflake.c, uuid7.c: the session's last IDs, forgotten by DISCARD */
 extern void idgen_snowflake_forget_last(void);

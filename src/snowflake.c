@@ -84,6 +84,8 @@ snowflake_next(uint32 gene)
 	/* another server claimed this identity too (active.c) */
 	if (unlikely(pg_atomic_read_u32(&idgen_shared->clashed) != 0))
 		idgen_identity_clash_error();
+	/* in active-active, not before the other nodes were heard from */
+	idgen_active_gate();
 	if (unlikely(idgen_shared->identity_leased))
 		last_id = idgen_leased_next(&idgen_shared->genes[gene], &c, gene);
 	else

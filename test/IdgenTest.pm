@@ -15,7 +15,7 @@ use File::Spec;
 
 use Exporter 'import';
 our @EXPORT = qw(idgen_node wait_for_horizon sql_error stress_client crash_twice faketime_clock freeze_clock hold_reindex
-  no_crash_logged rows_once_agreed ids_past start_load read_values compare_values generate_for take_on_nodes doc_block doc_examples repo_file kill_backend
+  no_crash_logged rows_once_agreed wait_for_gate ids_past start_load read_values compare_values generate_for take_on_nodes doc_block doc_examples repo_file kill_backend
   gdb_or_skip gdb_hold gdb_wait_stop gdb_release);
 
 # A new cluster with idgen preloaded and the extension created in database
@@ -191,6 +191,20 @@ sub freeze_clock
 	my $s = POSIX::floor($time);
 	step_clock($file, POSIX::strftime('%Y-%m-%d %H:%M:%S', localtime($s))
 		  . sprintf('.%06d', ($time - $s) * 1e6));
+}
+
+# Wait until each of @nodes, nodes of an active-active mesh, hands out
+# Snowflake IDs in database postgres: it has heard from every node it
+# subscribes to since it started (docs/active-active.md).  Each poll takes
+# an ID.
+sub wait_for_gate
+{
+	my @nodes = @_;
+	for my $node (@nodes)
+	{
+		$node->poll_query_until('postgres', 'SELECT idgen_snowflake() IS NOT NULL')
+		  or die $node->name . ' did not hear from the nodes it subscribes to';
+	}
 }
 
 # The rows $query reads in database postgres of each of @nodes (one string

@@ -288,6 +288,8 @@ sub make_nodes
 			"SELECT count(*) = " . ($count - 1) . " FROM pg_stat_subscription WHERE pid IS NOT NULL")
 		  or die "subscriptions of node $r did not start";
 	}
+	# each hands out values once it has heard from the others
+	wait_for_gate(@nodes);
 	return @nodes;
 }
 
@@ -452,7 +454,7 @@ for my $r (0 .. 1)
 	my $o = 1 - $r;
 	my $conn = $twins[$o]->connstr . ' dbname=postgres';
 	(my $steps = doc_block('docs/active-active.md', 'active-active/subscribe'))
-	  =~ s/from_node1 CONNECTION 'host=node1 dbname=app'/from_node$o CONNECTION '$conn'/
+	  =~ s/node0_from_node1 CONNECTION 'host=node1 dbname=app'/node${r}_from_node$o CONNECTION '$conn'/
 	  or die 'the subscription step changed';
 	$twins[$r]->safe_psql('postgres', $steps);
 }
