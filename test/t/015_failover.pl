@@ -234,8 +234,12 @@ sub generate_after
 
 	# A clean restart while still ahead: its clock has not gone back, so it
 	# continues above its last IDs, ahead of the clock, instead of failing
-	# with "the system clock moved backwards".
+	# with "the system clock moved backwards".  The first call waits for
+	# the keeper's first horizon after the start, for at most
+	# idgen.clock_wait: 5 s, not 1, as a loaded machine once took longer
+	# (the clock, 28 s behind, is still far beyond it).
 	my $max_before = $standby->safe_psql('postgres', 'SELECT idgen_snowflake()');
+	$standby->append_conf('postgresql.conf', "idgen.clock_wait = '5s'\n");
 	{
 		local @ENV{ keys %cached_faketime } = values %cached_faketime;
 		$standby->restart;
