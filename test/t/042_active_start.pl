@@ -38,21 +38,36 @@ my %common = (
 
 # The application: a table keyed by idgen_snowflake() with a per-key value
 # in each row, and a procedure that inserts about 50 rows a second for
-# $seconds, counting what the node refused.
+# $seconds, keeping every ID and value the node handed out in "issued"
+# (an insert that then failed too: a twin's ID may meet the same ID
+# replicated from the other twin) and counting what the node refused.
 my $app = q{
 	CREATE TABLE t4 (id bigint PRIMARY KEY DEFAULT idgen_snowflake(),
 		node int NOT NULL, v bigint NOT NULL);
+	CREATE TABLE issued (node int NOT NULL, id bigint, v bigint);
 	CREATE TABLE refused (node int NOT NULL, sqlstate text NOT NULL, message text NOT NULL);
 	CREATE PROCEDURE load(node int, seconds int) LANGUAGE plpgsql AS $$
 	DECLARE
 		stop timestamptz := clock_timestamp() + make_interval(secs => seconds);
+		new_id bigint;
+		new_v bigint;
 	BEGIN
 		WHILE clock_timestamp() < stop LOOP
+			new_id := NULL;
+			new_v := NULL;
 			BEGIN
-				INSERT INTO t4 (node, v) VALUES (node, idgen_seq_next('conv:1'));
-			EXCEPTION WHEN object_not_in_prerequisite_state OR object_in_use THEN
-				INSERT INTO refused VALUES (node, SQLSTATE, SQLERRM);
+				new_id := idgen_snowflake();
+				new_v := idgen_seq_next('conv:1');
+				INSERT INTO t4 VALUES (new_id, node, new_v);
+			EXCEPTION
+				WHEN object_not_in_prerequisite_state OR object_in_use THEN
+					INSERT INTO refused VALUES (node, SQLSTATE, SQLERRM);
+				WHEN unique_violation THEN
+					NULL;
 			END;
+			IF new_id IS NOT NULL THEN
+				INSERT INTO issued VALUES (node, new_id, new_v);
+			END IF;
 			COMMIT;
 			PERFORM pg_sleep(0.02);
 		END LOOP;
@@ -155,11 +170,13 @@ sub refusals
 	}
 	# both keep refusing: the load's last seconds
 	$_->finish for @load;
-	my %ids;
+	my (%ids, %values);
 	for my $r (0 .. 1)
 	{
 		$ids{$r} = { map { $_ => 1 } split /\n/,
-			  $twins[$r]->safe_psql('postgres', "SELECT id FROM t4 WHERE node = $r") };
+			  $twins[$r]->safe_psql('postgres', "SELECT id FROM issued WHERE node = $r") };
+		$values{$r} = { map { $_ => 1 } split /\n/,
+			  $twins[$r]->safe_psql('postgres', "SELECT v FROM issued WHERE node = $r AND v IS NOT NULL") };
 		my ($refused, $gate) = split /\|/, $twins[$r]->safe_psql('postgres', qq{SELECT count(*),
 			count(*) FILTER (WHERE message LIKE 'this node has not yet heard%') FROM refused WHERE node = $r});
 		cmp_ok($gate, '>', 0, "twins under load: node $r refused until it heard from the other ($gate of $refused refusals)");
@@ -169,6 +186,9 @@ sub refusals
 	my $common = grep { $ids{1}{$_} } keys %{ $ids{0} };
 	is($common, 0, 'twins under load: no Snowflake ID issued by both (' . scalar(keys %{ $ids{0} }) . ' and '
 		  . scalar(keys %{ $ids{1} }) . ' issued)');
+	$common = grep { $values{1}{$_} } keys %{ $values{0} };
+	is($common, 0, 'twins under load: no per-key value handed out by both (' . scalar(keys %{ $values{0} })
+		  . ' and ' . scalar(keys %{ $values{1} }) . ')');
 	no_crash_logged($_, 'twins under load: no crash') for @twins;
 	$_->stop for @twins;
 }
