@@ -61,6 +61,23 @@
  *	  is the registry's to keep unique.  The table is not dumped: a restored
  *	  copy announces its own identity.
  *
+ * Copies
+ *	  A copy of a server's data directory (a base backup, a file copy, a
+ *	  standby promoted while its primary goes on) has the server's system
+ *	  identifier, and its settings: to the claims it is the same server,
+ *	  with the same identity and node number.  The trigger tells it apart
+ *	  by where its claim comes from: with origin = none a server's own
+ *	  changes never come back to it, so a claim of its own system
+ *	  identifier arriving through a subscription's stream (not a table
+ *	  synchronisation's copy) was announced by another live server made
+ *	  from a copy of its data.  Both servers stop everything that depends
+ *	  on the identity or the node number: Snowflake IDs, per-key values,
+ *	  worker leases and public ID key versions (idgen_node_clash_check).
+ *	  Each learns of the other once it receives the other's claim, and
+ *	  the start gate below keeps the one started later from handing out
+ *	  anything first: the node it was copied from is one of those it
+ *	  waits to hear from, and what it hears from it is the clash.
+ *
  * Starting
  *	  A claim stops a server only once it has arrived, and until then both
  *	  servers of a clash generate: with load from the first second, the
@@ -79,15 +96,19 @@
  *	  subscribes to yet are not waited for (idgen.active_nodes counts nodes
  *	  that may never exist); a subscription disabled is not waited for.
  *	  Per database, not per server: IDs made in a database outside the mesh
- *	  never meet the mesh's.
+ *	  never meet the mesh's.  A database that subscribes to nothing opens
+ *	  at its first call, unless it holds other servers' claims (it was in
+ *	  a mesh: a node whose subscriptions are still to be made, or a copy
+ *	  of one) and has no disabled subscription (Q_ALONE).
  *
  * Shared state
- *	  The clash's details live in this file's area, "idgen active"
- *	  (IdgenIdentityClash), written once under its spinlock 'mutex'; then
- *	  the core segment's 'clashed' flag is set (a spinlock release is a
- *	  barrier), and never cleared until the server restarts.  Generators
- *	  read only the flag, without a lock; readers of the details take the
- *	  mutex, after reading the flag set.  The same area holds the gate
+ *	  The clashes' details live in this file's area, "idgen active"
+ *	  (IdgenClashes): the first claim that stopped Snowflake IDs, and the
+ *	  first that stopped what is dealt out by node number, each written
+ *	  once under the spinlock 'mutex' together with its flag (the core
+ *	  segment's 'clashed', and 'node_clashed'), never cleared until the
+ *	  server restarts.  Generators read only the flags, without a lock;
+ *	  readers of the details take the mutex, after reading a flag set.  The same area holds the gate
  *	  (IdgenGate), under its own spinlock: a call reads it until it finds
  *	  its database open, and then only its backend's flag
  *	  (idgen_active_gate_passed), since the gate never closes.
@@ -126,18 +147,33 @@ PG_FUNCTION_INFO_V1(idgen_identity_claim_check);
 int			idgen_active_nodes = 1;
 int			idgen_active_node = 0;
 
-/* Another server's claim to this server's identity (see the file header). */
-typedef struct IdgenIdentityClash
+/*
+ * A claim that stopped this server (see the file header): another server's
+ * to its Snowflake identity, or a copy's (a claim of this server's own
+ * system identifier by another live server, which shares its identity and
+ * node number).
+ */
+typedef struct IdgenClash
 {
-	slock_t		mutex;
+	bool		copy;			/* made by a copy of this server's data */
 	uint64		other_sysid;	/* the other server's system identifier */
 	char		other_instance[64]; /* its name, in ASCII (clean_instance) */
 	TimestampTz other_announced_at;
 	TimestampTz seen_at;		/* when this server learnt of it */
 	char		database[NAMEDATALEN];	/* where the claim was found */
-} IdgenIdentityClash;
+	char		subscription[NAMEDATALEN];	/* what a copy's arrived through */
+} IdgenClash;
 
-static IdgenIdentityClash *clash = NULL;
+/* The first claim that stopped each kind of generation (see the header). */
+typedef struct IdgenClashes
+{
+	slock_t		mutex;
+	IdgenClash	identity;		/* Snowflake IDs: idgen_shared->clashed */
+	IdgenClash	node;			/* per-key values, leases, key versions */
+	pg_atomic_uint32 node_clashed;	/* set once 'node' is written */
+} IdgenClashes;
+
+static IdgenClashes *clash = NULL;
 
 /*
  * The start gate (see "Starting" in the file header): for each database
@@ -177,6 +213,7 @@ bool		idgen_active_gate_passed = false;
 void
 idgen_active_node_check(void)
 {
+	idgen_node_clash_check();
 	if (idgen_active_node >= idgen_active_nodes)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -279,6 +316,7 @@ enum
 	Q_ANNOUNCE,
 	Q_OTHER_CLAIM,
 	Q_SUBSCRIPTIONS,
+	Q_ALONE,
 	NUM_QUERIES
 };
 
@@ -321,6 +359,19 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"WHERE r.srsubid OPERATOR(pg_catalog.=) s.oid AND r.srrelid OPERATOR(pg_catalog.=) $2) "
 		"ORDER BY s.subname",
 		2, {OIDOID, OIDOID}
+	},
+
+	/*
+	 * Whether database $1, with no enabled subscription that replicates the
+	 * claims, may start at once: it has never been in a mesh (no other
+	 * server's claim is here, $2 being this server's system identifier), or
+	 * its subscriptions were disabled, which is the operator's decision
+	 */
+	[Q_ALONE] = {
+		"SELECT EXISTS (SELECT FROM pg_catalog.pg_subscription WHERE subdbid OPERATOR(pg_catalog.=) $1) "
+		"OR NOT EXISTS (SELECT FROM %1$s.idgen_identity_claim "
+		"WHERE system_identifier OPERATOR(pg_catalog.<>) $2)",
+		2, {OIDOID, INT8OID}
 	},
 };
 
@@ -391,51 +442,112 @@ clean_instance(char *dst, size_t len, const char *src)
 }
 
 /*
- * Another server's claim to this identity was found: stop generating.
- * The first one found is kept and logged; later ones change nothing.
+ * Record 'found' in 'into' and set 'flag', unless it is set already (the
+ * first claim found is kept); whether it was the first.
+ */
+static bool
+clash_record(IdgenClash *into, pg_atomic_uint32 *flag, const IdgenClash *found)
+{
+	bool		first = false;
+
+	SpinLockAcquire(&clash->mutex);
+	if (pg_atomic_read_u32(flag) == 0)
+	{
+		*into = *found;
+		pg_atomic_write_u32(flag, 1);
+		first = true;
+	}
+	SpinLockRelease(&clash->mutex);
+	return first;
+}
+
+/* A clash of this moment, in this database, by the claim given. */
+static void
+clash_make(IdgenClash *c, int64 other_sysid, const char *instance, TimestampTz other_announced_at)
+{
+	char	   *db = get_database_name(MyDatabaseId);
+
+	memset(c, 0, sizeof(*c));
+	c->other_sysid = (uint64) other_sysid;
+	clean_instance(c->other_instance, sizeof(c->other_instance), instance);
+	c->other_announced_at = other_announced_at;
+	c->seen_at = GetCurrentTimestamp();
+	strlcpy(c->database, db ? db : "?", sizeof(c->database));
+}
+
+/*
+ * Another server's claim to this identity was found: stop generating
+ * Snowflake IDs.  The first one found is kept and logged; later ones
+ * change nothing.
  */
 static void
 clash_found(int64 other_sysid, const char *instance, TimestampTz other_announced_at)
 {
-	IdgenIdentityClash *c = clash;
-	bool		first = false;
-	char		other_instance[sizeof(c->other_instance)];
+	IdgenClash	c;
 
-	clean_instance(other_instance, sizeof(other_instance), instance);
-	SpinLockAcquire(&c->mutex);
-	if (pg_atomic_read_u32(&idgen_shared->clashed) == 0)
-	{
-		c->other_sysid = (uint64) other_sysid;
-		strlcpy(c->other_instance, other_instance, sizeof(c->other_instance));
-		c->other_announced_at = other_announced_at;
-		c->seen_at = GetCurrentTimestamp();
-		strlcpy(c->database, get_database_name(MyDatabaseId) ? get_database_name(MyDatabaseId) : "?",
-				sizeof(c->database));
-		pg_atomic_write_u32(&idgen_shared->clashed, 1);
-		first = true;
-	}
-	SpinLockRelease(&c->mutex);
-	if (first)
+	clash_make(&c, other_sysid, instance, other_announced_at);
+	if (clash_record(&clash->identity, &idgen_shared->clashed, &c))
 		ereport(WARNING,
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("another server claims this server's Snowflake identity (datacenter %d, worker %d): Snowflake generation stops",
 						idgen_layout.datacenter_id, idgen_layout.worker_id),
 				 errdetail("Server " UINT64_FORMAT " (%s) announced it at %s; this server is " UINT64_FORMAT " (%s).",
-						   (uint64) other_sysid, other_instance, idgen_time_text(other_announced_at),
+						   c.other_sysid, c.other_instance, idgen_time_text(c.other_announced_at),
 						   (uint64) own_sysid(), instance_name()),
 				 errhint("Give one of the two servers another \"idgen.worker_id\" or \"idgen.datacenter_id\" and restart both.")));
+}
+
+/*
+ * The error (or WARNING) of another live server made from a copy of this
+ * server's data: the same system identifier, and so, to the claims, the
+ * same server, with the same identity and node number unless its settings
+ * were changed.
+ */
+static void
+copy_report(int elevel, const IdgenClash *c)
+{
+	ereport(elevel,
+			(errcode(ERRCODE_OBJECT_IN_USE),
+			 errmsg("another server runs from a copy of this server's data"),
+			 errdetail("A claim of this server's system identifier " UINT64_FORMAT " by %s, announced at %s, arrived through subscription \"%s\" in database \"%s\" at %s; this server is %s. "
+					   "A copy keeps the system identifier, the identity and the node number of the server it was made from, so Snowflake IDs, per-key values, worker leases and public ID key versions stop on both.",
+					   c->other_sysid, c->other_instance, idgen_time_text(c->other_announced_at),
+					   c->subscription, c->database, idgen_time_text(c->seen_at), instance_name()),
+			 errhint("Stop one of the two servers, then restart the other. A node of a mesh needs a data directory of its own, not a copy of another node's (idgen's active-active documentation, \"Setup\").")));
+}
+
+/*
+ * A claim of this server's own system identifier arrived through
+ * subscription 'subscription': another live server runs from a copy of
+ * this one's data.  Stop Snowflake IDs and everything dealt out by node
+ * number; the first one found is logged.
+ */
+static void
+copy_found(const char *instance, TimestampTz other_announced_at, const char *subscription)
+{
+	IdgenClash	c;
+	bool		first;
+
+	clash_make(&c, own_sysid(), instance, other_announced_at);
+	c.copy = true;
+	strlcpy(c.subscription, subscription, sizeof(c.subscription));
+	first = clash_record(&clash->identity, &idgen_shared->clashed, &c);
+	if (clash_record(&clash->node, &clash->node_clashed, &c) || first)
+		copy_report(WARNING, &c);
 }
 
 /* The error of a Snowflake call on a server whose identity clashed. */
 void
 idgen_identity_clash_error(void)
 {
-	IdgenIdentityClash copy;
+	IdgenClash	copy;
 
 	SpinLockAcquire(&clash->mutex);
-	copy = *clash;
+	copy = clash->identity;
 	SpinLockRelease(&clash->mutex);
 	idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_ERRORS, 1);
+	if (copy.copy)
+		copy_report(ERROR, &copy);
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_IN_USE),
 			 errmsg("this server's Snowflake identity (datacenter %d, worker %d) is also claimed by another server",
@@ -447,17 +559,39 @@ idgen_identity_clash_error(void)
 			 errhint("Give one of the two servers another \"idgen.worker_id\" or \"idgen.datacenter_id\" and restart both; idgen_info() shows the clash.")));
 }
 
+/*
+ * Raise an error if what is dealt out by this node's number (per-key
+ * values, worker leases, public ID key versions) is stopped: another live
+ * server has this node's number too.
+ */
+void
+idgen_node_clash_check(void)
+{
+	IdgenClash	copy;
+
+	if (clash == NULL || likely(pg_atomic_read_u32(&clash->node_clashed) == 0))
+		return;
+	SpinLockAcquire(&clash->mutex);
+	copy = clash->node;
+	SpinLockRelease(&clash->mutex);
+	copy_report(ERROR, &copy);
+}
+
 /* The clash for idgen_info(), or NULL when there is none. */
 char *
 idgen_identity_clash_text(void)
 {
-	IdgenIdentityClash copy;
+	IdgenClash	copy;
 
 	if (idgen_shared == NULL || pg_atomic_read_u32(&idgen_shared->clashed) == 0)
 		return NULL;
 	SpinLockAcquire(&clash->mutex);
-	copy = *clash;
+	copy = clash->identity;
 	SpinLockRelease(&clash->mutex);
+	if (copy.copy)
+		return psprintf("another server, %s, runs from a copy of this server's data: its claim, announced at %s, arrived through subscription \"%s\" (seen at %s in database \"%s\"); Snowflake IDs, per-key values, worker leases and public ID key versions are stopped",
+						copy.other_instance, idgen_time_text(copy.other_announced_at), copy.subscription,
+						idgen_time_text(copy.seen_at), copy.database);
 	return psprintf("server " UINT64_FORMAT " (%s) claims this identity since %s (seen at %s in database \"%s\"); Snowflake generation is stopped",
 					copy.other_sysid, copy.other_instance, idgen_time_text(copy.other_announced_at),
 					idgen_time_text(copy.seen_at), copy.database);
@@ -534,10 +668,13 @@ gate_heard(void)
  * List this database's subscriptions that replicate the claims' table
  * 'claims' and are not heard from yet, in the gate; it opens if there is
  * none, but for a database that subscribes to nothing only if 'calling'
- * (a call wants a value now): the idgen sequencer's check at the start
- * comes before the subscriptions of a new mesh are made, and must not
- * open the gate they will need.  In a transaction, through the
- * extension's statements ('cx').
+ * (a call wants a value now), and only if it has never been in a mesh or
+ * its subscriptions are disabled (Q_ALONE): the idgen sequencer's check
+ * at the start comes before the subscriptions of a new mesh are made, and
+ * must not open the gate they will need; a database that holds other
+ * servers' claims and subscribes to nothing is a node whose subscriptions
+ * are still to be made, or a copy of one whose copied subscriptions were
+ * dropped.  In a transaction, through the extension's statements ('cx').
  */
 static void
 gate_check(IdgenSqlContext *cx, Oid claims, bool calling)
@@ -545,6 +682,7 @@ gate_check(IdgenSqlContext *cx, Oid claims, bool calling)
 	Datum		args[2] = {ObjectIdGetDatum(MyDatabaseId), ObjectIdGetDatum(claims)};
 	uint64		n = idgen_sql_run_latest(cx, Q_SUBSCRIPTIONS, args, NULL);
 	IdgenOriginId *origins = palloc0(sizeof(IdgenOriginId) * Max(n, 1));
+	bool		alone = false;
 	GateDatabase *d;
 
 	for (uint64 i = 0; i < n; i++)
@@ -557,6 +695,14 @@ gate_check(IdgenSqlContext *cx, Oid claims, bool calling)
 		/* the apply process's origin (its table synchronisation has another) */
 		snprintf(name, sizeof(name), "pg_%u", sub);
 		origins[i] = replorigin_by_name(name, true);
+	}
+	if (n == 0 && calling)
+	{
+		bool		isnull;
+
+		args[1] = Int64GetDatum(own_sysid());
+		if (idgen_sql_run_latest(cx, Q_ALONE, args, NULL) == 1)
+			alone = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	}
 	SpinLockAcquire(&gate->mutex);
 	d = gate_database(true);
@@ -577,7 +723,7 @@ gate_check(IdgenSqlContext *cx, Oid claims, bool calling)
 		}
 		d->checked = true;
 		d->nlisted = (int) n;
-		d->open = d->nwaiting == 0 && (n > 0 || calling);
+		d->open = d->nwaiting == 0 && (n > 0 || alone);
 	}
 	SpinLockRelease(&gate->mutex);
 	pfree(origins);
@@ -639,6 +785,13 @@ idgen_active_gate_check(void)
 		idgen_active_gate_passed = true;
 		return;
 	}
+	if (copy.nlisted == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this node has not yet heard from the nodes it replicates with"),
+				 errdetail("With \"idgen.active_nodes\" = %d, database \"%s\" holds other servers' identity claims but has no subscription: it is a node of a mesh whose subscriptions are still to be made, or a copy of one.",
+						   idgen_active_nodes, get_database_name(MyDatabaseId)),
+				 errhint("Create its subscriptions to the other nodes first; it then starts once it has heard from each. If it has left the mesh, delete the other servers' rows from idgen_identity_claim as the extension's owner.")));
 	initStringInfo(&names);
 	for (int i = 0; i < Min(copy.nwaiting, GATE_WAITING_KEPT); i++)
 	{
@@ -716,6 +869,25 @@ idgen_identity_announce(PG_FUNCTION_ARGS)
 }
 
 /*
+ * The name of the subscription whose apply process runs this, streaming
+ * (its replication origin is "pg_<oid>"); NULL outside one, or in a table
+ * synchronisation ("pg_<oid>_<relid>"), which copies rows as they were.
+ */
+static char *
+streamed_from(void)
+{
+	IdgenOriginId origin = idgen_replayed_origin();
+	char	   *origin_name;
+	Oid			sub;
+	int			end = 0;
+
+	if (origin == IDGEN_INVALID_ORIGIN || !replorigin_by_oid(origin, true, &origin_name) ||
+		sscanf(origin_name, "pg_%u%n", &sub, &end) != 1 || origin_name[end] != '\0')
+		return NULL;
+	return get_subscription_name(sub, true);
+}
+
+/*
  * Trigger on idgen_identity_claim, AFTER INSERT OR UPDATE FOR EACH ROW,
  * enabled ALWAYS: a row that claims this server's identity for another
  * server, written by replication or by hand, stops this server's
@@ -743,8 +915,24 @@ idgen_identity_claim_check(PG_FUNCTION_ARGS)
 	if (desc->natts != 5)
 		elog(ERROR, "idgen_identity_claim has %d columns, not 5", desc->natts);
 	heap_deform_tuple(tup, desc, v, isnull);
-	if (isnull[0] || isnull[1] || isnull[2] || DatumGetInt64(v[0]) == own_sysid())
+	if (isnull[0] || isnull[1] || isnull[2])
 		return PointerGetDatum(NULL);
+	if (DatumGetInt64(v[0]) == own_sysid())
+	{
+		/*
+		 * This server's own claim.  Written here, or copied with the data (a
+		 * table synchronisation, a restore), it is nothing; arriving through
+		 * a subscription's stream it was announced by another live server: a
+		 * server's own changes never come back to it (origin = none), so that
+		 * server runs from a copy of its data.
+		 */
+		char	   *subscription = streamed_from();
+
+		if (subscription != NULL)
+			copy_found(isnull[3] ? "?" : TextDatumGetCString(v[3]),
+					   isnull[4] ? 0 : DatumGetTimestampTz(v[4]), subscription);
+		return PointerGetDatum(NULL);
+	}
 	/* another server's claim: first whether it clashes, then the gate */
 	if (identity_announced() &&
 		DatumGetInt32(v[1]) == idgen_layout.datacenter_id &&
@@ -758,17 +946,18 @@ idgen_identity_claim_check(PG_FUNCTION_ARGS)
 static Size
 clash_shmem_size(void)
 {
-	return add_size(MAXALIGN(sizeof(IdgenIdentityClash)), sizeof(IdgenGate));
+	return add_size(MAXALIGN(sizeof(IdgenClashes)), sizeof(IdgenGate));
 }
 
 static void
 clash_shmem_startup(void *ptr, bool found, LWLockPadded *locks)
 {
-	clash = (IdgenIdentityClash *) ptr;
-	gate = (IdgenGate *) ((char *) ptr + MAXALIGN(sizeof(IdgenIdentityClash)));
+	clash = (IdgenClashes *) ptr;
+	gate = (IdgenGate *) ((char *) ptr + MAXALIGN(sizeof(IdgenClashes)));
 	if (found)
 		return;
 	SpinLockInit(&clash->mutex);
+	pg_atomic_init_u32(&clash->node_clashed, 0);
 	SpinLockInit(&gate->mutex);
 	memset(gate->db, 0, sizeof(gate->db));
 }

@@ -72,6 +72,7 @@ extern int	idgen_active_nodes;
 extern int	idgen_active_node;
 extern void idgen_active_init(void);
 extern void idgen_active_node_check(void);
+extern void idgen_node_clash_check(void);
 pg_noreturn extern void idgen_identity_clash_error(void);
 extern char *idgen_identity_clash_text(void);
 extern bool idgen_active_gate_passed;

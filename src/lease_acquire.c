@@ -210,6 +210,7 @@ report_all_taken(const LeaseScan *scan, int32 tries)
 static void
 refuse_other_node(const LeaseRequest *req)
 {
+	idgen_node_clash_check();
 	if (idgen_active_nodes <= 1)
 		return;
 	idgen_active_node_check();

@@ -638,6 +638,7 @@ idgen_public_rotate(PG_FUNCTION_ARGS)
 	args[0] = PointerGetDatum(key);
 	args[1] = Int32GetDatum(idgen_active_nodes);
 	args[2] = Int32GetDatum(idgen_active_node);
+	idgen_node_clash_check();
 	if (idgen_active_nodes > 1)
 		idgen_active_node_check();
 

@@ -641,6 +641,8 @@ seq_next(FunctionCallInfo fcinfo, text *key, int count, int64 *out)
 	if (out == NULL)
 		out = &last, count = 1;
 	PreventCommandIfReadOnly("idgen_seq_next()");
+	/* not while another live server has this node's number */
+	idgen_node_clash_check();
 	/* in active-active, not before the other nodes were heard from */
 	idgen_active_gate();
 

@@ -16,7 +16,7 @@ use File::Spec;
 use Exporter 'import';
 our @EXPORT = qw(idgen_node wait_for_horizon sql_error stress_client crash_twice faketime_clock freeze_clock hold_reindex
   no_crash_logged rows_once_agreed wait_for_gate ids_past start_load read_values compare_values generate_for take_on_nodes doc_block doc_examples repo_file kill_backend
-  gdb_or_skip gdb_hold gdb_wait_stop gdb_release);
+  gdb_or_skip gdb_hold gdb_wait_stop gdb_release mesh_node mesh_subscribe announce start_mesh_load issued_by count_common);
 
 # A new cluster with idgen preloaded and the extension created in database
 # "postgres".  %conf holds extra settings (name => value); a setting named
@@ -460,6 +460,142 @@ sub stress_client
 	my $path = dirname(File::Spec->rel2abs(__FILE__)) . '/stress/idgen_stress';
 	die "stress client not built: run make stress" unless -x $path;
 	return $path;
+}
+
+
+# --- active-active meshes (test/t/042_active_start.pl, 043_active_copies.pl)
+
+# The application of a mesh's tests: a table keyed by idgen_snowflake()
+# with a per-key value in each row, and a procedure that inserts about 50
+# rows a second for $seconds, keeping every ID and value the node handed
+# out in "issued" (an insert that then failed too: another node's ID may
+# meet the same ID replicated from it) and counting what the node
+# refused.  A node's rows carry its label ("node"), as replication carries
+# them to the others.
+my $mesh_app = q{
+	CREATE TABLE t4 (id bigint PRIMARY KEY DEFAULT idgen_snowflake(),
+		node int NOT NULL, v bigint NOT NULL);
+	CREATE TABLE issued (node int NOT NULL, id bigint, v bigint);
+	CREATE TABLE refused (node int NOT NULL, sqlstate text NOT NULL, message text NOT NULL);
+	CREATE PROCEDURE load(node int, seconds int) LANGUAGE plpgsql AS $$
+	DECLARE
+		stop timestamptz := clock_timestamp() + make_interval(secs => seconds);
+		new_id bigint;
+		new_v bigint;
+	BEGIN
+		WHILE clock_timestamp() < stop LOOP
+			new_id := NULL;
+			new_v := NULL;
+			BEGIN
+				new_id := idgen_snowflake();
+				new_v := idgen_seq_next('conv:1');
+				INSERT INTO t4 VALUES (new_id, node, new_v);
+			EXCEPTION
+				WHEN object_not_in_prerequisite_state OR object_in_use THEN
+					INSERT INTO refused VALUES (node, SQLSTATE, SQLERRM);
+				WHEN unique_violation THEN
+					NULL;
+			END;
+			IF new_id IS NOT NULL THEN
+				INSERT INTO issued VALUES (node, new_id, new_v);
+			END IF;
+			COMMIT;
+			PERFORM pg_sleep(0.02);
+		END LOOP;
+	END $$;
+};
+
+# Node $r of $count named "${prefix}_$r", with worker id $worker, the
+# mesh's application, and docs/active-active.md's publications; %extra
+# holds more settings.
+sub mesh_node
+{
+	my ($prefix, $r, $count, $worker, %extra) = @_;
+	my $node = idgen_node("${prefix}_$r",
+		'max_worker_processes' => 24,
+		'max_logical_replication_workers' => 8,
+		'max_wal_senders' => 10,
+		%extra,
+		'idgen.worker_id' => $worker,
+		'idgen.active_nodes' => $count,
+		'idgen.active_node' => $r,
+		_init => { allows_streaming => 'logical' });
+	$node->safe_psql('postgres', $mesh_app);
+	$node->safe_psql('postgres', doc_block('docs/active-active.md', 'active-active/publish'));
+	# its identity announced before any subscription, as a purge does (the
+	# purge at the start came before the extension): the next purge's is
+	# a purge interval after the start
+	announce($node);
+	$node->safe_psql('postgres', q{SELECT count(*) = 1 FROM idgen_identity_claim
+		WHERE system_identifier = (SELECT system_identifier FROM pg_control_system())}) eq 't'
+	  or die $node->name . ' did not announce its identity';
+	return $node;
+}
+
+# $node announces its identity, as its purges do.  Tried again if it meets
+# a purge announcing at the same moment (a duplicate key).
+sub announce
+{
+	my ($node) = @_;
+	for (1 .. 10)
+	{
+		my ($ret) = $node->psql('postgres', 'SELECT idgen_identity_announce()');
+		return if $ret == 0;
+		sleep 1;
+	}
+	die $node->name . ' could not announce its identity';
+}
+
+# docs/active-active.md's subscription of node $r to node $o (named
+# node${r}_from_node$o), as printed, with $other's connection string;
+# returns once its apply process runs.
+sub mesh_subscribe
+{
+	my ($node, $r, $other, $o) = @_;
+	my $conn = $other->connstr . ' dbname=postgres';
+	(my $steps = doc_block('docs/active-active.md', 'active-active/subscribe'))
+	  =~ s/node0_from_node1 CONNECTION 'host=node1 dbname=app'/node${r}_from_node$o CONNECTION '$conn'/g
+	  or die 'the subscription step changed';
+	$node->safe_psql('postgres', $steps);
+	$node->poll_query_until('postgres', qq{SELECT count(*) > 0 FROM pg_stat_subscription
+		WHERE subname = 'node${r}_from_node$o' AND pid IS NOT NULL})
+	  or die 'the subscription ' . $node->name . " node${r}_from_node$o did not start";
+}
+
+# Start the mesh's load on $node, labelled $label, for $seconds: a client
+# to finish() when the test has what it waits for.
+sub start_mesh_load
+{
+	my ($node, $label, $seconds) = @_;
+	my ($out, $err) = ('', '');
+	return IPC::Run::start(
+		[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
+		  '-c', "CALL load($label, $seconds)" ],
+		'>', \$out, '2>', \$err);
+}
+
+# What $node handed out under the mesh's load labelled $label: two hash
+# references, of its Snowflake IDs and of its per-key values.
+sub issued_by
+{
+	my ($node, $label) = @_;
+	my (%ids, %values);
+	for (split /\n/, $node->safe_psql('postgres', "SELECT id, v FROM issued WHERE node = $label"))
+	{
+		my ($id, $v) = split /\|/;
+		$ids{$id} = 1;
+		$values{$v} = 1 if $v ne '';
+	}
+	return (\%ids, \%values);
+}
+
+# How many keys of the hash references @sets are in more than one of them.
+sub count_common
+{
+	my (@sets) = @_;
+	my %n;
+	$n{$_}++ for map { keys %$_ } @sets;
+	return scalar grep { $_ > 1 } values %n;
 }
 
 1;

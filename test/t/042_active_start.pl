@@ -24,77 +24,11 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
 use IdgenTest;
 
 my $probe = PostgreSQL::Test::Cluster->new('probe');
 plan skip_all => 'subscriptions with origin = none need PostgreSQL 16 or later'
   if $probe->pg_version < 16;
-
-my %common = (
-	'max_worker_processes' => 24,
-	'max_logical_replication_workers' => 8,
-	'max_wal_senders' => 10);
-
-# The application: a table keyed by idgen_snowflake() with a per-key value
-# in each row, and a procedure that inserts about 50 rows a second for
-# $seconds, keeping every ID and value the node handed out in "issued"
-# (an insert that then failed too: a twin's ID may meet the same ID
-# replicated from the other twin) and counting what the node refused.
-my $app = q{
-	CREATE TABLE t4 (id bigint PRIMARY KEY DEFAULT idgen_snowflake(),
-		node int NOT NULL, v bigint NOT NULL);
-	CREATE TABLE issued (node int NOT NULL, id bigint, v bigint);
-	CREATE TABLE refused (node int NOT NULL, sqlstate text NOT NULL, message text NOT NULL);
-	CREATE PROCEDURE load(node int, seconds int) LANGUAGE plpgsql AS $$
-	DECLARE
-		stop timestamptz := clock_timestamp() + make_interval(secs => seconds);
-		new_id bigint;
-		new_v bigint;
-	BEGIN
-		WHILE clock_timestamp() < stop LOOP
-			new_id := NULL;
-			new_v := NULL;
-			BEGIN
-				new_id := idgen_snowflake();
-				new_v := idgen_seq_next('conv:1');
-				INSERT INTO t4 VALUES (new_id, node, new_v);
-			EXCEPTION
-				WHEN object_not_in_prerequisite_state OR object_in_use THEN
-					INSERT INTO refused VALUES (node, SQLSTATE, SQLERRM);
-				WHEN unique_violation THEN
-					NULL;
-			END;
-			IF new_id IS NOT NULL THEN
-				INSERT INTO issued VALUES (node, new_id, new_v);
-			END IF;
-			COMMIT;
-			PERFORM pg_sleep(0.02);
-		END LOOP;
-	END $$;
-};
-
-# Node $r of $count named "${prefix}_$r", with worker id $worker, the
-# application, and docs/active-active.md's publications.
-sub make_node
-{
-	my ($prefix, $r, $count, $worker, %extra) = @_;
-	my $node = idgen_node("${prefix}_$r", %common, %extra,
-		'idgen.worker_id' => $worker,
-		'idgen.active_nodes' => $count,
-		'idgen.active_node' => $r,
-		_init => { allows_streaming => 'logical' });
-	$node->safe_psql('postgres', $app);
-	$node->safe_psql('postgres', doc_block('docs/active-active.md', 'active-active/publish'));
-	# its identity announced before any subscription, as a purge does (the
-	# purge at the start came before the extension): the next purge's is
-	# a purge interval after the start
-	announce($node);
-	$node->safe_psql('postgres', q{SELECT count(*) = 1 FROM idgen_identity_claim
-		WHERE system_identifier = (SELECT system_identifier FROM pg_control_system())}) eq 't'
-	  or die $node->name . ' did not announce its identity';
-	return $node;
-}
 
 # Wait until $node's refusal of a Snowflake ID no longer matches $gone
 # (a claim it waited for arrived); return it.
@@ -113,36 +47,6 @@ sub refusal_without
 	return $error;
 }
 
-# $node announces its identity, as its purges do (they are an hour apart
-# here, or a minute for the twins).  Tried again if it meets the purge at
-# the server's start announcing at the same moment (a duplicate key).
-sub announce
-{
-	my ($node) = @_;
-	for (1 .. 10)
-	{
-		my ($ret) = $node->psql('postgres', 'SELECT idgen_identity_announce()');
-		return if $ret == 0;
-		sleep 1;
-	}
-	die $node->name . ' could not announce its identity';
-}
-
-# docs/active-active.md's subscriptions of node $r to node $o (named
-# node${r}_from_node$o), as printed, with node $o's connection string.
-sub subscribe
-{
-	my ($node, $r, $other, $o) = @_;
-	my $conn = $other->connstr . ' dbname=postgres';
-	(my $steps = doc_block('docs/active-active.md', 'active-active/subscribe'))
-	  =~ s/node0_from_node1 CONNECTION 'host=node1 dbname=app'/node${r}_from_node$o CONNECTION '$conn'/g
-	  or die 'the subscription step changed';
-	$node->safe_psql('postgres', $steps);
-	$node->poll_query_until('postgres', qq{SELECT count(*) > 0 FROM pg_stat_subscription
-		WHERE subname = 'node${r}_from_node$o' AND pid IS NOT NULL})
-	  or die 'the subscription ' . $node->name . " node${r}_from_node$o did not start";
-}
-
 # The error of a Snowflake ID and of a per-key value on $node.
 sub refusals
 {
@@ -154,15 +58,12 @@ sub refusals
 {
 	# the default purge interval, set so that no test configuration
 	# shortens it: the next announcements come a minute after the start
-	my @twins = map { make_node('twin', $_, 2, 25, 'idgen.purge_interval' => "'60s'") } 0 .. 1;
-	subscribe($twins[0], 0, $twins[1], 1);
-	subscribe($twins[1], 1, $twins[0], 0);
+	my @twins = map { mesh_node('twin', $_, 2, 25, 'idgen.purge_interval' => "'60s'") } 0 .. 1;
+	mesh_subscribe($twins[0], 0, $twins[1], 1);
+	mesh_subscribe($twins[1], 1, $twins[0], 0);
 	# the load on both, from the moment both are subscribed, for as long as
 	# a claim may take (a purge interval) and more
-	my @load = map {
-		IPC::Run::start([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $twins[$_]->connstr('postgres'),
-			'-c', "CALL load($_, 90)" ], '>', \my $out, '2>', \my $err)
-	} 0 .. 1;
+	my @load = map { start_mesh_load($twins[$_], $_, 90) } 0 .. 1;
 	for my $r (0 .. 1)
 	{
 		ok($twins[$r]->poll_query_until('postgres', 'SELECT identity_clash IS NOT NULL FROM idgen_info()'),
@@ -170,33 +71,28 @@ sub refusals
 	}
 	# both keep refusing: the load's last seconds
 	$_->finish for @load;
-	my (%ids, %values);
+	my (@ids, @values);
 	for my $r (0 .. 1)
 	{
-		$ids{$r} = { map { $_ => 1 } split /\n/,
-			  $twins[$r]->safe_psql('postgres', "SELECT id FROM issued WHERE node = $r") };
-		$values{$r} = { map { $_ => 1 } split /\n/,
-			  $twins[$r]->safe_psql('postgres', "SELECT v FROM issued WHERE node = $r AND v IS NOT NULL") };
+		($ids[$r], $values[$r]) = issued_by($twins[$r], $r);
 		my ($refused, $gate) = split /\|/, $twins[$r]->safe_psql('postgres', qq{SELECT count(*),
 			count(*) FILTER (WHERE message LIKE 'this node has not yet heard%') FROM refused WHERE node = $r});
 		cmp_ok($gate, '>', 0, "twins under load: node $r refused until it heard from the other ($gate of $refused refusals)");
 		like(sql_error($twins[$r], 'SELECT idgen_snowflake()'), qr/55006.*is also claimed by another server/s,
 			"twins under load: node $r stopped generating");
 	}
-	my $common = grep { $ids{1}{$_} } keys %{ $ids{0} };
-	is($common, 0, 'twins under load: no Snowflake ID issued by both (' . scalar(keys %{ $ids{0} }) . ' and '
-		  . scalar(keys %{ $ids{1} }) . ' issued)');
-	$common = grep { $values{1}{$_} } keys %{ $values{0} };
-	is($common, 0, 'twins under load: no per-key value handed out by both (' . scalar(keys %{ $values{0} })
-		  . ' and ' . scalar(keys %{ $values{1} }) . ')');
+	is(count_common(@ids), 0, 'twins under load: no Snowflake ID issued by both (' . scalar(keys %{ $ids[0] }) . ' and '
+		  . scalar(keys %{ $ids[1] }) . ' issued)');
+	is(count_common(@values), 0, 'twins under load: no per-key value handed out by both (' . scalar(keys %{ $values[0] })
+		  . ' and ' . scalar(keys %{ $values[1] }) . ')');
 	no_crash_logged($_, 'twins under load: no crash') for @twins;
 	$_->stop for @twins;
 }
 
 # --- two nodes, then a third ------------------------------------------------
-my @nodes = map { make_node('mesh', $_, 3, 26 + $_, 'idgen.purge_interval' => "'1h'") } 0 .. 1;
-subscribe($nodes[0], 0, $nodes[1], 1);
-subscribe($nodes[1], 1, $nodes[0], 0);
+my @nodes = map { mesh_node('mesh', $_, 3, 26 + $_, 'idgen.purge_interval' => "'1h'") } 0 .. 1;
+mesh_subscribe($nodes[0], 0, $nodes[1], 1);
+mesh_subscribe($nodes[1], 1, $nodes[0], 0);
 for my $r (0 .. 1)
 {
 	my $o = 1 - $r;
@@ -253,11 +149,11 @@ announce($nodes[1]);
 wait_for_gate(@nodes);
 
 # Node 2 joins: it waits for both; they go on generating meanwhile.
-push @nodes, make_node('mesh', 2, 3, 28, 'idgen.purge_interval' => "'1h'");
+push @nodes, mesh_node('mesh', 2, 3, 28, 'idgen.purge_interval' => "'1h'");
 for my $o (0 .. 1)
 {
-	subscribe($nodes[2], 2, $nodes[$o], $o);
-	subscribe($nodes[$o], $o, $nodes[2], 2);
+	mesh_subscribe($nodes[2], 2, $nodes[$o], $o);
+	mesh_subscribe($nodes[$o], $o, $nodes[2], 2);
 }
 isnt($nodes[$_]->safe_psql('postgres', 'SELECT idgen_snowflake()'), '',
 	"node $_ goes on generating while node 2 joins") for 0 .. 1;
