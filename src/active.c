@@ -78,6 +78,20 @@
  *	  anything first: the node it was copied from is one of those it
  *	  waits to hear from, and what it hears from it is the clash.
  *
+ * Node numbers
+ *	  With idgen.active_nodes > 1 each announcement also writes a node
+ *	  claim: a second row, keyed by the system identifier's bits inverted
+ *	  (node_key), with datacenter_id = -active_nodes and worker_id =
+ *	  active_node.  Rows, not columns: a publication FOR ALL TABLES sends
+ *	  every column, and a node of an older idgen, without the new ones,
+ *	  would stop applying.  A negative datacenter never meets an identity,
+ *	  so older libraries pass over the row.  Another server's node claim
+ *	  to this node's number, or with another count, stops per-key values,
+ *	  worker-lease grants and key rotations (node_claim_seen), as a copy
+ *	  does.  It is written first in the announcement's transaction, so a
+ *	  receiver learns of the clash before the identity claim opens its
+ *	  start gate.
+ *
  * Starting
  *	  A claim stops a server only once it has arrived, and until then both
  *	  servers of a clash generate: with load from the first second, the
@@ -149,13 +163,23 @@ int			idgen_active_node = 0;
 
 /*
  * A claim that stopped this server (see the file header): another server's
- * to its Snowflake identity, or a copy's (a claim of this server's own
- * system identifier by another live server, which shares its identity and
- * node number).
+ * to its Snowflake identity or to its node number, another server's count
+ * of nodes, or a copy's (a claim of this server's own system identifier by
+ * another live server, which shares its identity and node number).
  */
+typedef enum IdgenClashKind
+{
+	CLASH_IDENTITY,				/* another server with this Snowflake identity */
+	CLASH_COPY,					/* a copy of this server's data */
+	CLASH_NODE_NUMBER,			/* another server with this node number */
+	CLASH_NODE_COUNT,			/* another server with another active_nodes */
+}			IdgenClashKind;
+
 typedef struct IdgenClash
 {
-	bool		copy;			/* made by a copy of this server's data */
+	IdgenClashKind kind;
+	int			other_nodes;	/* a node clash: the other's active_nodes */
+	int			other_node;		/* and its active_node */
 	uint64		other_sysid;	/* the other server's system identifier */
 	char		other_instance[64]; /* its name, in ASCII (clean_instance) */
 	TimestampTz other_announced_at;
@@ -315,6 +339,7 @@ enum
 	Q_RETRACT,
 	Q_ANNOUNCE,
 	Q_OTHER_CLAIM,
+	Q_OTHER_NODE,
 	Q_SUBSCRIPTIONS,
 	Q_ALONE,
 	NUM_QUERIES
@@ -330,8 +355,9 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 	 * announced_at says when a server last announced.
 	 */
 	[Q_RETRACT] = {
-		"DELETE FROM %1$s.idgen_identity_claim WHERE system_identifier OPERATOR(pg_catalog.=) $1",
-		1, {INT8OID}
+		"DELETE FROM %1$s.idgen_identity_claim WHERE system_identifier OPERATOR(pg_catalog.=) $1 "
+		"OR system_identifier OPERATOR(pg_catalog.=) $2",
+		2, {INT8OID, INT8OID}
 	},
 	[Q_ANNOUNCE] = {
 		"INSERT INTO %1$s.idgen_identity_claim "
@@ -346,6 +372,15 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"AND system_identifier OPERATOR(pg_catalog.<>) $3 "
 		"ORDER BY announced_at LIMIT 1",
 		3, {INT4OID, INT4OID, INT8OID}
+	},
+	/* another server's claim to this node number, or another node count */
+	[Q_OTHER_NODE] = {
+		"SELECT system_identifier, instance, announced_at, datacenter_id, worker_id "
+		"FROM %1$s.idgen_identity_claim "
+		"WHERE datacenter_id OPERATOR(pg_catalog.<) 0 AND system_identifier OPERATOR(pg_catalog.<>) $1 "
+		"AND (datacenter_id OPERATOR(pg_catalog.<>) $2 OR worker_id OPERATOR(pg_catalog.=) $3) "
+		"ORDER BY announced_at LIMIT 1",
+		3, {INT8OID, INT4OID, INT4OID}
 	},
 
 	/*
@@ -370,7 +405,8 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 	[Q_ALONE] = {
 		"SELECT EXISTS (SELECT FROM pg_catalog.pg_subscription WHERE subdbid OPERATOR(pg_catalog.=) $1) "
 		"OR NOT EXISTS (SELECT FROM %1$s.idgen_identity_claim "
-		"WHERE system_identifier OPERATOR(pg_catalog.<>) $2)",
+		"WHERE system_identifier OPERATOR(pg_catalog.<>) $2 "
+		"AND system_identifier OPERATOR(pg_catalog.<>) (OPERATOR(pg_catalog.~) $2))",
 		2, {OIDOID, INT8OID}
 	},
 };
@@ -402,6 +438,17 @@ static int64
 own_sysid(void)
 {
 	return (int64) GetSystemIdentifier();
+}
+
+/*
+ * The key of a server's node claim, from its system identifier, and back:
+ * its bits inverted (a negative number for every system identifier made
+ * before 2038, whose top bit is clear; see "Node numbers" in the header).
+ */
+static int64
+node_key(int64 key)
+{
+	return (int64) ~(uint64) key;
 }
 
 /*
@@ -529,11 +576,61 @@ copy_found(const char *instance, TimestampTz other_announced_at, const char *sub
 	bool		first;
 
 	clash_make(&c, own_sysid(), instance, other_announced_at);
-	c.copy = true;
+	c.kind = CLASH_COPY;
 	strlcpy(c.subscription, subscription, sizeof(c.subscription));
 	first = clash_record(&clash->identity, &idgen_shared->clashed, &c);
 	if (clash_record(&clash->node, &clash->node_clashed, &c) || first)
 		copy_report(WARNING, &c);
+}
+
+/*
+ * The error (or WARNING) of another server's claim to this node number, or
+ * of another server's count of nodes.
+ */
+static void
+node_report(int elevel, const IdgenClash *c)
+{
+	if (c->kind == CLASH_NODE_COUNT)
+		ereport(elevel,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("another server counts %d active-active nodes, this one %d",
+						c->other_nodes, idgen_active_nodes),
+				 errdetail("Server " UINT64_FORMAT " (%s) announced node %d of %d at %s, and this server " UINT64_FORMAT " (%s), node %d of %d, learnt of it at %s in database \"%s\"; "
+						   "the values of each node's class would meet the other's, so per-key values, worker leases and public ID key versions stop.",
+						   c->other_sysid, c->other_instance, c->other_node, c->other_nodes,
+						   idgen_time_text(c->other_announced_at), (uint64) own_sysid(), instance_name(),
+						   idgen_active_node, idgen_active_nodes, idgen_time_text(c->seen_at), c->database),
+				 errhint("Give every node the same \"idgen.active_nodes\" and restart the ones changed; a claim of a server gone for good is deleted from idgen_identity_claim.")));
+	ereport(elevel,
+			(errcode(ERRCODE_OBJECT_IN_USE),
+			 errmsg("another server has this node's number (%d of %d)", idgen_active_node, idgen_active_nodes),
+			 errdetail("Server " UINT64_FORMAT " (%s) announced node %d of %d at %s, and this server " UINT64_FORMAT " (%s) learnt of it at %s in database \"%s\"; "
+					   "their per-key values, worker leases and public ID key versions would be the same, so they stop.",
+					   c->other_sysid, c->other_instance, c->other_node, c->other_nodes,
+					   idgen_time_text(c->other_announced_at), (uint64) own_sysid(), instance_name(),
+					   idgen_time_text(c->seen_at), c->database),
+			 errhint("Give one of the two servers another \"idgen.active_node\" and restart both; a claim of a server gone for good is deleted from idgen_identity_claim.")));
+}
+
+/*
+ * Server 'other_sysid' announced node 'node' of 'nodes': if that is this
+ * node's number, or another count of nodes, stop what is dealt out by node
+ * number.  The first clash found is kept and logged.
+ */
+static void
+node_claim_seen(int64 other_sysid, int nodes, int node, const char *instance,
+				TimestampTz other_announced_at)
+{
+	IdgenClash	c;
+
+	if (nodes == idgen_active_nodes && node != idgen_active_node)
+		return;
+	clash_make(&c, other_sysid, instance, other_announced_at);
+	c.kind = nodes != idgen_active_nodes ? CLASH_NODE_COUNT : CLASH_NODE_NUMBER;
+	c.other_nodes = nodes;
+	c.other_node = node;
+	if (clash_record(&clash->node, &clash->node_clashed, &c))
+		node_report(WARNING, &c);
 }
 
 /* The error of a Snowflake call on a server whose identity clashed. */
@@ -546,7 +643,7 @@ idgen_identity_clash_error(void)
 	copy = clash->identity;
 	SpinLockRelease(&clash->mutex);
 	idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_ERRORS, 1);
-	if (copy.copy)
+	if (copy.kind == CLASH_COPY)
 		copy_report(ERROR, &copy);
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_IN_USE),
@@ -574,27 +671,59 @@ idgen_node_clash_check(void)
 	SpinLockAcquire(&clash->mutex);
 	copy = clash->node;
 	SpinLockRelease(&clash->mutex);
-	copy_report(ERROR, &copy);
+	if (copy.kind == CLASH_COPY)
+		copy_report(ERROR, &copy);
+	node_report(ERROR, &copy);
 }
 
-/* The clash for idgen_info(), or NULL when there is none. */
+/* A clash as idgen_info() shows it. */
+static char *
+clash_text(const IdgenClash *c)
+{
+	switch (c->kind)
+	{
+		case CLASH_COPY:
+			return psprintf("another server, %s, runs from a copy of this server's data: its claim, announced at %s, arrived through subscription \"%s\" (seen at %s in database \"%s\"); Snowflake IDs, per-key values, worker leases and public ID key versions are stopped",
+							c->other_instance, idgen_time_text(c->other_announced_at), c->subscription,
+							idgen_time_text(c->seen_at), c->database);
+		case CLASH_NODE_NUMBER:
+		case CLASH_NODE_COUNT:
+			return psprintf("server " UINT64_FORMAT " (%s) claims node %d of %d since %s, and this server is node %d of %d (seen at %s in database \"%s\"); per-key values, worker leases and public ID key versions are stopped",
+							c->other_sysid, c->other_instance, c->other_node, c->other_nodes,
+							idgen_time_text(c->other_announced_at), idgen_active_node, idgen_active_nodes,
+							idgen_time_text(c->seen_at), c->database);
+		case CLASH_IDENTITY:
+			break;
+	}
+	return psprintf("server " UINT64_FORMAT " (%s) claims this identity since %s (seen at %s in database \"%s\"); Snowflake generation is stopped",
+					c->other_sysid, c->other_instance, idgen_time_text(c->other_announced_at),
+					idgen_time_text(c->seen_at), c->database);
+}
+
+/*
+ * The clashes for idgen_info(): the identity's, then the node number's
+ * unless it is the same copy; NULL when there is none.
+ */
 char *
 idgen_identity_clash_text(void)
 {
-	IdgenClash	copy;
+	bool		identity;
+	bool		node;
+	IdgenClashes copy;
 
-	if (idgen_shared == NULL || pg_atomic_read_u32(&idgen_shared->clashed) == 0)
+	if (idgen_shared == NULL || clash == NULL)
+		return NULL;
+	identity = pg_atomic_read_u32(&idgen_shared->clashed) != 0;
+	node = pg_atomic_read_u32(&clash->node_clashed) != 0;
+	if (!identity && !node)
 		return NULL;
 	SpinLockAcquire(&clash->mutex);
-	copy = clash->identity;
+	copy.identity = clash->identity;
+	copy.node = clash->node;
 	SpinLockRelease(&clash->mutex);
-	if (copy.copy)
-		return psprintf("another server, %s, runs from a copy of this server's data: its claim, announced at %s, arrived through subscription \"%s\" (seen at %s in database \"%s\"); Snowflake IDs, per-key values, worker leases and public ID key versions are stopped",
-						copy.other_instance, idgen_time_text(copy.other_announced_at), copy.subscription,
-						idgen_time_text(copy.seen_at), copy.database);
-	return psprintf("server " UINT64_FORMAT " (%s) claims this identity since %s (seen at %s in database \"%s\"); Snowflake generation is stopped",
-					copy.other_sysid, copy.other_instance, idgen_time_text(copy.other_announced_at),
-					idgen_time_text(copy.seen_at), copy.database);
+	if (identity && node && copy.node.kind != CLASH_COPY)
+		return psprintf("%s; %s", clash_text(&copy.identity), clash_text(&copy.node));
+	return clash_text(identity ? &copy.identity : &copy.node);
 }
 
 /* ----------
@@ -843,12 +972,28 @@ idgen_identity_announce(PG_FUNCTION_ARGS)
 		PG_RETURN_INT64(0);
 	}
 	args[0] = Int64GetDatum(own_sysid());
+	args[1] = Int64GetDatum(node_key(own_sysid()));
 	(void) idgen_sql_run(&cx, Q_RETRACT, args, NULL);
-	args[1] = Int32GetDatum(idgen_layout.datacenter_id);
-	args[2] = Int32GetDatum(idgen_layout.worker_id);
 	args[3] = CStringGetTextDatum(instance_name());
 	args[4] = TimestampTzGetDatum(GetCurrentTimestamp());
+
+	/*
+	 * The node claim first: a node that receives both in one transaction then
+	 * learns of a clash of node numbers before the identity claim opens its
+	 * start gate.
+	 */
+	if (idgen_active_nodes > 1)
+	{
+		args[0] = Int64GetDatum(node_key(own_sysid()));
+		args[1] = Int32GetDatum(-idgen_active_nodes);
+		args[2] = Int32GetDatum(idgen_active_node);
+		(void) idgen_sql_run(&cx, Q_ANNOUNCE, args, NULL);
+	}
+	args[0] = Int64GetDatum(own_sysid());
+	args[1] = Int32GetDatum(idgen_layout.datacenter_id);
+	args[2] = Int32GetDatum(idgen_layout.worker_id);
 	(void) idgen_sql_run(&cx, Q_ANNOUNCE, args, NULL);
+
 	args[0] = Int32GetDatum(idgen_layout.datacenter_id);
 	args[1] = Int32GetDatum(idgen_layout.worker_id);
 	args[2] = Int64GetDatum(own_sysid());
@@ -862,6 +1007,23 @@ idgen_identity_announce(PG_FUNCTION_ARGS)
 		TimestampTz at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
 
 		clash_found(sysid, instance ? instance : "?", at);
+		found = 1;
+	}
+	args[0] = Int64GetDatum(node_key(own_sysid()));
+	args[1] = Int32GetDatum(-idgen_active_nodes);
+	args[2] = Int32GetDatum(idgen_active_node);
+	if (idgen_active_nodes > 1 && idgen_sql_run_latest(&cx, Q_OTHER_NODE, args, NULL) > 0)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int64		key = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		char	   *instance = SPI_getvalue(tup, desc, 2);
+		TimestampTz at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
+		int32		nodes = -DatumGetInt32(SPI_getbinval(tup, desc, 4, &isnull));
+		int32		node = DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull));
+
+		node_claim_seen(node_key(key), nodes, node, instance ? instance : "?", at);
 		found = 1;
 	}
 	idgen_sql_end(&cx);
@@ -902,6 +1064,8 @@ idgen_identity_claim_check(PG_FUNCTION_ARGS)
 	TupleDesc	desc;
 	bool		isnull[5];
 	Datum		v[5];
+	bool		is_node;
+	int64		server;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_AFTER(td->tg_event) ||
 		!TRIGGER_FIRED_FOR_ROW(td->tg_event) || TRIGGER_FIRED_BY_DELETE(td->tg_event))
@@ -917,7 +1081,10 @@ idgen_identity_claim_check(PG_FUNCTION_ARGS)
 	heap_deform_tuple(tup, desc, v, isnull);
 	if (isnull[0] || isnull[1] || isnull[2])
 		return PointerGetDatum(NULL);
-	if (DatumGetInt64(v[0]) == own_sysid())
+	/* a node claim (a negative datacenter), or an identity claim */
+	is_node = DatumGetInt32(v[1]) < 0;
+	server = is_node ? node_key(DatumGetInt64(v[0])) : DatumGetInt64(v[0]);
+	if (server == own_sysid())
 	{
 		/*
 		 * This server's own claim.  Written here, or copied with the data (a
@@ -934,10 +1101,14 @@ idgen_identity_claim_check(PG_FUNCTION_ARGS)
 		return PointerGetDatum(NULL);
 	}
 	/* another server's claim: first whether it clashes, then the gate */
-	if (identity_announced() &&
-		DatumGetInt32(v[1]) == idgen_layout.datacenter_id &&
-		DatumGetInt32(v[2]) == idgen_layout.worker_id)
-		clash_found(DatumGetInt64(v[0]), isnull[3] ? "?" : TextDatumGetCString(v[3]),
+	if (is_node && idgen_active_nodes > 1 && identity_announced())
+		node_claim_seen(server, -DatumGetInt32(v[1]), DatumGetInt32(v[2]),
+						isnull[3] ? "?" : TextDatumGetCString(v[3]),
+						isnull[4] ? 0 : DatumGetTimestampTz(v[4]));
+	else if (!is_node && identity_announced() &&
+			 DatumGetInt32(v[1]) == idgen_layout.datacenter_id &&
+			 DatumGetInt32(v[2]) == idgen_layout.worker_id)
+		clash_found(server, isnull[3] ? "?" : TextDatumGetCString(v[3]),
 					isnull[4] ? 0 : DatumGetTimestampTz(v[4]));
 	gate_heard();
 	return PointerGetDatum(NULL);

@@ -205,7 +205,9 @@ report_all_taken(const LeaseScan *scan, int32 tries)
  * (active.c): node r leases only the ids congruent to r modulo the number
  * of nodes, and refuses a claim of another node's.  A lease arriving from
  * another node is of that node's ids, and stays busy here until it ends
- * and rests, as any lease.
+ * and rests, as any lease.  Nothing is leased while another live server
+ * has this node's number (a copy of this server, or a node numbered
+ * alike).
  */
 static void
 refuse_other_node(const LeaseRequest *req)
