@@ -100,10 +100,13 @@
  *	  values only once it has heard, since the server started, from every
  *	  node it replicates with: another server's claim has arrived through
  *	  each of its enabled subscriptions that replicate idgen_identity_claim
- *	  (pg_subscription_rel).  The trigger, in the apply process, records the
- *	  subscription by its replication origin (idgen_replayed_origin(),
- *	  "pg_<oid>"; a table synchronisation's origin is another, so a claim
- *	  copied with the data does not count); the database's idgen sequencer
+ *	  (pg_subscription_rel), and each enabled pglogical subscription (its
+ *	  tables are known to the provider only).  The trigger, in the apply
+ *	  process, records the subscription by its replication origin
+ *	  (idgen_replayed_origin(): "pg_<oid>", or pglogical's, named after
+ *	  its slot; a claim copied with the data does not count, since a core
+ *	  table synchronisation has an origin of its own and pglogical copies
+ *	  through an ordinary session); the database's idgen sequencer
  *	  lists the subscriptions at each purge (gate_check), and the gate opens
  *	  when none is left, in whichever comes last.  Once open it never
  *	  closes: a node cut off from the others goes on.  Nodes that nobody
@@ -341,6 +344,8 @@ enum
 	Q_OTHER_CLAIM,
 	Q_OTHER_NODE,
 	Q_SUBSCRIPTIONS,
+	Q_PGLOGICAL,
+	Q_PGLOGICAL_SUBSCRIPTIONS,
 	Q_ALONE,
 	NUM_QUERIES
 };
@@ -394,6 +399,23 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 		"WHERE r.srsubid OPERATOR(pg_catalog.=) s.oid AND r.srrelid OPERATOR(pg_catalog.=) $2) "
 		"ORDER BY s.subname",
 		2, {OIDOID, OIDOID}
+	},
+
+	/* whether this database has pglogical 2 (its schema is fixed) */
+	[Q_PGLOGICAL] = {
+		"SELECT EXISTS (SELECT FROM pg_catalog.pg_extension "
+		"WHERE extname OPERATOR(pg_catalog.=) 'pglogical')",
+		0, {InvalidOid}
+	},
+
+	/*
+	 * pglogical's subscriptions in this database, by the replication origin
+	 * of their apply process (named after the slot), and whether enabled;
+	 * which tables they replicate is known to the provider only
+	 */
+	[Q_PGLOGICAL_SUBSCRIPTIONS] = {
+		"SELECT sub_slot_name::pg_catalog.text, sub_enabled FROM pglogical.subscription ORDER BY sub_name",
+		0, {InvalidOid}
 	},
 
 	/*
@@ -732,6 +754,31 @@ idgen_identity_clash_text(void)
  */
 
 /*
+ * The name of the subscription whose apply process replays as replication
+ * origin 'origin', streaming: a core subscription's name (its origin is
+ * "pg_<oid>"), or the origin's own name for another's (pglogical names it
+ * after the subscription's slot).  NULL for no origin, one since dropped,
+ * or a core table synchronisation's ("pg_<oid>_<relid>"), which copies rows
+ * as they were.
+ */
+static char *
+origin_subscription(IdgenOriginId origin)
+{
+	char	   *origin_name;
+	Oid			sub;
+	Oid			rel;
+	int			end = 0;
+
+	if (origin == IDGEN_INVALID_ORIGIN || !replorigin_by_oid(origin, true, &origin_name))
+		return NULL;
+	if (sscanf(origin_name, "pg_%u_%u", &sub, &rel) == 2)
+		return NULL;
+	if (sscanf(origin_name, "pg_%u%n", &sub, &end) == 1 && origin_name[end] == '\0')
+		return get_subscription_name(sub, true);
+	return origin_name;
+}
+
+/*
  * This database's entry in the gate (gate->mutex held), made if 'make'
  * and there is room; NULL otherwise.
  */
@@ -795,7 +842,8 @@ gate_heard(void)
 
 /*
  * List this database's subscriptions that replicate the claims' table
- * 'claims' and are not heard from yet, in the gate; it opens if there is
+ * 'claims' (and its pglogical subscriptions, whose tables only the
+ * provider knows) and are not heard from yet, in the gate; it opens if there is
  * none, but for a database that subscribes to nothing only if 'calling'
  * (a call wants a value now), and only if it has never been in a mesh or
  * its subscriptions are disabled (Q_ALONE): the idgen sequencer's check
@@ -809,28 +857,46 @@ static void
 gate_check(IdgenSqlContext *cx, Oid claims, bool calling)
 {
 	Datum		args[2] = {ObjectIdGetDatum(MyDatabaseId), ObjectIdGetDatum(claims)};
-	uint64		n = idgen_sql_run_latest(cx, Q_SUBSCRIPTIONS, args, NULL);
-	IdgenOriginId *origins = palloc0(sizeof(IdgenOriginId) * Max(n, 1));
+	uint64		ncore = idgen_sql_run_latest(cx, Q_SUBSCRIPTIONS, args, NULL);
+	int			n = 0;
+	bool		isnull;
+	bool		disabled = false;	/* a pglogical subscription disabled */
 	bool		alone = false;
+	IdgenOriginId *origins = palloc0(sizeof(IdgenOriginId) * (ncore + 1));
 	GateDatabase *d;
 
-	for (uint64 i = 0; i < n; i++)
+	for (uint64 i = 0; i < ncore; i++)
 	{
-		bool		isnull;
 		Oid			sub = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
 														 1, &isnull));
 		char		name[NAMEDATALEN];
 
 		/* the apply process's origin (its table synchronisation has another) */
 		snprintf(name, sizeof(name), "pg_%u", sub);
-		origins[i] = replorigin_by_name(name, true);
+		origins[n++] = replorigin_by_name(name, true);
+	}
+	if (idgen_sql_run_latest(cx, Q_PGLOGICAL, NULL, NULL) == 1 &&
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+	{
+		uint64		npgl = idgen_sql_run_latest(cx, Q_PGLOGICAL_SUBSCRIPTIONS, NULL, NULL);
+
+		origins = repalloc(origins, sizeof(IdgenOriginId) * (ncore + npgl + 1));
+		for (uint64 i = 0; i < npgl; i++)
+		{
+			char	   *slot = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+
+			if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)))
+				disabled = true;
+			else if (slot != NULL)
+				origins[n++] = replorigin_by_name(slot, true);
+		}
 	}
 	if (n == 0 && calling)
 	{
-		bool		isnull;
-
 		args[1] = Int64GetDatum(own_sysid());
-		if (idgen_sql_run_latest(cx, Q_ALONE, args, NULL) == 1)
+		if (disabled)
+			alone = true;
+		else if (idgen_sql_run_latest(cx, Q_ALONE, args, NULL) == 1)
 			alone = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	}
 	SpinLockAcquire(&gate->mutex);
@@ -838,7 +904,7 @@ gate_check(IdgenSqlContext *cx, Oid claims, bool calling)
 	if (d != NULL && !d->open)
 	{
 		d->nwaiting = 0;
-		for (uint64 i = 0; i < n; i++)
+		for (int i = 0; i < n; i++)
 		{
 			bool		heard = false;
 
@@ -851,7 +917,7 @@ gate_check(IdgenSqlContext *cx, Oid claims, bool calling)
 			d->nwaiting++;
 		}
 		d->checked = true;
-		d->nlisted = (int) n;
+		d->nlisted = n;
 		d->open = d->nwaiting == 0 && (n > 0 || alone);
 	}
 	SpinLockRelease(&gate->mutex);
@@ -924,15 +990,10 @@ idgen_active_gate_check(void)
 	initStringInfo(&names);
 	for (int i = 0; i < Min(copy.nwaiting, GATE_WAITING_KEPT); i++)
 	{
-		char	   *origin_name;
-		Oid			sub;
-		char	   *sub_name = NULL;
+		char	   *sub_name = origin_subscription(copy.waiting[i]);
 
-		if (replorigin_by_oid(copy.waiting[i], true, &origin_name) &&
-			sscanf(origin_name, "pg_%u", &sub) == 1)
-			sub_name = get_subscription_name(sub, true);
 		appendStringInfo(&names, "%s%s", i > 0 ? ", " : "",
-						 sub_name ? quote_identifier(sub_name) : "(a subscription since dropped)");
+						 sub_name ? quote_identifier(sub_name) : "(a subscription not started yet, or since dropped)");
 	}
 	if (copy.nwaiting > GATE_WAITING_KEPT)
 		appendStringInfo(&names, " and %d more", copy.nwaiting - GATE_WAITING_KEPT);
@@ -1031,25 +1092,6 @@ idgen_identity_announce(PG_FUNCTION_ARGS)
 }
 
 /*
- * The name of the subscription whose apply process runs this, streaming
- * (its replication origin is "pg_<oid>"); NULL outside one, or in a table
- * synchronisation ("pg_<oid>_<relid>"), which copies rows as they were.
- */
-static char *
-streamed_from(void)
-{
-	IdgenOriginId origin = idgen_replayed_origin();
-	char	   *origin_name;
-	Oid			sub;
-	int			end = 0;
-
-	if (origin == IDGEN_INVALID_ORIGIN || !replorigin_by_oid(origin, true, &origin_name) ||
-		sscanf(origin_name, "pg_%u%n", &sub, &end) != 1 || origin_name[end] != '\0')
-		return NULL;
-	return get_subscription_name(sub, true);
-}
-
-/*
  * Trigger on idgen_identity_claim, AFTER INSERT OR UPDATE FOR EACH ROW,
  * enabled ALWAYS: a row that claims this server's identity for another
  * server, written by replication or by hand, stops this server's
@@ -1093,7 +1135,7 @@ idgen_identity_claim_check(PG_FUNCTION_ARGS)
 		 * server's own changes never come back to it (origin = none), so that
 		 * server runs from a copy of its data.
 		 */
-		char	   *subscription = streamed_from();
+		char	   *subscription = origin_subscription(idgen_replayed_origin());
 
 		if (subscription != NULL)
 			copy_found(isnull[3] ? "?" : TextDatumGetCString(v[3]),

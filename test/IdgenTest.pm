@@ -16,7 +16,7 @@ use File::Spec;
 use Exporter 'import';
 our @EXPORT = qw(idgen_node wait_for_horizon sql_error stress_client crash_twice faketime_clock freeze_clock hold_reindex
   no_crash_logged rows_once_agreed wait_for_gate ids_past start_load read_values compare_values generate_for take_on_nodes doc_block doc_examples repo_file kill_backend
-  gdb_or_skip gdb_hold gdb_wait_stop gdb_release mesh_node mesh_subscribe announce start_mesh_load issued_by count_common);
+  gdb_or_skip gdb_hold gdb_wait_stop gdb_release mesh_app mesh_node mesh_subscribe announce start_mesh_load issued_by count_common);
 
 # A new cluster with idgen preloaded and the extension created in database
 # "postgres".  %conf holds extra settings (name => value); a setting named
@@ -471,12 +471,14 @@ sub stress_client
 # out in "issued" (an insert that then failed too: another node's ID may
 # meet the same ID replicated from it) and counting what the node
 # refused.  A node's rows carry its label ("node"), as replication carries
-# them to the others.
+# them to the others; every table has a primary key, which pglogical
+# needs.
 my $mesh_app = q{
 	CREATE TABLE t4 (id bigint PRIMARY KEY DEFAULT idgen_snowflake(),
 		node int NOT NULL, v bigint NOT NULL);
-	CREATE TABLE issued (node int NOT NULL, id bigint, v bigint);
-	CREATE TABLE refused (node int NOT NULL, sqlstate text NOT NULL, message text NOT NULL);
+	CREATE TABLE issued (node int NOT NULL, id bigint NOT NULL, v bigint, PRIMARY KEY (node, id));
+	CREATE TABLE refused (at uuid PRIMARY KEY DEFAULT gen_random_uuid(), node int NOT NULL,
+		sqlstate text NOT NULL, message text NOT NULL);
 	CREATE PROCEDURE load(node int, seconds int) LANGUAGE plpgsql AS $$
 	DECLARE
 		stop timestamptz := clock_timestamp() + make_interval(secs => seconds);
@@ -492,7 +494,7 @@ my $mesh_app = q{
 				INSERT INTO t4 VALUES (new_id, node, new_v);
 			EXCEPTION
 				WHEN object_not_in_prerequisite_state OR object_in_use THEN
-					INSERT INTO refused VALUES (node, SQLSTATE, SQLERRM);
+					INSERT INTO refused (node, sqlstate, message) VALUES (node, SQLSTATE, SQLERRM);
 				WHEN unique_violation THEN
 					NULL;
 			END;
@@ -504,6 +506,12 @@ my $mesh_app = q{
 		END LOOP;
 	END $$;
 };
+
+# The SQL that makes the mesh's application.
+sub mesh_app
+{
+	return $mesh_app;
+}
 
 # Node $r of $count named "${prefix}_$r", with worker id $worker, the
 # mesh's application, and docs/active-active.md's publications; %extra

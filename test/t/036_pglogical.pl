@@ -14,6 +14,11 @@
 #    arrived, every subscription still replicating.  pglogical reports the
 #    updates of idgen_seq that meet a row changed locally as conflicts
 #    (LOG) and applies them; the replica trigger keeps the furthest value.
+#  - Two more nodes with one identity and one node number, the default
+#    purge interval, each loaded with about 50 inserts a second from the
+#    moment both are subscribed: each refuses until it hears from the
+#    other through its pglogical subscription, and what it hears stops
+#    both; no Snowflake ID and no per-key value handed out by both.
 #
 # Skipped when pglogical is not installed for the PostgreSQL under test.
 use strict;
@@ -51,55 +56,68 @@ my %plugins;
 $plugins{output_plugin_libraries} = "'pgoutput, test_decoding, pglogical_output'"
   if `postgres --describe-config 2>/dev/null` =~ /^output_plugin_libraries\t/m;
 
-my @nodes;
-for my $r (0 .. 1)
+# A node "${prefix}_$label" with pglogical and idgen (node $r of 2, worker
+# id $worker, %extra more settings), the application $app, and its
+# pglogical node "n$label" and replication set: the steps of
+# docs/active-active.md, as printed.
+sub pglogical_node
 {
-	my $node = idgen_node("pgl_$r", %plugins,
+	my ($prefix, $label, $r, $worker, $app, %extra) = @_;
+	my $node = idgen_node("${prefix}_$label", %plugins, %extra,
 		shared_preload_libraries => "'idgen,pglogical'",
 		track_commit_timestamp => 'on',
 		max_worker_processes => 24,
 		max_replication_slots => 10,
 		max_wal_senders => 10,
-		'idgen.worker_id' => 20 + $r,
+		'idgen.worker_id' => $worker,
 		'idgen.active_nodes' => 2,
 		'idgen.active_node' => $r,
 		'idgen.worker_quarantine' => 0,
 		_init => { allows_streaming => 'logical' });
-	# pglogical first, then idgen: its tables get pglogical's trigger (the
-	# steps of docs/active-active.md, as printed)
+	# pglogical first, then idgen: its tables get pglogical's trigger
 	$node->safe_psql('postgres', 'DROP EXTENSION idgen');
 	$node->safe_psql('postgres', doc_block('docs/active-active.md', 'active-active/pglogical-extensions'));
 	$node->safe_psql('postgres', $app);
-	$node->safe_psql('postgres', "SELECT idgen_seq_configure('hot:1', cache => 20)");
-	push @nodes, $node;
-}
-for my $r (0 .. 1)
-{
-	my $dsn = $nodes[$r]->connstr . ' dbname=postgres';
+	my $dsn = $node->connstr . ' dbname=postgres';
 	(my $step = doc_block('docs/active-active.md', 'active-active/pglogical-node'))
-	  =~ s/'n0', dsn := 'host=node0 dbname=app'/'n$r', dsn := '$dsn'/ or die 'the node step changed';
-	$nodes[$r]->safe_psql('postgres', $step);
+	  =~ s/'n0', dsn := 'host=node0 dbname=app'/'n$label', dsn := '$dsn'/ or die 'the node step changed';
+	$node->safe_psql('postgres', $step);
+	return $node;
 }
+
+# Subscribe each of the two @nodes to the other (subscriptions s_0 and
+# s_1), as docs/active-active.md prints it; wait until both replicate.
+sub pglogical_subscribe
+{
+	my (@nodes) = @_;
+	for my $r (0 .. 1)
+	{
+		my $dsn = $nodes[ 1 - $r ]->connstr . ' dbname=postgres';
+		(my $step = doc_block('docs/active-active.md', 'active-active/pglogical-subscribe'))
+		  =~ s/'from_n1',\s+provider_dsn := 'host=node1 dbname=app'/'s_$r', provider_dsn := '$dsn'/
+		  or die 'the subscription step changed';
+		$nodes[$r]->safe_psql('postgres', $step);
+	}
+	for my $r (0 .. 1)
+	{
+		ok($nodes[$r]->poll_query_until('postgres',
+				"SELECT status = 'replicating' FROM pglogical.show_subscription_status('s_$r')"),
+			$nodes[$r]->name . ' replicates');
+	}
+}
+
+my @nodes = map { pglogical_node('pgl', $_, $_, 20 + $_, $app) } 0 .. 1;
+$nodes[0]->safe_psql('postgres', "SELECT idgen_seq_configure('hot:1', cache => 20)");
+$nodes[1]->safe_psql('postgres', "SELECT idgen_seq_configure('hot:1', cache => 20)");
 is($nodes[0]->safe_psql('postgres',
 		q{SELECT count(*) > 0 FROM pg_trigger WHERE tgrelid = 'idgen_seq'::regclass AND tgname LIKE '%truncate%'}),
 	't', "pglogical's TRUNCATE trigger is on idgen_seq");
 is($nodes[0]->safe_psql('postgres', "SELECT idgen_seq_next('probe')"), '1',
 	'idgen_seq_next works with it');
-for my $r (0 .. 1)
-{
-	my $o = 1 - $r;
-	my $dsn = $nodes[$o]->connstr . ' dbname=postgres';
-	(my $step = doc_block('docs/active-active.md', 'active-active/pglogical-subscribe'))
-	  =~ s/'from_n1',\s+provider_dsn := 'host=node1 dbname=app'/'s_$r', provider_dsn := '$dsn'/
-	  or die 'the subscription step changed';
-	$nodes[$r]->safe_psql('postgres', $step);
-}
-for my $r (0 .. 1)
-{
-	ok($nodes[$r]->poll_query_until('postgres',
-			"SELECT status = 'replicating' FROM pglogical.show_subscription_status('s_$r')"),
-		"node $r replicates");
-}
+pglogical_subscribe(@nodes);
+# each hands out values once it has heard from the other (a purge of the
+# other's, up to a minute)
+wait_for_gate(@nodes);
 
 my $rows = 0;
 # Two clients on each node, $n rounds each (take_on_nodes); the rows made.
@@ -149,6 +167,40 @@ for my $r (0 .. 1)
 			q{SELECT s.value = (SELECT max(v) FROM taken WHERE k = 'conv:1') FROM idgen_seq s WHERE key = 'conv:1'}),
 		't', "node $r: the transactional key's row holds the furthest value handed out");
 	no_crash_logged($nodes[$r], "no crash on node $r");
+}
+$_->stop for @nodes;
+
+# --- two nodes with one identity and one node number, under load ------------
+{
+	# the default purge interval, set so that no test configuration
+	# shortens it
+	my @twins = map { pglogical_node('pgl_twin', $_, 0, 22, mesh_app(), 'idgen.purge_interval' => "'60s'") } 0 .. 1;
+	pglogical_subscribe(@twins);
+	my @load = map { start_mesh_load($twins[$_], $_, 90) } 0 .. 1;
+	for my $node (@twins)
+	{
+		ok($node->poll_query_until('postgres', q{SELECT identity_clash LIKE '%claims this identity%'
+			AND identity_clash LIKE '%claims node 0 of 2%' FROM idgen_info()}),
+			'twins: ' . $node->name . ' sees both clashes');
+	}
+	$_->finish for @load;
+	my (@ids, @values);
+	for my $r (0 .. 1)
+	{
+		($ids[$r], $values[$r]) = issued_by($twins[$r], $r);
+		like($twins[$r]->safe_psql('postgres', "SELECT string_agg(DISTINCT message, '; ') FROM refused WHERE node = $r"),
+			qr/this node has not yet heard from the nodes it replicates with/,
+			"twins: node $r refused until it heard from the other");
+		like(sql_error($twins[$r], 'SELECT idgen_snowflake()'), qr/55006.*is also claimed by another server/s,
+			"twins: node $r stopped Snowflake IDs");
+		like(sql_error($twins[$r], "SELECT idgen_seq_next('k')"), qr/55006.*another server has this node's number/s,
+			"twins: node $r stopped per-key values");
+	}
+	is(count_common(@ids), 0, 'twins: no Snowflake ID issued by both (' . scalar(keys %{ $ids[0] }) . ' and '
+		  . scalar(keys %{ $ids[1] }) . ')');
+	is(count_common(@values), 0, 'twins: no per-key value handed out by both (' . scalar(keys %{ $values[0] })
+		  . ' and ' . scalar(keys %{ $values[1] }) . ')');
+	no_crash_logged($_, 'twins: no crash on ' . $_->name) for @twins;
 }
 
 done_testing();
