@@ -372,7 +372,8 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 	},
 	/* another server's claim to the same identity */
 	[Q_OTHER_CLAIM] = {
-		"SELECT system_identifier, instance, announced_at FROM %1$s.idgen_identity_claim "
+		"SELECT system_identifier, datacenter_id, worker_id, instance, announced_at "
+		"FROM %1$s.idgen_identity_claim "
 		"WHERE datacenter_id OPERATOR(pg_catalog.=) $1 AND worker_id OPERATOR(pg_catalog.=) $2 "
 		"AND system_identifier OPERATOR(pg_catalog.<>) $3 "
 		"ORDER BY announced_at LIMIT 1",
@@ -380,7 +381,7 @@ static const IdgenStatement statement_list[NUM_QUERIES] = {
 	},
 	/* another server's claim to this node number, or another node count */
 	[Q_OTHER_NODE] = {
-		"SELECT system_identifier, instance, announced_at, datacenter_id, worker_id "
+		"SELECT system_identifier, datacenter_id, worker_id, instance, announced_at "
 		"FROM %1$s.idgen_identity_claim "
 		"WHERE datacenter_id OPERATOR(pg_catalog.<) 0 AND system_identifier OPERATOR(pg_catalog.<>) $1 "
 		"AND (datacenter_id OPERATOR(pg_catalog.<>) $2 OR worker_id OPERATOR(pg_catalog.=) $3) "
@@ -471,6 +472,42 @@ static int64
 node_key(int64 key)
 {
 	return (int64) ~(uint64) key;
+}
+
+/* A row of idgen_identity_claim, with the server it is of. */
+typedef struct ClaimRow
+{
+	bool		node;			/* a node claim (a negative datacenter) */
+	int64		server;			/* the system identifier of its server */
+	int32		datacenter_id;	/* an identity's; a node claim's -active_nodes */
+	int32		worker_id;		/* an identity's; a node claim's active_node */
+	const char *instance;
+	TimestampTz announced_at;
+} ClaimRow;
+
+/*
+ * Read a claim from 'tup', whose columns are the table's, in its order;
+ * false if its key, datacenter or worker is NULL (a row written by hand:
+ * the columns are NOT NULL, but the table is the owner's to alter).
+ */
+static bool
+claim_read(HeapTuple tup, TupleDesc desc, ClaimRow *c)
+{
+	Datum		v[5];
+	bool		isnull[5];
+
+	if (desc->natts != 5)
+		elog(ERROR, "a row of idgen_identity_claim has %d columns, not 5", desc->natts);
+	heap_deform_tuple(tup, desc, v, isnull);
+	if (isnull[0] || isnull[1] || isnull[2])
+		return false;
+	c->datacenter_id = DatumGetInt32(v[1]);
+	c->worker_id = DatumGetInt32(v[2]);
+	c->node = c->datacenter_id < 0;
+	c->server = c->node ? node_key(DatumGetInt64(v[0])) : DatumGetInt64(v[0]);
+	c->instance = isnull[3] ? "?" : TextDatumGetCString(v[3]);
+	c->announced_at = isnull[4] ? 0 : DatumGetTimestampTz(v[4]);
+	return true;
 }
 
 /*
@@ -1020,6 +1057,7 @@ idgen_identity_announce(PG_FUNCTION_ARGS)
 	IdgenSqlContext cx;
 	Datum		args[5];
 	int64		found = 0;
+	ClaimRow	c;
 
 	if (RecoveryInProgress())
 		PG_RETURN_INT64(0);
@@ -1058,33 +1096,19 @@ idgen_identity_announce(PG_FUNCTION_ARGS)
 	args[0] = Int32GetDatum(idgen_layout.datacenter_id);
 	args[1] = Int32GetDatum(idgen_layout.worker_id);
 	args[2] = Int64GetDatum(own_sysid());
-	if (idgen_sql_run_latest(&cx, Q_OTHER_CLAIM, args, NULL) > 0)
+	if (idgen_sql_run_latest(&cx, Q_OTHER_CLAIM, args, NULL) > 0 &&
+		claim_read(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, &c))
 	{
-		HeapTuple	tup = SPI_tuptable->vals[0];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		int64		sysid = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-		char	   *instance = SPI_getvalue(tup, desc, 2);
-		TimestampTz at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
-
-		clash_found(sysid, instance ? instance : "?", at);
+		clash_found(c.server, c.instance, c.announced_at);
 		found = 1;
 	}
 	args[0] = Int64GetDatum(node_key(own_sysid()));
 	args[1] = Int32GetDatum(-idgen_active_nodes);
 	args[2] = Int32GetDatum(idgen_active_node);
-	if (idgen_active_nodes > 1 && idgen_sql_run_latest(&cx, Q_OTHER_NODE, args, NULL) > 0)
+	if (idgen_active_nodes > 1 && idgen_sql_run_latest(&cx, Q_OTHER_NODE, args, NULL) > 0 &&
+		claim_read(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, &c))
 	{
-		HeapTuple	tup = SPI_tuptable->vals[0];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		int64		key = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-		char	   *instance = SPI_getvalue(tup, desc, 2);
-		TimestampTz at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
-		int32		nodes = -DatumGetInt32(SPI_getbinval(tup, desc, 4, &isnull));
-		int32		node = DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull));
-
-		node_claim_seen(node_key(key), nodes, node, instance ? instance : "?", at);
+		node_claim_seen(c.server, -c.datacenter_id, c.worker_id, c.instance, c.announced_at);
 		found = 1;
 	}
 	idgen_sql_end(&cx);
@@ -1102,31 +1126,18 @@ Datum
 idgen_identity_claim_check(PG_FUNCTION_ARGS)
 {
 	TriggerData *td = (TriggerData *) fcinfo->context;
-	HeapTuple	tup;
-	TupleDesc	desc;
-	bool		isnull[5];
-	Datum		v[5];
-	bool		is_node;
-	int64		server;
+	ClaimRow	c;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_AFTER(td->tg_event) ||
 		!TRIGGER_FIRED_FOR_ROW(td->tg_event) || TRIGGER_FIRED_BY_DELETE(td->tg_event))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("idgen_identity_claim_check() must be an AFTER INSERT OR UPDATE row trigger")));
-	if (idgen_shared == NULL)
+	if (idgen_shared == NULL ||
+		!claim_read(TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple,
+					RelationGetDescr(td->tg_relation), &c))
 		return PointerGetDatum(NULL);
-	tup = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple;
-	desc = RelationGetDescr(td->tg_relation);
-	if (desc->natts != 5)
-		elog(ERROR, "idgen_identity_claim has %d columns, not 5", desc->natts);
-	heap_deform_tuple(tup, desc, v, isnull);
-	if (isnull[0] || isnull[1] || isnull[2])
-		return PointerGetDatum(NULL);
-	/* a node claim (a negative datacenter), or an identity claim */
-	is_node = DatumGetInt32(v[1]) < 0;
-	server = is_node ? node_key(DatumGetInt64(v[0])) : DatumGetInt64(v[0]);
-	if (server == own_sysid())
+	if (c.server == own_sysid())
 	{
 		/*
 		 * This server's own claim.  Written here, or copied with the data (a
@@ -1138,20 +1149,15 @@ idgen_identity_claim_check(PG_FUNCTION_ARGS)
 		char	   *subscription = origin_subscription(idgen_replayed_origin());
 
 		if (subscription != NULL)
-			copy_found(isnull[3] ? "?" : TextDatumGetCString(v[3]),
-					   isnull[4] ? 0 : DatumGetTimestampTz(v[4]), subscription);
+			copy_found(c.instance, c.announced_at, subscription);
 		return PointerGetDatum(NULL);
 	}
 	/* another server's claim: first whether it clashes, then the gate */
-	if (is_node && idgen_active_nodes > 1 && identity_announced())
-		node_claim_seen(server, -DatumGetInt32(v[1]), DatumGetInt32(v[2]),
-						isnull[3] ? "?" : TextDatumGetCString(v[3]),
-						isnull[4] ? 0 : DatumGetTimestampTz(v[4]));
-	else if (!is_node && identity_announced() &&
-			 DatumGetInt32(v[1]) == idgen_layout.datacenter_id &&
-			 DatumGetInt32(v[2]) == idgen_layout.worker_id)
-		clash_found(server, isnull[3] ? "?" : TextDatumGetCString(v[3]),
-					isnull[4] ? 0 : DatumGetTimestampTz(v[4]));
+	if (c.node && idgen_active_nodes > 1 && identity_announced())
+		node_claim_seen(c.server, -c.datacenter_id, c.worker_id, c.instance, c.announced_at);
+	else if (!c.node && identity_announced() &&
+			 c.datacenter_id == idgen_layout.datacenter_id && c.worker_id == idgen_layout.worker_id)
+		clash_found(c.server, c.instance, c.announced_at);
 	gate_heard();
 	return PointerGetDatum(NULL);
 }
