@@ -144,9 +144,15 @@ my $restarted = $one->safe_psql('postgres', 'SELECT now()');
 $one->poll_query_until('postgres',
 	"SELECT announced_at > '$restarted' FROM idgen_identity_claim WHERE system_identifier = $sysid")
   or die 'no announcement after the restart';
+# another server's claim is still there (4242's), and the database
+# subscribes to nothing: it was in a mesh, and does not start alone
+like(sql_error($one, 'SELECT idgen_snowflake()'),
+	qr/55000.*holds other servers' identity claims but has no subscription/s,
+	'one node: with another server\'s claim and no subscription, it does not start alone');
+$one->safe_psql('postgres', 'DELETE FROM idgen_identity_claim WHERE system_identifier = 4242');
 $one->safe_psql('postgres', 'SELECT idgen_snowflake()');
 is($one->safe_psql('postgres', 'SELECT identity_clash IS NULL FROM idgen_info()'), 't',
-	'one node: the claim deleted, a restart generates again');
+	'one node: the claims deleted, a restart generates again');
 
 # A claim whose instance name is long and not ASCII, found in a UTF8
 # database: the clash keeps it as ASCII (\xNN for each other byte), cut
