@@ -168,6 +168,16 @@ for my $r (0 .. 1)
 		't', "node $r: the transactional key's row holds the furthest value handed out");
 	no_crash_logged($nodes[$r], "no crash on node $r");
 }
+# Stopped before the twins start, their subscriptions disabled first:
+# pglogical's apply process ends with "data stream ended" (XX000) when
+# the node it streams from stops under it.
+$nodes[$_]->safe_psql('postgres', "SELECT pglogical.alter_subscription_disable('s_$_')") for 0 .. 1;
+for my $r (0 .. 1)
+{
+	$nodes[$r]->poll_query_until('postgres',
+		"SELECT status = 'disabled' FROM pglogical.show_subscription_status('s_$r')")
+	  or die "node $r: its subscription was not disabled";
+}
 $_->stop for @nodes;
 
 # --- two nodes with one identity and one node number, under load ------------
