@@ -176,7 +176,7 @@ typedef enum IdgenClashKind
 	CLASH_COPY,					/* a copy of this server's data */
 	CLASH_NODE_NUMBER,			/* another server with this node number */
 	CLASH_NODE_COUNT,			/* another server with another active_nodes */
-}			IdgenClashKind;
+} IdgenClashKind;
 
 typedef struct IdgenClash
 {
@@ -768,7 +768,8 @@ idgen_identity_clash_text(void)
 {
 	bool		identity;
 	bool		node;
-	IdgenClashes copy;
+	IdgenClash	identity_clash;
+	IdgenClash	node_clash;
 
 	if (idgen_shared == NULL || clash == NULL)
 		return NULL;
@@ -777,12 +778,12 @@ idgen_identity_clash_text(void)
 	if (!identity && !node)
 		return NULL;
 	SpinLockAcquire(&clash->mutex);
-	copy.identity = clash->identity;
-	copy.node = clash->node;
+	identity_clash = clash->identity;
+	node_clash = clash->node;
 	SpinLockRelease(&clash->mutex);
-	if (identity && node && copy.node.kind != CLASH_COPY)
-		return psprintf("%s; %s", clash_text(&copy.identity), clash_text(&copy.node));
-	return clash_text(identity ? &copy.identity : &copy.node);
+	if (identity && node && node_clash.kind != CLASH_COPY)
+		return psprintf("%s; %s", clash_text(&identity_clash), clash_text(&node_clash));
+	return clash_text(identity ? &identity_clash : &node_clash);
 }
 
 /* ----------
