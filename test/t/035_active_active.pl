@@ -154,6 +154,26 @@ $one->safe_psql('postgres', 'SELECT idgen_snowflake()');
 is($one->safe_psql('postgres', 'SELECT identity_clash IS NULL FROM idgen_info()'), 't',
 	'one node: the claims deleted, a restart generates again');
 
+# Another server's node claim to this node's number (node 1 of 3, here
+# written by hand as replication would; its key is that server's system
+# identifier, 4245, with the bits inverted): per-key values stop, and
+# after a restart the announcement finds it again.  Deleted, a restart
+# hands out values again.
+$one->safe_psql('postgres',
+	"INSERT INTO idgen_identity_claim VALUES (~4245::bigint, -3, 1, 'numbered alike (port 3)', now())");
+like(sql_error($one, "SELECT idgen_seq_next('k')"),
+	qr/55006.*another server has this node's number \(1 of 3\).*Server 4245 \(numbered alike \(port 3\)\)/s,
+	'one node: another server\'s claim to its node number stops per-key values');
+$one->restart;
+ok($one->poll_query_until('postgres', q{SELECT identity_clash LIKE 'server 4245 % claims node 1 of 3 %' FROM idgen_info()}),
+	'one node: after a restart, the announcement finds the node claim again');
+$one->safe_psql('postgres', 'DELETE FROM idgen_identity_claim WHERE system_identifier = ~4245::bigint');
+$one->restart;
+$one->poll_query_until('postgres', "SELECT idgen_seq_next('k') IS NOT NULL")
+  or die 'no per-key value after the node claim was deleted';
+is($one->safe_psql('postgres', 'SELECT identity_clash IS NULL FROM idgen_info()'), 't',
+	'one node: the node claim deleted, a restart hands out per-key values again');
+
 # A claim whose instance name is long and not ASCII, found in a UTF8
 # database: the clash keeps it as ASCII (\xNN for each other byte), cut
 # to 63 bytes between escapes, so that its messages reach a client of
