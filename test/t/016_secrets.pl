@@ -26,9 +26,10 @@
 # error, as a role with no grants, show neither the password nor the host;
 # a member of pg_read_all_settings sees what is wrong (which keywords, or the
 # connection error) but never the password, and neither does the server log.
-# Then, with a short ttl and the registry down, then up: the registry
-# process logs its failure once however often it retries, and one line when
-# it holds its identity again.
+# Then, with a short ttl and the registry down, then closed, then open:
+# the registry process logs each failure once however often it retries
+# (another failure gets a line of its own), and one line when it holds its
+# identity again.
 use strict;
 use warnings;
 
@@ -156,6 +157,8 @@ unlike($node->safe_psql('postgres', 'SELECT message FROM idgen_identity()'),
 	qr/not a valid connection string/, 'a bare database name is accepted as a connection string');
 
 # The registry down, with a 1.5 s ttl: the process retries every 500 ms.
+# Its database is closed to connections for when it starts again.
+$registry->safe_psql('template1', 'ALTER DATABASE postgres WITH ALLOW_CONNECTIONS false');
 $registry->stop;
 my $offset = restart_with("$reg_conn password=Zr8Frag", 'idgen.registry_ttl' => "'1500ms'");
 $node->poll_query_until('postgres', q{SELECT state = 'unreachable' FROM idgen_identity()})
@@ -198,15 +201,35 @@ like($log, qr/LOG:  idgen registry cannot reach the registry\n.*DETAIL: .*$conne
 	'the line says what failed');
 unlike($log, qr/Zr8Frag/, 'and never shows the password');
 
-# Back: one line, with how many attempts failed.
+# Another failure is logged when it begins, once: the registry up, its
+# database closed to connections, where its socket was missing.
+my $closed = qr/LOG:  idgen registry cannot reach the registry\n.*DETAIL: .*is not currently accepting connections/;
 $registry->start;
+$node->wait_for_log($closed, $offset);
+my $failures = $node->safe_psql('postgres', 'SELECT failures FROM idgen_identity()');
+$node->poll_query_until('postgres', "SELECT failures >= $failures + 4 FROM idgen_identity()")
+  or die 'registry closed: fewer than 4 more failures';
+
+# Back: one line, with how many attempts failed.
+$registry->safe_psql('template1', 'ALTER DATABASE postgres WITH ALLOW_CONNECTIONS true');
 $node->poll_query_until('postgres', q{SELECT state = 'held' FROM idgen_identity()})
   or die 'registry back: no identity';
 $log = slurp_file($node->logfile, $offset);
-ok($log =~ /LOG:  idgen registry holds identity \(datacenter 0, worker 9\) again after (\d+) failures/ && $1 >= 8,
+ok($log =~ /LOG:  idgen registry holds identity \(datacenter 0, worker 9\) again after (\d+) failures/ && $1 >= 12,
 	'the registry process logs when it holds its identity again, after how many failures');
-$lines = () = $log =~ /LOG:  idgen registry cannot reach the registry/g;
-is($lines, 1, 'and logged the failure only once meanwhile');
+
+# Every line names a failure other than the line before it (a registry that
+# starts may answer "starting up" for a moment: another failure, logged
+# too), and each of the two failures this test made was logged once.
+my @details = $log =~ /LOG:  idgen registry cannot reach the registry\n.*DETAIL:  (.*)/g;
+my @shapes = map { (my $shape = $_) =~ s/\d+//g; $shape } @details;
+is(scalar(grep { $shapes[$_] eq $shapes[ $_ - 1 ] } 1 .. $#shapes), 0,
+	'no line repeats the failure logged before it')
+  or diag(join("\n", @details));
+is(scalar(grep { $_ eq $shapes[0] } @shapes), 1,
+	'the registry down: logged once meanwhile');
+is(scalar(grep { /is not currently accepting connections/ } @details), 1,
+	'the registry closed: another failure, logged once');
 
 $node->stop('fast');
 $registry->stop('fast');
