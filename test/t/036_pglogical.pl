@@ -14,6 +14,8 @@
 #    arrived, every subscription still replicating.  pglogical reports the
 #    updates of idgen_seq that meet a row changed locally as conflicts
 #    (LOG) and applies them; the replica trigger keeps the furthest value.
+#  - A node restarted while its peer is down, its pglogical subscription
+#    disabled, starts alone.
 #  - Two more nodes with one identity and one node number, the default
 #    purge interval, each loaded with about 50 inserts a second from the
 #    moment both are subscribed: each refuses until it hears from the
@@ -178,7 +180,15 @@ for my $r (0 .. 1)
 		"SELECT status = 'disabled' FROM pglogical.show_subscription_status('s_$r')")
 	  or die "node $r: its subscription was not disabled";
 }
-$_->stop for @nodes;
+# A node restarted while its peer is down starts alone once its
+# subscription to the peer is disabled, the operator's word that the peer
+# is not coming; it holds the peer's claims.
+$nodes[1]->stop;
+$nodes[0]->restart;
+my (undef, $alone, $why) = $nodes[0]->psql('postgres', 'SELECT idgen_snowflake()');
+like($alone, qr/^\d+$/, 'node 0, restarted with node 1 down and its pglogical subscription disabled, starts alone')
+  or diag($why);
+$nodes[0]->stop;
 
 # --- two nodes with one identity and one node number, under load ------------
 {
