@@ -137,7 +137,7 @@ for my $node ($copy, $nodes[1])
 		qr/runs from a copy of this server's data: its claim, announced at .*, arrived through subscription "node\d_from_node[12]"/,
 		'... in idgen_info(), naming the subscription');
 	for my $call ('SELECT idgen_snowflake()', "SELECT idgen_seq_next('k')",
-		"SELECT idgen_worker_acquire('copies', interval '1 minute')")
+		"SELECT idgen_worker_acquire('copies', interval '1 minute')", 'SELECT idgen_public_rotate()')
 	{
 		like(sql_error($node, $call), qr/55006.*another server runs from a copy of this server's data/s,
 			"... it refuses $call");
