@@ -54,7 +54,7 @@ for my $r (0 .. 1)
 	my $o = 1 - $r;
 	ok($nodes[$r]->poll_query_until('postgres', qq{SELECT apply_error_count > 0
 		FROM pg_stat_subscription_stats WHERE subname = 'node${r}_from_node$o'}),
-		"node $r: its subscription fails to apply node $o's row");
+		"node $r: its subscription fails to apply node ${o}'s row");
 }
 
 my @load = map { start_mesh_load($nodes[$_], $_, 40) } 0 .. 1;
