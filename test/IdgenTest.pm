@@ -105,19 +105,22 @@ sub hold_reindex
 # SIGKILL one of their backends (the postmaster crash-restarts every process
 # and re-creates shared memory), then stop the server with pg_ctl stop -m
 # immediate and start it again.  Each crash waits until the clients'
-# $connections connections are all there, and $ready (a boolean SQL
-# expression, optional) is true: so every connection is cut off twice,
-# however long a loaded machine takes to crash-restart and reconnect.
-# $what names what the backends were doing, for the test names.
+# $connections connections are all there, and $ready (optional) holds: so
+# every connection is cut off twice, however long a loaded machine takes to
+# crash-restart and reconnect.  $ready is a boolean SQL expression, or a
+# sub that returns once what it waits for holds.  $what names what the
+# backends were doing, for the test names.
 sub crash_twice
 {
 	my ($node, $what, $connections, $ready) = @_;
+	my $sql = ref($ready) ? 'true' : ($ready // 'true');
 	my $wait = sub {
 		my ($when) = @_;
 		$node->poll_query_until('postgres', qq{
 			SELECT (SELECT count(*) FROM pg_stat_activity WHERE application_name = 'idgen_stress') = $connections
-			   AND } . ($ready // 'true'))
+			   AND $sql})
 		  or die "the stress clients were not all connected $when";
+		$ready->($when) if ref($ready);
 	};
 	$wait->('before the first crash');
 	my $victim = $node->safe_psql('postgres',

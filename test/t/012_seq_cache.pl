@@ -60,6 +60,31 @@ sub wait_for_worker
 	  or die "the idgen sequencer of database $db did not start";
 }
 
+# Before a crash: wait until cached keys are served from shared memory in
+# each of @dbs, then until every transaction of the stress clients there
+# began after that.  Until a database's sequencer runs, as after the first
+# crash, its cached keys are served from their rows, transactionally
+# (docs/sequences.md): a crash then gives back the values of the
+# transactions it cuts off, and the client, which keeps every value of a
+# cached key, would count them twice.  (Shown once with the library not
+# preloaded: 40 values counted twice through the two crashes.)
+sub served_from_memory
+{
+	my ($when, @dbs) = @_;
+	my $since;
+	for my $db (@dbs)
+	{
+		$node->poll_query_until($db,
+			"SELECT served = 'cached' FROM idgen_seq_keys WHERE key = 'hot'")
+		  or die "$db: the hot key was not served from shared memory $when";
+	}
+	$since = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+	$node->poll_query_until('postgres', qq{
+		SELECT NOT EXISTS (SELECT FROM pg_stat_activity
+			WHERE application_name = 'idgen_stress' AND xact_start < '$since')})
+	  or die "the stress clients' transactions begun before their keys were cached did not end $when";
+}
+
 sub configure_keys
 {
 	$node->safe_psql('postgres', q{
@@ -135,7 +160,7 @@ wait_for_worker();
 	# fall within it even on a loaded machine.
 	my $h = IPC::Run::start([ $stress, '-d', $connstr, '-q', '-c', 8, '-D', 15, '-b', 20,
 			'--keys', 50, '--hot', '0.5', '--cached', '--reconnect' ], '>', \$out, '2>', \$err);
-	crash_twice($node, 'serving cached values', 8);
+	crash_twice($node, 'serving cached values', 8, sub { served_from_memory($_[0], 'postgres') });
 	my $passed = $h->finish;
 	note("crashes:\n$out$err");
 	ok($passed, 'crashes: the stress client passed');
@@ -177,7 +202,8 @@ wait_for_worker();
 		$h{$db} = IPC::Run::start([ $stress, '-d', $node->connstr($db), '-q', '-c', 4, '-D', 15, '-b', 20,
 				'--keys', 50, '--hot', '0.5', '--cached', '--reconnect' ], '>', \$out{$db}, '2>&1');
 	}
-	crash_twice($node, 'serving cached values in two databases', 8);
+	crash_twice($node, 'serving cached values in two databases', 8,
+		sub { served_from_memory($_[0], 'one', 'two') });
 	for my $db ('one', 'two')
 	{
 		my $passed = $h{$db}->finish;
