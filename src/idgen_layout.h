@@ -56,6 +56,7 @@ extern void idgen_layout_compute(IdgenLayout *layout, TimestampTz now);
 extern void idgen_layout_report(int elevel);
 extern void idgen_layout_check(void);
 extern void idgen_layout_warn_default_identity(void);
+extern int64 idgen_snowflake_min_at(TimestampTz ts);
 extern int64 idgen_compose(const IdgenLayout *layout, uint64 tick, uint32 gene);
 extern int64 idgen_compose_identity(const IdgenLayout *layout, uint64 tick, uint32 gene,
 									uint64 identity);

@@ -54,6 +54,8 @@ extern uint64 idgen_sql_run_latest(IdgenSqlContext *cx, int q, Datum *values, co
 extern Portal idgen_sql_open(IdgenSqlContext *cx, int q, Datum *values, const char *nulls,
 							 bool latest);
 extern Oid	idgen_extension_function(Oid nspid, const char *name);
+extern Oid	idgen_extension_function_args(Oid nspid, const char *name, int nargs,
+										  const Oid *argtypes);
 extern Oid	idgen_extension_table(const IdgenFunction *fn, const char *name, bool missing_ok);
 extern ErrorData *idgen_sql_try(void (*step) (void *arg), void *arg);
 

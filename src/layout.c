@@ -536,21 +536,19 @@ idgen_snowflake_time(PG_FUNCTION_ARGS)
 }
 
 /*
- * idgen_snowflake_min(ts) returns bigint
- *		The smallest ID any generator can produce at 'ts', truncated to the
- *		millisecond.  Before the epoch that is 0 (every ID is at or after
- *		such a time); past the end of the timestamp field there is none.
+ * The smallest ID any generator can produce at 'ts', truncated to the
+ * millisecond.  Before the epoch that is 0 (every ID is at or after such a
+ * time); past the end of the timestamp field there is none.
  */
-Datum
-idgen_snowflake_min(PG_FUNCTION_ARGS)
+int64
+idgen_snowflake_min_at(TimestampTz ts)
 {
-	TimestampTz ts = PG_GETARG_TIMESTAMPTZ(0);
 	const IdgenLayout *l = &idgen_layout;
 	int64		ms;
 
 	idgen_layout_check();
 	if (TIMESTAMP_IS_NOBEGIN(ts) || ts < l->epoch)
-		PG_RETURN_INT64(0);
+		return 0;
 	if (TIMESTAMP_NOT_FINITE(ts) || ts >= l->end_of_time)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
@@ -560,7 +558,16 @@ idgen_snowflake_min(PG_FUNCTION_ARGS)
 						   l->timestamp_bits, timestamptz_to_str(l->end_of_time))));
 
 	ms = (ts - l->epoch) / 1000;
-	PG_RETURN_INT64((int64) ((uint64) ms << l->timestamp_shift));
+	return (int64) ((uint64) ms << l->timestamp_shift);
+}
+
+/*
+ * idgen_snowflake_min(ts) returns bigint
+ */
+Datum
+idgen_snowflake_min(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(idgen_snowflake_min_at(PG_GETARG_TIMESTAMPTZ(0)));
 }
 
 /* Refuse a field value that does not fit its width in the layout. */

@@ -115,26 +115,41 @@ idgen_lookup_extension(IdgenFunction *fn)
 }
 
 /*
- * The oid of function 'name'() of the extension, with no argument, in
- * schema 'nspid': looked up by its exact signature, which nothing else in
- * the schema can share, and refused unless it is a member of the extension
- * (for the idgen sequencer, which runs as a superuser).
+ * The oid of function 'name'('argtypes') of the extension in schema
+ * 'nspid': looked up by its exact signature, which nothing else in the
+ * schema can share, and refused unless it is a member of the extension
+ * (for the idgen sequencer, which runs as a superuser, and for
+ * idgen_convert_column(), which calls the extension's functions by oid).
  */
 Oid
-idgen_extension_function(Oid nspid, const char *name)
+idgen_extension_function_args(Oid nspid, const char *name, int nargs, const Oid *argtypes)
 {
 	Oid			fn = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid, CStringGetDatum(name),
-									 PointerGetDatum(buildoidvector(NULL, 0)),
+									 PointerGetDatum(buildoidvector(argtypes, nargs)),
 									 ObjectIdGetDatum(nspid));
 
 	if (!OidIsValid(fn) ||
 		getExtensionOfObject(ProcedureRelationId, fn) != get_extension_oid("idgen", false))
+	{
+		StringInfoData args;
+
+		initStringInfo(&args);
+		for (int i = 0; i < nargs; i++)
+			appendStringInfo(&args, "%s%s", i > 0 ? ", " : "", format_type_be(argtypes[i]));
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_FUNCTION),
-				 errmsg("extension \"idgen\" has no function %s.%s()",
-						quote_identifier(get_namespace_name(nspid)), name),
+				 errmsg("extension \"idgen\" has no function %s.%s(%s)",
+						quote_identifier(get_namespace_name(nspid)), name, args.data),
 				 errhint("Drop and create the extension again.")));
+	}
 	return fn;
+}
+
+/* The same, for a function with no argument. */
+Oid
+idgen_extension_function(Oid nspid, const char *name)
+{
+	return idgen_extension_function_args(nspid, name, 0, NULL);
 }
 
 /*
