@@ -21,6 +21,7 @@ OBJS = \
 	src/active.o \
 	src/bgworker.o \
 	src/clock.o \
+	src/convert.o \
 	src/horizon.o \
 	src/horizon_wal.o \
 	src/identity.o \

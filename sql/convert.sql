@@ -326,3 +326,39 @@ DROP VIEW tickets_v;
 REVOKE ALL ON SCHEMA public FROM regress_idgen_convert_stranger;
 REVOKE ALL ON FUNCTION idgen_convert_column(regclass, name) FROM regress_idgen_convert_stranger;
 DROP ROLE regress_idgen_convert_stranger;
+
+-- The owner of the extension's schema (here public) makes look-alikes of
+-- the functions the conversion needs, each with one more, defaulted,
+-- argument: a call of either by name, qualified or not, is ambiguous
+-- (42725).  The conversion calls neither by name, for the superuser and
+-- for the schema's owner alike, and the default it sets calls the
+-- extension's idgen_snowflake() whatever the schema holds.
+CREATE ROLE regress_idgen_convert_schema_owner;
+ALTER SCHEMA public OWNER TO regress_idgen_convert_schema_owner;
+GRANT EXECUTE ON FUNCTION idgen_convert_column(regclass, name) TO regress_idgen_convert_schema_owner;
+SET ROLE regress_idgen_convert_schema_owner;
+CREATE FUNCTION public.idgen_snowflake_min(timestamptz, int DEFAULT 0) RETURNS bigint
+    LANGUAGE sql AS 'SELECT -1::bigint';
+CREATE FUNCTION public.idgen_snowflake(int DEFAULT 0) RETURNS bigint
+    LANGUAGE sql AS 'SELECT -1::bigint';
+CREATE TABLE shadowed_owner (id serial PRIMARY KEY);
+RESET ROLE;
+SELECT idgen_snowflake();
+CREATE TABLE shadowed (id serial PRIMARY KEY);
+SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
+FROM idgen_convert_column('shadowed', 'id');
+INSERT INTO shadowed DEFAULT VALUES RETURNING id > 0 AS the_extensions_id;
+SET ROLE regress_idgen_convert_schema_owner;
+SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
+FROM idgen_convert_column('shadowed_owner', 'id');
+INSERT INTO shadowed_owner DEFAULT VALUES RETURNING id > 0 AS the_extensions_id;
+RESET ROLE;
+-- the steps themselves are the conversion's alone
+SET ROLE regress_idgen_convert_schema_owner;
+SELECT * FROM idgen_convert_column_steps('shadowed_owner', 'id', 0);
+RESET ROLE;
+DROP TABLE shadowed, shadowed_owner;
+DROP FUNCTION public.idgen_snowflake_min(timestamptz, int), public.idgen_snowflake(int);
+ALTER SCHEMA public OWNER TO pg_database_owner;
+REVOKE ALL ON FUNCTION idgen_convert_column(regclass, name) FROM regress_idgen_convert_schema_owner;
+DROP ROLE regress_idgen_convert_schema_owner;

@@ -1117,27 +1117,39 @@ idgen_identity_announce(PG_FUNCTION_ARGS)
 }
 
 /*
- * Trigger on idgen_identity_claim, AFTER INSERT OR UPDATE FOR EACH ROW,
+ * Trigger on idgen_identity_claim, BEFORE INSERT OR UPDATE FOR EACH ROW,
  * enabled ALWAYS: a row that claims this server's identity for another
  * server, written by replication or by hand, stops this server's
  * generation.  It never raises an error: in a replication worker, an error
  * would stop the replication of every table.
+ *
+ * Before the row is written, not after: pglogical's apply worker leaves the
+ * relation it opened for an AFTER trigger's queue unclosed, a "relcache
+ * reference leak" WARNING at every claim it applies.  The claim counts
+ * once seen, whether its row is then written or not; a clash is never
+ * taken back anyway.  Extension version 1.0.0 made it an AFTER trigger,
+ * which a database not yet updated still has: it is accepted too, and
+ * works the same but for that WARNING.
  */
 Datum
 idgen_identity_claim_check(PG_FUNCTION_ARGS)
 {
 	TriggerData *td = (TriggerData *) fcinfo->context;
+	HeapTuple	row;
+	Datum		result;
 	ClaimRow	c;
 
-	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_AFTER(td->tg_event) ||
-		!TRIGGER_FIRED_FOR_ROW(td->tg_event) || TRIGGER_FIRED_BY_DELETE(td->tg_event))
+	if (!CALLED_AS_TRIGGER(fcinfo) || TRIGGER_FIRED_INSTEAD(td->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(td->tg_event) ||
+		!(TRIGGER_FIRED_BY_INSERT(td->tg_event) || TRIGGER_FIRED_BY_UPDATE(td->tg_event)))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("idgen_identity_claim_check() must be an AFTER INSERT OR UPDATE row trigger")));
-	if (idgen_shared == NULL ||
-		!claim_read(TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple,
-					RelationGetDescr(td->tg_relation), &c))
-		return PointerGetDatum(NULL);
+				 errmsg("idgen_identity_claim_check() must be a BEFORE INSERT OR UPDATE row trigger")));
+	row = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple;
+	/* the row as it came, for a BEFORE trigger; an AFTER one's is ignored */
+	result = TRIGGER_FIRED_BEFORE(td->tg_event) ? PointerGetDatum(row) : PointerGetDatum(NULL);
+	if (idgen_shared == NULL || !claim_read(row, RelationGetDescr(td->tg_relation), &c))
+		return result;
 	if (c.server == own_sysid())
 	{
 		/*
@@ -1151,7 +1163,7 @@ idgen_identity_claim_check(PG_FUNCTION_ARGS)
 
 		if (subscription != NULL)
 			copy_found(c.instance, c.announced_at, subscription);
-		return PointerGetDatum(NULL);
+		return result;
 	}
 	/* another server's claim: first whether it clashes, then the gate */
 	if (c.node && idgen_active_nodes > 1 && identity_announced())
@@ -1160,7 +1172,7 @@ idgen_identity_claim_check(PG_FUNCTION_ARGS)
 			 c.datacenter_id == idgen_layout.datacenter_id && c.worker_id == idgen_layout.worker_id)
 		clash_found(c.server, c.instance, c.announced_at);
 	gate_heard();
-	return PointerGetDatum(NULL);
+	return result;
 }
 
 static Size
