@@ -21,11 +21,13 @@ our @EXPORT = qw(idgen_node wait_for_horizon sql_error stress_client crash_twice
 # A new cluster with idgen preloaded and the extension created in database
 # "postgres".  %conf holds extra settings (name => value); a setting named
 # shared_preload_libraries overrides the preload; the key _init passes a
-# hash of options to init (e.g. allows_streaming => 1).
+# hash of options to init (e.g. allows_streaming => 1), and _version the
+# extension's version to create (default: idgen.control's).
 sub idgen_node
 {
 	my ($name, %conf) = @_;
 	my $init = delete $conf{_init} // {};
+	my $version = delete $conf{_version};
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init(%$init);
 	# %e: the SQLSTATE of every logged message, so that test/run.sh can
@@ -35,7 +37,8 @@ sub idgen_node
 	$node->append_conf('postgresql.conf',
 		join('', map { "$_ = $all{$_}\n" } sort keys %all));
 	$node->start;
-	$node->safe_psql('postgres', 'CREATE EXTENSION idgen');
+	$node->safe_psql('postgres',
+		'CREATE EXTENSION idgen' . (defined $version ? " VERSION '$version'" : ''));
 	return $node;
 }
 
