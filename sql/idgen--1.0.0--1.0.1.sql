@@ -313,23 +313,22 @@ $convert$;
 -- owner's given back.
 DO $$
 DECLARE
+    steps pg_catalog.regprocedure :=
+        '@extschema@.idgen_convert_column_steps(pg_catalog.regclass, pg_catalog.name, pg_catalog.int8)';
     stmt pg_catalog.text;
 BEGIN
     FOR stmt IN
-        SELECT pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %s CASCADE', p.oid::pg_catalog.regprocedure,
+        SELECT pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %s CASCADE', steps,
                    CASE WHEN x.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
                         ELSE x.grantee::pg_catalog.regrole::pg_catalog.text END)
         FROM pg_catalog.pg_proc p,
              LATERAL pg_catalog.aclexplode(COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner))) x
-        WHERE p.oid OPERATOR(pg_catalog.=)
-              '@extschema@.idgen_convert_column_steps(pg_catalog.regclass, pg_catalog.name, pg_catalog.int8)'::pg_catalog.regprocedure
-          AND x.grantee OPERATOR(pg_catalog.<>) p.proowner
+        WHERE p.oid OPERATOR(pg_catalog.=) steps AND x.grantee OPERATOR(pg_catalog.<>) p.proowner
         UNION ALL
-        SELECT pg_catalog.format('GRANT ALL ON FUNCTION %s TO %s', p.oid::pg_catalog.regprocedure,
+        SELECT pg_catalog.format('GRANT ALL ON FUNCTION %s TO %s', steps,
                    p.proowner::pg_catalog.regrole::pg_catalog.text)
         FROM pg_catalog.pg_proc p
-        WHERE p.oid OPERATOR(pg_catalog.=)
-              '@extschema@.idgen_convert_column_steps(pg_catalog.regclass, pg_catalog.name, pg_catalog.int8)'::pg_catalog.regprocedure
+        WHERE p.oid OPERATOR(pg_catalog.=) steps
     LOOP
         EXECUTE stmt;
     END LOOP;
