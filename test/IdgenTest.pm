@@ -15,7 +15,7 @@ use File::Spec;
 
 use Exporter 'import';
 our @EXPORT = qw(idgen_node wait_for_horizon sql_error stress_client crash_twice faketime_clock freeze_clock hold_reindex
-  no_crash_logged rows_once_agreed wait_for_gate ids_past start_load read_values compare_values generate_for take_on_nodes doc_block doc_examples repo_file kill_backend
+  no_crash_logged rows_once_agreed wait_for_gate claim_received ids_past start_load read_values compare_values generate_for take_on_nodes doc_block doc_examples repo_file kill_backend
   gdb_or_skip gdb_hold gdb_wait_stop gdb_release mesh_app mesh_node mesh_subscribe announce start_mesh_load issued_by count_common);
 
 # A new cluster with idgen preloaded and the extension created in database
@@ -211,6 +211,18 @@ sub wait_for_gate
 		$node->poll_query_until('postgres', 'SELECT idgen_snowflake() IS NOT NULL')
 		  or die $node->name . ' did not hear from the nodes it subscribes to';
 	}
+}
+
+# Whether $node received, in database postgres, a claim of $other's
+# identity announced since $other's start: polled until it did, or
+# $PostgreSQL::Test::Utils::timeout_default seconds.
+sub claim_received
+{
+	my ($node, $other) = @_;
+	my $sysid = $other->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+	my $since = $other->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
+	return $node->poll_query_until('postgres', qq{SELECT count(*) = 1 FROM idgen_identity_claim
+		WHERE system_identifier = $sysid AND announced_at > '$since'});
 }
 
 # The rows $query reads in database postgres of each of @nodes (one string

@@ -42,18 +42,6 @@ sub no_clash
 	return $node->safe_psql('postgres', 'SELECT identity_clash IS NULL FROM idgen_info()') eq 't';
 }
 
-# Wait until $node holds a claim of $other's system identifier announced
-# after $other's server started (its announcements have arrived since).
-sub wait_for_claim_of
-{
-	my ($node, $other) = @_;
-	my $sysid = $other->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
-	my $since = $other->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
-	$node->poll_query_until('postgres', qq{SELECT count(*) = 1 FROM idgen_identity_claim
-		WHERE system_identifier = $sysid AND announced_at > '$since'})
-	  or die $node->name . ' received no claim of ' . $other->name . ' since its start';
-}
-
 # --- a restart, a crash and a failover of node 0 -----------------------------
 $nodes[0]->backup('node0');
 my $standby = PostgreSQL::Test::Cluster->new('copies_0_standby');
@@ -65,7 +53,7 @@ wait_for_gate($nodes[0]);
 $nodes[0]->stop('immediate');
 $nodes[0]->start;
 wait_for_gate($nodes[0]);
-wait_for_claim_of($nodes[1], $nodes[0]);
+ok(claim_received($nodes[1], $nodes[0]), 'node 1 receives the claim node 0 made since its start');
 ok(no_clash($_), 'a restart and a crash of node 0: no clash on ' . $_->name) for @nodes;
 
 # Node 0 fails: its standby takes over.  It keeps node 0's subscription to
@@ -80,8 +68,8 @@ $nodes[1]->safe_psql('postgres', $_)
 	'DROP SUBSCRIPTION node1_from_node0');
 mesh_subscribe($nodes[1], 1, $standby, 0);
 wait_for_gate($standby);
-wait_for_claim_of($nodes[1], $standby);
-wait_for_claim_of($standby, $nodes[1]);
+ok(claim_received(@$_), $_->[0]->name . ' receives the claim ' . $_->[1]->name . ' made since its start')
+  for ([ $nodes[1], $standby ], [ $standby, $nodes[1] ]);
 ok(no_clash($_), 'a failover of node 0: no clash on ' . $_->name) for ($standby, $nodes[1]);
 $nodes[0] = $standby;
 

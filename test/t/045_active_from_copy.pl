@@ -56,14 +56,8 @@ my ($sysid0, $sysid1) = map { $_->safe_psql('postgres', 'SELECT system_identifie
 isnt($sysid1, $sysid0, 'the new node has a system identifier of its own');
 
 # Each holds the other's claim, announced since the other's start.
-for ([ $node0, $copy, $sysid1 ], [ $copy, $node0, $sysid0 ])
-{
-	my ($node, $other, $sysid) = @$_;
-	my $since = $other->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
-	ok($node->poll_query_until('postgres', qq{SELECT count(*) = 1 FROM idgen_identity_claim
-		WHERE system_identifier = $sysid AND announced_at > '$since'}),
-		$node->name . ' receives the claim of ' . $other->name);
-}
+ok(claim_received(@$_), $_->[0]->name . ' receives the claim of ' . $_->[1]->name)
+  for ([ $node0, $copy ], [ $copy, $node0 ]);
 wait_for_gate($copy);
 $_->finish for @load;
 
