@@ -343,7 +343,10 @@ CREATE FUNCTION public.idgen_snowflake(int DEFAULT 0) RETURNS bigint
     LANGUAGE sql AS 'SELECT -1::bigint';
 CREATE TABLE shadowed_owner (id serial PRIMARY KEY);
 RESET ROLE;
+\set VERBOSITY terse
 SELECT idgen_snowflake();
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
 CREATE TABLE shadowed (id serial PRIMARY KEY);
 SELECT relation, column_name, regexp_replace(change, '[0-9]{6,}', 'N', 'g') AS change
 FROM idgen_convert_column('shadowed', 'id');
