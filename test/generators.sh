@@ -22,7 +22,8 @@
 #   - a wall clock stepped back: a short step is waited out (the next ID is
 #     greater), a long one refused after the bound
 #   - a lease the administrator releases: the next renewal fails and the
-#     generator stops at once ("worker lease lost"), and stays stopped
+#     generator stops at once ("worker lease lost"), and stays stopped;
+#     close then says false, also once the purge has deleted the lease's row
 #   - renewals held up (the lease rows locked): the generator stops at its
 #     local deadline, and a late renewal does not restart it
 #   - close, SIGTERM and SIGINT release the lease

@@ -162,7 +162,8 @@ class Snowflake {
   }
 
   // Stop generating and release the lease: true if this released it,
-  // false if it was released already. An application's lease reports no
+  // false if it had ended already (released, or ended and its row purged
+  // once its quarantine passed). An application's lease reports no
   // horizon (only a server's lease does): its IDs carry its clock's
   // reading, never a millisecond ahead, and the id's next holder starts at
   // least the quarantine after the lease's expiry (the release does not
@@ -181,6 +182,11 @@ class Snowflake {
         const { rows: [r] } = await this._client.query(
           'SELECT idgen_worker_release($1, $2) AS released', [this.workerId, this.token]);
         return r.released;
+      } catch (e) {
+        // No lease has this token any more (55000): it ended, and the
+        // purge deleted its row once its quarantine passed.
+        if (e.code === '55000') return false;
+        throw e;
       } finally {
         await this._client.end().catch(() => {});
       }

@@ -160,7 +160,8 @@ class Snowflake:
 
     def close(self):
         """Stop generating and release the lease: True if this released it,
-        False if it was released already. An application's lease reports
+        False if it had ended already (released, or ended and its row
+        purged once its quarantine passed). An application's lease reports
         no horizon (only a server's lease does): its IDs carry its clock's
         reading, never a millisecond ahead, and the id's next holder starts
         at least the quarantine after the lease's expiry (the release does
@@ -176,6 +177,12 @@ class Snowflake:
             with self._conn.cursor() as cur:
                 cur.execute("SELECT idgen_worker_release(%s, %s)", (self.worker_id, self.token))
                 return cur.fetchone()[0]
+        except psycopg2.Error as e:
+            # No lease has this token any more (55000): it ended, and the
+            # purge deleted its row once its quarantine passed.
+            if e.pgcode == "55000":
+                return False
+            raise
         finally:
             self._conn.close()
 

@@ -253,6 +253,27 @@ for g in (gens[0], gens[2]):
     ok(r == "closed false", f"{g.name}: close says the lease was released already ({r})")
     ok(g.exited() == 0, f"{g.name}: the process ends after close")
 
+# --- A lease lost long before close(): its row purged ---------------------
+# Once the purge has deleted an ended lease's row (its quarantine passed),
+# idgen_worker_release() cannot tell its token from a wrong one (55000):
+# close() says false all the same, the lease had ended.
+late = [Generator(lang, f"{lang}3") for lang in ("node", "python")]
+late = [g for g in late if ok(g.started, f"{g.name} starts and leases a worker id ({g.first})")]
+for g in late:
+    sql("SELECT idgen_worker_release(%s, %s)", (g.worker_id, g.token))
+for g in late:
+    took, r = wait_error(g, 3 * TTL)
+    ok("worker lease lost" in r, f"{g.name}: stops at the next renewal after a release: {r}")
+deadline = time.monotonic() + 60
+while any(g.lease() is not None for g in late) and time.monotonic() < deadline:
+    sql("SELECT idgen_worker_purge()")
+    time.sleep(0.5)
+for g in late:
+    ok(g.lease() is None, f"{g.name}: its lease's row is purged once its quarantine passed")
+    r = g.send("close")
+    ok(r == "closed false", f"{g.name}: close says the lease had ended already ({r})")
+    ok(g.exited() == 0, f"{g.name}: the process ends after close")
+
 # --- The database stops answering: the local deadline stops it -----------
 blocker = psycopg2.connect("")
 blocked = [gens[1], gens[3]]
