@@ -139,6 +139,19 @@ if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall --no-inst
 fi
 echo "installed $(dpkg-query -W -f '${Package} ${Version}' "$PKG"), in $((SECONDS - start)) s"
 
+# What the installed README and docs link to is installed beside them.
+log "$PKG: the links of its documentation"
+docdir=/usr/share/doc/$PKG
+broken=$(cd "$docdir" && find . -name '*.md' -print0 | xargs -0 perl -ne '
+	while (/\]\(([^)#\s]+)(?:#[^)]*)?\)/g) {
+		my $t = $1;
+		next if $t =~ m{^[a-z]+:};
+		(my $dir = $ARGV) =~ s{/[^/]*$}{};
+		print "$ARGV: $t\n" unless -e "$dir/$t";
+	}')
+[ -z "$broken" ] || fail "links of $docdir that lead nowhere there: $broken"
+echo "every relative link of the $(find "$docdir" -name '*.md' | wc -l) Markdown files in $docdir resolves there"
+
 log "$PKG: the installed files are the package's"
 for f in "$pkglibdir/idgen.so" "$sharedir/extension/idgen.control" "$sharedir"/extension/idgen--*.sql; do
 	owner=$(dpkg -S "$f" 2>/dev/null | cut -d: -f1)
