@@ -21,8 +21,8 @@
 #            the package is then built with idgen's assertions.
 #   lintian  on the .changes and the packages: no error; warnings printed.
 #   files    the package carries this major's files only: the library, its
-#            bitcode, the extension's control file and SQL scripts, and its
-#            documentation.
+#            bitcode, the extension's control file and SQL scripts, its
+#            documentation and its lintian overrides.
 #   install  apt-get install ./postgresql-VERSION-idgen_*.deb (again if the
 #            same version is installed), with its debugging symbols
 #            (postgresql-VERSION-idgen-dbgsym, as one installs them to debug
@@ -32,6 +32,8 @@
 #            inlined); idgen's files not
 #            owned by any package in this major's directories (an earlier
 #            `make install`'s) are removed first, so that none is tested.
+#   links    every relative link of the installed README.md and docs/
+#            leads to a file installed beside them.
 #   verify   the installed idgen.so, idgen.control and SQL scripts belong
 #            to the package and are the files it shipped (dpkg --verify),
 #            and idgen.so has idgen's assertions exactly when asked for.
@@ -107,13 +109,13 @@ log "$PKG: its files"
 sharedir=$("$PG_CONFIG" --sharedir)
 pkglibdir=$("$PG_CONFIG" --pkglibdir)
 files=$(dpkg-deb --fsys-tarfile "$deb" | tar -t | sed 's|^\./|/|' | grep -v '/$')
-stray=$(printf '%s\n' "$files" | grep -vE "^($pkglibdir/(idgen\.so|bitcode/idgen(\.index\.bc|/.*\.bc))|$sharedir/extension/idgen(\.control|--[0-9.]+(--[0-9.]+)?\.sql)|/usr/share/doc/$PKG/.*)$")
+stray=$(printf '%s\n' "$files" | grep -vE "^($pkglibdir/(idgen\.so|bitcode/idgen(\.index\.bc|/.*\.bc))|$sharedir/extension/idgen(\.control|--[0-9.]+(--[0-9.]+)?\.sql)|/usr/share/doc/$PKG/.*|/usr/share/lintian/overrides/$PKG)$")
 [ -z "$stray" ] || fail "files that are not PostgreSQL $VERSION's idgen files: $stray"
 for f in "$pkglibdir/idgen.so" "$sharedir/extension/idgen.control"; do
 	grep -qxF "$f" <<<"$files" || fail "the package lacks $f"
 done
 dpkg-deb -f "$deb" Depends Breaks
-echo "$(wc -l <<<"$files") files, all under $pkglibdir, $sharedir/extension or /usr/share/doc/$PKG"
+echo "$(wc -l <<<"$files") files, all under $pkglibdir, $sharedir/extension or /usr/share/doc/$PKG, and its lintian overrides"
 
 log "$PKG: install"
 start=$SECONDS
