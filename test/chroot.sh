@@ -3,64 +3,101 @@
 # test/chroot.sh: run a command inside a chroot of the Debian release that
 # ships PostgreSQL VERSION, with that release's own packages installed.
 #
-#   bash test/chroot.sh VERSION DIR COMMAND
+#   bash test/chroot.sh [--clean] [--share HOSTDIR] VERSION DIR COMMAND
 #
 # Run as root on Debian.  The tree DIR is copied to /idgen in the chroot and
 # COMMAND (a shell command line) runs there as root, from /idgen.  Its exit
 # status is this script's.
 #
 #   VERSION  release               apt sources
+#   15       bookworm              bookworm (--clean only: the machine
+#                                  itself is Debian 12 and runs 15's tests)
 #   17       trixie                trixie
 #   18       sid                   sid
 #   19       sid                   sid and experimental (19 is a release
 #                                  candidate there)
 #
-# The chroot is made with debootstrap, and the packages are installed with
-# the chroot's own apt; the result is kept as a tarball in
-# $IDGEN_CHROOT_CACHE (default /var/cache/idgen-test), named by release,
-# version and a digest of what this script installs, and made again when
-# missing.  Every run unpacks it into a new directory and removes that
-# directory at the end, also after a failure or an interrupt.
+# Two kinds of chroot:
+#
+#   --clean  what building the package needs and nothing more: debootstrap's
+#            minimal system, build-essential, and debian/control's
+#            Build-Depends (debhelper, libpq-dev, postgresql-server-dev-all,
+#            postgresql-all), as `apt-get build-dep` installs them, and
+#            postgresql-VERSION with its headers (in 19's, from
+#            experimental: sid's postgresql-all is 18's).  test/package.sh
+#            builds, installs and tests the package there.
+#   (default) the clean chroot, and what the suites need besides (their
+#            tools, lintian).
+#
+# Each is kept as a tarball in $IDGEN_CHROOT_CACHE (default
+# /var/cache/idgen-test), named by kind, release, version and a digest of
+# what this script installs, and made again when missing: the clean one
+# with debootstrap, the other from the clean one's tarball.  Every run
+# unpacks it into a new directory and removes that directory at the end,
+# also after a failure or an interrupt.
+#
+# --share HOSTDIR: the machine's directory HOSTDIR is mounted at /share in
+# the chroot, read and write (how test/run.sh passes the packages built in
+# a clean chroot to the suites').
 #
 # Packages come from $IDGEN_DEBIAN_MIRROR (default http://deb.debian.org/debian).
 #
 # Nothing is mounted on the machine itself: the chroot's /proc, /dev and
-# /dev/shm are mounted inside a private mount namespace (unshare), which
-# disappears with its last process; at the end, processes still running in
-# the chroot (a server a failed test left behind) are killed.
+# /dev/shm (and /share) are mounted inside a private mount namespace
+# (unshare), which disappears with its last process; at the end, processes
+# still running in the chroot (a server a failed test left behind) are
+# killed.
 #
 set -uo pipefail
 
-VERSION=${1:?usage: chroot.sh VERSION DIR COMMAND}
-TREE=${2:?usage: chroot.sh VERSION DIR COMMAND}
-COMMAND=${3:?usage: chroot.sh VERSION DIR COMMAND}
+usage="usage: chroot.sh [--clean] [--share HOSTDIR] VERSION DIR COMMAND"
+KIND=suite
+SHARE=
+while [ $# -gt 0 ]; do
+	case $1 in
+		--clean) KIND=clean; shift ;;
+		--share) SHARE=${2:?$usage}; shift 2 ;;
+		*) break ;;
+	esac
+done
+VERSION=${1:?$usage}
+TREE=${2:?$usage}
+COMMAND=${3:?$usage}
 CACHE=${IDGEN_CHROOT_CACHE:-/var/cache/idgen-test}
 MIRROR=${IDGEN_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 case $VERSION in
+	15) RELEASE=bookworm; EXPERIMENTAL= ;;
 	17) RELEASE=trixie; EXPERIMENTAL= ;;
 	18) RELEASE=sid; EXPERIMENTAL= ;;
 	19) RELEASE=sid; EXPERIMENTAL=yes ;;
-	*) echo "chroot.sh: no current Debian release ships PostgreSQL $VERSION (17: trixie, 18: sid, 19: experimental)" >&2
+	*) echo "chroot.sh: no current Debian release ships PostgreSQL $VERSION (15: bookworm, 17: trixie, 18: sid, 19: experimental)" >&2
 	   exit 2 ;;
 esac
+if [ "$VERSION" = 15 ] && [ "$KIND" != clean ]; then
+	echo "chroot.sh: 15's suites run on the machine itself (Debian 12); its chroot is --clean only" >&2
+	exit 2
+fi
+[ -z "$SHARE" ] || [ -d "$SHARE" ] || { echo "chroot.sh: no directory $SHARE" >&2; exit 2; }
 
-# What the tests need, as in test/run.sh's list for the machine itself, and
-# what building the Debian package needs (test/deb.sh: debhelper, lintian,
-# the release's postgresql-server-dev-all with pg_buildext's debhelper
-# addon).  For 19, the server, its headers and libpq come from experimental
-# (apt takes the rest from sid), and sid's 18 is there too, server and
-# headers, for test/t/040_pg_upgrade.pl (pg_upgrade from 18 to 19).
+# The clean chroot: the package's Build-Depends, and VERSION's server and
+# headers.  For 19, those and libpq come from experimental (apt takes the
+# rest from sid, whose postgresql-all brings 18, which
+# test/t/040_pg_upgrade.pl upgrades from).
 CORE=(postgresql-$VERSION postgresql-server-dev-$VERSION libpq-dev)
 [ -n "$EXPERIMENTAL" ] && CORE=("${CORE[@]/%//experimental}" libpq5/experimental)
-[ "$VERSION" = 19 ] && CORE+=(postgresql-18 postgresql-server-dev-18)
-PACKAGES=("${CORE[@]}" make gcc libc6-dev libipc-run-perl faketime pgbouncer gdb
-	build-essential debhelper dpkg-dev lintian postgresql-server-dev-all)
+CLEAN_PACKAGES=("${CORE[@]}" build-essential debhelper postgresql-server-dev-all postgresql-all)
+# The suites' chroot adds what the tests need, as in test/run.sh's list for
+# the machine itself, and lintian (test/deb.sh).
+SUITE_PACKAGES=(make gcc libc6-dev libipc-run-perl faketime pgbouncer gdb dpkg-dev lintian)
 
-# The tarball's name changes with what is installed into it.
-digest=$( { printf '%s\n' "$RELEASE" "$EXPERIMENTAL" "${PACKAGES[@]}"; sed -n '/^setup_chroot()/,/^}/p' "$0"; } |
-	sha256sum | cut -c1-12)
-TARBALL=$CACHE/$RELEASE-pg$VERSION-$digest.tar.zst
+# The tarballs' names change with what is installed into them.
+clean_digest=$( { printf '%s\n' "$RELEASE" "$EXPERIMENTAL" "${CLEAN_PACKAGES[@]}"
+	sed -n '/^setup_clean()/,/^}/p' "$0"; } | sha256sum | cut -c1-12)
+CLEAN_TARBALL=$CACHE/clean-$RELEASE-pg$VERSION-$clean_digest.tar.zst
+suite_digest=$( { printf '%s\n' "$clean_digest" "${SUITE_PACKAGES[@]}"
+	sed -n '/^setup_suite()/,/^}/p' "$0"; } | sha256sum | cut -c1-12)
+SUITE_TARBALL=$CACHE/$RELEASE-pg$VERSION-$suite_digest.tar.zst
 
 ROOT=
 tmp=
@@ -91,9 +128,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # run_in ROOT COMMAND: COMMAND as root in the chroot ROOT, with /proc, /dev
-# and a private /dev/shm mounted in a mount namespace of its own, and an IPC
-# namespace of its own (so a server killed there leaves no System V shared
-# memory behind on the machine).
+# and a private /dev/shm mounted in a mount namespace of its own (and
+# SHARE at /share when set), and an IPC namespace of its own (so a server
+# killed there leaves no System V shared memory behind on the machine).
 run_in()
 {
 	unshare --mount --ipc --propagation private -- /bin/bash -c '
@@ -101,14 +138,16 @@ run_in()
 		mount -t proc proc "$0/proc"
 		mount --rbind /dev "$0/dev"
 		mount -t tmpfs -o mode=1777 tmpfs "$0/dev/shm"
+		if [ -n "$2" ]; then mkdir -p "$0/share"; mount --bind "$2" "$0/share"; fi
 		exec chroot "$0" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-			CI="${CI:-}" DEBIAN_FRONTEND=noninteractive /bin/bash -c "$1"' "$1" "$2"
+			CI="${CI:-}" DEBIAN_FRONTEND=noninteractive /bin/bash -c "$1"' "$1" "$2" "${SHARE:-}"
 }
 
-# setup_chroot ROOT: debootstrap the release into ROOT and install PACKAGES
-# there.  Debian's packages, as a user installs them; the default cluster
-# is not created, and apt's downloads are not kept.
-setup_chroot()
+# setup_clean ROOT: debootstrap the release into ROOT and install
+# CLEAN_PACKAGES there.  Debian's packages, as a user installs them; no
+# service starts, the default cluster is not created, and apt's downloads
+# are not kept.
+setup_clean()
 {
 	local root=$1
 	# debootstrap mounts /proc and /sys in the chroot: in a namespace too.
@@ -125,38 +164,69 @@ setup_chroot()
 	chmod 755 "$root/usr/sbin/policy-rc.d"
 	mkdir -p "$root/etc/postgresql-common/createcluster.d"
 	echo 'create_main_cluster = false' >"$root/etc/postgresql-common/createcluster.d/idgen-test.conf"
-	run_in "$root" "apt-get update -qq && apt-get install -y -qq --no-install-recommends ${PACKAGES[*]} >/dev/null && apt-get clean" ||
-		return 1
+	install_in "$root" "${CLEAN_PACKAGES[@]}" || return 1
 	[ -x "$root/usr/lib/postgresql/$VERSION/bin/pg_config" ] || { echo "pg_config $VERSION is missing" >&2; return 1; }
 }
 
-mkdir -p "$CACHE"
-ROOT=$(mktemp -d "${TMPDIR:-/var/tmp}/idgen-chroot-$VERSION.XXXXXX")
-chmod 755 "$ROOT"
+# setup_suite ROOT: the clean chroot (unpacked into ROOT), and
+# SUITE_PACKAGES.
+setup_suite()
+{
+	local root=$1
+	tar -x -C "$root" --zstd -f "$CLEAN_TARBALL" || return 1
+	install_in "$root" "${SUITE_PACKAGES[@]}"
+}
 
-if [ -f "$TARBALL" ]; then
-	echo "chroot for PostgreSQL $VERSION: $RELEASE, from $TARBALL"
-	tar -x -C "$ROOT" --zstd -f "$TARBALL" ||
-		{ echo "chroot.sh: could not unpack $TARBALL" >&2; rm -f "$TARBALL"; exit 1; }
-else
-	echo "chroot for PostgreSQL $VERSION: $RELEASE, made with debootstrap (then kept as $TARBALL)"
-	start=$SECONDS
-	if ! setup_chroot "$ROOT"; then
-		echo "chroot.sh: could not make a $RELEASE chroot with PostgreSQL $VERSION from Debian's packages (${PACKAGES[*]})"
-		exit 1
+install_in() # ROOT PACKAGE...
+{
+	local root=$1
+	shift
+	run_in "$root" "apt-get update -qq && apt-get install -y -qq --no-install-recommends $* >/dev/null && apt-get clean"
+}
+
+# make_tarball KIND TARBALL: make that kind of chroot in a directory of its
+# own and keep it as TARBALL.  Another run may be making the same tarball:
+# each writes its own file and renames it into place.
+make_tarball()
+{
+	local kind=$1 tarball=$2 root start=$SECONDS status=0
+	root=$(mktemp -d "${TMPDIR:-/var/tmp}/idgen-chroot-$VERSION.XXXXXX")
+	chmod 755 "$root"
+	ROOT=$root    # for cleanup(), on an interrupt
+	echo "the $kind chroot for PostgreSQL $VERSION: $RELEASE, made afresh (then kept as $tarball)"
+	if "setup_$kind" "$root"; then
+		tmp=$(mktemp "$tarball.XXXXXX")
+		if tar -c -C "$root" --zstd -f "$tmp" .; then
+			find "$CACHE" -maxdepth 1 ! -name "${tarball##*/}" \
+				-name "$(sed -E 's/-[0-9a-f]{12}\.tar\.zst$//' <<<"${tarball##*/}")-*.tar.zst" -delete
+			mv "$tmp" "$tarball"
+		else
+			status=1
+		fi
+		rm -f "$tmp"
+		tmp=
+		echo "made in $((SECONDS - start)) s"
+	else
+		echo "chroot.sh: could not make the $kind $RELEASE chroot with PostgreSQL $VERSION from Debian's packages" >&2
+		status=1
 	fi
-	# Another run may be making the same tarball: each writes its own file
-	# and renames it into place.
-	tmp=$(mktemp "$TARBALL.XXXXXX")
-	if tar -c -C "$ROOT" --zstd -f "$tmp" .; then
-		find "$CACHE" -maxdepth 1 -name "$RELEASE-pg$VERSION-*.tar.zst" ! -name "${TARBALL##*/}" -delete
-		mv "$tmp" "$TARBALL"
-	fi
-	rm -f "$tmp"
-	tmp=
-	echo "made in $((SECONDS - start)) s"
+	cleanup
+	return $status
+}
+
+mkdir -p "$CACHE"
+[ -f "$CLEAN_TARBALL" ] || make_tarball clean "$CLEAN_TARBALL" || exit 1
+TARBALL=$CLEAN_TARBALL
+if [ "$KIND" = suite ]; then
+	[ -f "$SUITE_TARBALL" ] || make_tarball suite "$SUITE_TARBALL" || exit 1
+	TARBALL=$SUITE_TARBALL
 fi
 
+ROOT=$(mktemp -d "${TMPDIR:-/var/tmp}/idgen-chroot-$VERSION.XXXXXX")
+chmod 755 "$ROOT"
+echo "the $KIND chroot for PostgreSQL $VERSION: $RELEASE, from $TARBALL"
+tar -x -C "$ROOT" --zstd -f "$TARBALL" ||
+	{ echo "chroot.sh: could not unpack $TARBALL" >&2; rm -f "$TARBALL"; exit 1; }
 mkdir "$ROOT/idgen"
 cp -a "$TREE/." "$ROOT/idgen/"
 run_in "$ROOT" "cd /idgen && $COMMAND"

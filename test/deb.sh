@@ -1,24 +1,18 @@
 #!/usr/bin/env bash
 #
-# test/deb.sh: build the Debian package postgresql-VERSION-idgen from this
-# tree (debian/), check it with lintian, and install it into the system's
-# PostgreSQL VERSION, which the suites then test.
+# test/deb.sh: check the Debian package postgresql-VERSION-idgen that
+# test/package.sh built (in a clean chroot, with the tests of the build),
+# and install it into the system's PostgreSQL VERSION, which the suites
+# then test.
 #
-#   bash test/deb.sh VERSION
+#   bash test/deb.sh VERSION DIR
 #
-# Run as root on Debian, in the environment whose PostgreSQL the package is
-# for: the machine itself for 15, a chroot of test/chroot.sh for the others
-# (test/suite.sh calls it).  It installs what the build needs
-# (build-essential, debhelper, lintian, postgresql-server-dev-all) when
-# missing.
+# DIR holds what test/package.sh left there: the .deb, its -dbgsym, the
+# .changes and the .buildinfo.  Run as root on Debian, in the environment
+# whose PostgreSQL the package is for: the machine itself for 15, a chroot
+# of test/chroot.sh for the others (test/suite.sh calls it).  It installs
+# lintian when missing.
 #
-#   build    dpkg-buildpackage -b in a copy of the tree, for VERSION only
-#            (PG_SUPPORTED_VERSIONS; debian/control is made again for it
-#            from debian/control.in), without the tests of the build
-#            (the nocheck option and profile: the suites run on the
-#            installed package next).
-#            IDGEN_ASSERTS=1 in the environment reaches the Makefile, and
-#            the package is then built with idgen's assertions.
 #   lintian  on the .changes and the packages: no error; warnings printed.
 #   files    the package carries this major's files only: the library, its
 #            bitcode, the extension's control file and SQL scripts, its
@@ -36,18 +30,15 @@
 #            leads to a file installed beside them.
 #   verify   the installed idgen.so, idgen.control and SQL scripts belong
 #            to the package and are the files it shipped (dpkg --verify),
-#            and idgen.so has idgen's assertions exactly when asked for.
-#   autopkgtest  debian/tests/installcheck, as autopkgtest runs it: `pg_buildext
-#            installcheck` of the installed packages (VERSION's, and in
-#            19's chroot 18's too, which the upgrade test installs), each
-#            in a pg_virtualenv cluster that preloads idgen, as the test
-#            user.
+#            and idgen.so has idgen's assertions exactly when asked for
+#            (IDGEN_ASSERTS=1 in the environment).
 #
 # It prints each step's time and exits non-zero at the first failure.
 #
 set -uo pipefail
 
-VERSION=${1:?usage: deb.sh VERSION}
+VERSION=${1:?usage: deb.sh VERSION DIR}
+DIR=${2:?usage: deb.sh VERSION DIR}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PKG=postgresql-$VERSION-idgen
 PG_CONFIG=/usr/lib/postgresql/$VERSION/bin/pg_config
@@ -59,43 +50,26 @@ fail() { echo "deb.sh: $*" >&2; exit 1; }
 . "$SRC/test/lib.sh"
 [ "$(id -u)" = 0 ] || fail "run it as root: it installs the package"
 [ -x "$PG_CONFIG" ] || fail "no PostgreSQL $VERSION here ($PG_CONFIG is missing)"
-idgen_prepare_host build-essential debhelper dpkg-dev lintian postgresql-server-dev-all || exit 2
+idgen_prepare_host lintian || exit 2
 
 WORK=$(mktemp -d /tmp/idgen-deb.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 chmod 755 "$WORK"
 
-# The build, in a clean copy: dpkg-buildpackage writes into debian/ and
-# its products next to the tree, and the caller's tree stays as it was.
+deb=$(find "$DIR" -maxdepth 1 -name "${PKG}_*.deb" | head -n 1)
+dbgsym=$(find "$DIR" -maxdepth 1 -name "${PKG}-dbgsym_*.deb" | head -n 1)
+changes=$(find "$DIR" -maxdepth 1 -name 'idgen_*.changes' | head -n 1)
+if [ -z "$deb" ] || [ -z "$dbgsym" ] || [ -z "$changes" ]; then
+	fail "no ${PKG}_*.deb, -dbgsym or .changes in $DIR (test/package.sh builds them): $(ls "$DIR" 2>&1)"
+fi
 with_asserts=", with idgen's assertions"
-log "$PKG: build (dpkg-buildpackage -b${IDGEN_ASSERTS:+$with_asserts})"
-start=$SECONDS
-mkdir "$WORK/idgen"
-tar -c -C "$SRC" --exclude=.git . | tar -x -C "$WORK/idgen"
-make -C "$WORK/idgen" -s clean PG_CONFIG="$PG_CONFIG" >/dev/null 2>&1
-if ! (cd "$WORK/idgen" && PG_SUPPORTED_VERSIONS=$VERSION PG_UPDATECONTROL=yes \
-		DEB_BUILD_OPTIONS="nocheck${DEB_BUILD_OPTIONS:+ $DEB_BUILD_OPTIONS}" \
-		DEB_BUILD_PROFILES="nocheck${DEB_BUILD_PROFILES:+ $DEB_BUILD_PROFILES}" \
-		dpkg-buildpackage -b -us -uc >"$WORK/build.log" 2>&1); then
-	tail -n 40 "$WORK/build.log"
-	fail "dpkg-buildpackage failed"
-fi
-deb=$(find "$WORK" -maxdepth 1 -name "${PKG}_*.deb" | head -n 1)
-changes=$(find "$WORK" -maxdepth 1 -name 'idgen_*.changes' | head -n 1)
-if [ -z "$deb" ] || [ -z "$changes" ]; then
-	fail "no ${PKG}_*.deb or .changes in $WORK: $(ls "$WORK")"
-fi
-# The compiler's warnings are errors in test/suite.sh's own build; here,
-# with Debian's flags, they are shown.
-grep -E 'warning:' "$WORK/build.log" | sort -u
-echo "${deb##*/}: $(stat -c %s "$deb") bytes, in $((SECONDS - start)) s"
 
 # lintian runs as the unprivileged user (it warns when run as root), on a
 # copy: the files root installs next stay root's.
 log "$PKG: lintian"
 start=$SECONDS
 mkdir "$WORK/lintian"
-cp "$WORK"/*.deb "$WORK"/*.changes "$WORK"/*.buildinfo "$WORK/lintian/"
+cp "$DIR"/*.deb "$DIR"/*.changes "$DIR"/*.buildinfo "$WORK/lintian/"
 chown -R "$IDGEN_USER" "$WORK/lintian"
 as_idgen_user "cd '$WORK/lintian' && lintian --fail-on error '${changes##*/}'" >"$WORK/lintian.log" 2>&1
 status=$?
@@ -132,8 +106,6 @@ if [ -d "$pkglibdir/bitcode/idgen" ] && ! dpkg -S "$pkglibdir/bitcode/idgen" >/d
 	echo "removing $pkglibdir/bitcode/idgen/: no package owns it"
 	rm -rf "$pkglibdir/bitcode/idgen"
 fi
-dbgsym=$(find "$WORK" -maxdepth 1 -name "${PKG}-dbgsym_*.deb" | head -n 1)
-[ -n "$dbgsym" ] || fail "no ${PKG}-dbgsym_*.deb in $WORK: $(ls "$WORK")"
 if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall --no-install-recommends "$deb" "$dbgsym" \
 		>"$WORK/install.log" 2>&1; then
 	cat "$WORK/install.log"
@@ -172,18 +144,3 @@ elif [ -z "${IDGEN_ASSERTS:-}" ] && [ -n "$has_asserts" ]; then
 fi
 echo "$pkglibdir/idgen.so, idgen.control and $(find "$sharedir/extension" -name 'idgen--*.sql' | wc -l) SQL scripts:" \
 	"$PKG's, unchanged (dpkg --verify)${has_asserts:+$with_asserts}"
-
-# The package's own test, against what was just installed.
-log "$PKG: autopkgtest (debian/tests/installcheck)"
-start=$SECONDS
-mkdir "$WORK/autopkgtest"
-tar -c -C "$SRC" --exclude=.git . | tar -x -C "$WORK/autopkgtest"
-make -C "$WORK/autopkgtest" -s clean PG_CONFIG="$PG_CONFIG" >/dev/null 2>&1
-chown -R "$IDGEN_USER" "$WORK/autopkgtest"
-if ! as_idgen_user "cd '$WORK/autopkgtest' && PG_SUPPORTED_VERSIONS=$VERSION sh debian/tests/installcheck" \
-		>"$WORK/autopkgtest.log" 2>&1; then
-	tail -n 60 "$WORK/autopkgtest.log"
-	fail "debian/tests/installcheck failed"
-fi
-grep -E 'All [0-9]+ tests passed|^### End' "$WORK/autopkgtest.log"
-echo "pg_buildext installcheck of $PKG passed, in $((SECONDS - start)) s"

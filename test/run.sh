@@ -13,13 +13,17 @@
 # tested on the machine itself, with Debian 12's packages; 17, 18 and 19
 # each inside a chroot of the Debian release that ships it, with that
 # release's packages (test/chroot.sh: trixie, sid, sid with experimental).
-# Each version runs test/suite.sh: the build with -Werror and idgen's
-# assertions, the Debian package postgresql-NN-idgen built for that version
-# alone, checked with lintian and installed (test/deb.sh), then, against
-# the package's files, the regression and isolation suites, the TAP tests
-# with the libpq stress client, and the check that no test reached an
-# internal error.  The machine's 15 tests a package built with idgen's
-# assertions (IDGEN_ASSERTS=1), the chroots the package as users get it.
+# Each version first builds the Debian package postgresql-NN-idgen for that
+# version alone in a clean chroot of its release (bookworm for 15), with
+# the tests of the build, installs it there and runs its autopkgtest
+# (test/package.sh); 15's as root from /root, the others' as a user from
+# their home.  Then it runs test/suite.sh: the build with -Werror and
+# idgen's assertions, that package checked with lintian and installed
+# (test/deb.sh), then, against the package's files, the regression and
+# isolation suites, the TAP tests with the libpq stress client, and the
+# check that no test reached an internal error.  The machine's 15 tests a
+# package built with idgen's assertions (IDGEN_ASSERTS=1), the chroots the
+# package as users get it.
 # On the machine's own 15, test/t/019_recovery_horizon.pl runs its
 # failover scenarios 10 times each (IDGEN_FAILOVER_ROUNDS; 2 elsewhere).
 # On 17, every TAP test's clusters start with test/short_duties.conf
@@ -75,7 +79,7 @@ HOST_VERSION=15
 HOST_PG_CONFIG=/usr/lib/postgresql/$HOST_VERSION/bin/pg_config
 PACKAGES=(postgresql-15 postgresql-server-dev-15 libpq-dev libipc-run-perl faketime pgbouncer gdb make gcc
 	postgresql-15-auto-failover postgresql-15-pglogical debootstrap zstd pg-bsd-indent
-	build-essential debhelper dpkg-dev lintian postgresql-server-dev-all)
+	build-essential dpkg-dev lintian postgresql-server-dev-all)
 
 log() { printf '\n=== %s\n' "$*"; }
 
@@ -90,7 +94,8 @@ if [ -n "${PG_CONFIG:-}" ] || [ "$(id -u)" != 0 ]; then
 	runs=("$("$PG_CONFIG" --version | sed 's/^PostgreSQL //; s/[^0-9].*//'):local")
 else
 	idgen_prepare_host "${PACKAGES[@]}" || exit 2
-	for v in ${IDGEN_PG:-15 17 18 19}; do
+	# In order (19's upgrade test waits for 18's package).
+	for v in $(printf '%s\n' ${IDGEN_PG:-15 17 18 19} | sort -n -u); do
 		if [ "$v" = "$HOST_VERSION" ]; then runs+=("$v:host"); else runs+=("$v:chroot"); fi
 	done
 fi
@@ -194,23 +199,55 @@ run_version() # VERSION WHERE
 	cp -a "$SNAPSHOT/tree" "$tree"
 	case $where in
 		local) bash "$tree/test/suite.sh" ;;
-		host) IDGEN_FAILOVER_ROUNDS=${IDGEN_FAILOVER_ROUNDS:-10} IDGEN_ASSERTS=1 PG_CONFIG=$HOST_PG_CONFIG \
-			bash "$tree/test/suite.sh" ;;
-		chroot) bash "$tree/test/chroot.sh" "$v" "$tree" \
-			"$(upgrade_from "$v")$(short_duties "$v")PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config bash test/suite.sh" ;;
+		host) build_package "$v" "$tree" &&
+			IDGEN_FAILOVER_ROUNDS=${IDGEN_FAILOVER_ROUNDS:-10} IDGEN_ASSERTS=1 PG_CONFIG=$HOST_PG_CONFIG \
+			IDGEN_PACKAGES=$PACKAGES_DIR bash "$tree/test/suite.sh" ;;
+		chroot) build_package "$v" "$tree" &&
+			bash "$tree/test/chroot.sh" --share "$PACKAGES_DIR" "$v" "$tree" \
+			"$(upgrade_from "$v")$(short_duties "$v")IDGEN_PACKAGES=/share PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config bash test/suite.sh" ;;
 	esac
 }
 
-# In the chroot of 19, which has 18 too: idgen installed for 18 from its
-# package, postgresql-18-idgen (test/deb.sh: built there, lintian,
-# installed), before the suites, and IDGEN_UPGRADE_FROM set, so that
+# The package postgresql-VERSION-idgen, built with the tests of the build
+# in a clean chroot of the release that ships VERSION, installed there and
+# tested with its autopkgtest (test/package.sh), into PACKAGES_DIR/VERSION;
+# then PACKAGES_DIR/VERSION.done holds its exit status.  15's is built as
+# root from /root, as the README's newcomer would, and with idgen's
+# assertions (the machine's suites test it); the others' as a user from
+# their home, as users get them.
+PACKAGES_DIR=$SNAPSHOT/packages
+mkdir "$PACKAGES_DIR"
+build_package() # VERSION TREE
+{
+	local v=$1 how="bash test/package.sh" status start=$SECONDS
+	[ "$v" = "$HOST_VERSION" ] && how="IDGEN_ASSERTS=1 bash test/package.sh --as-root"
+	log "PostgreSQL $v: the package, built and tested in a clean chroot (test/package.sh)"
+	bash "$2/test/chroot.sh" --clean --share "$PACKAGES_DIR" "$v" "$2" "$how $v /share/$v"
+	status=$?
+	echo "$status" >"$PACKAGES_DIR/$v.done"
+	echo "test/package.sh $v: exit status $status, in $((SECONDS - start)) s"
+	return "$status"
+}
+
+# In the chroot of 19, which has 18 too (sid's postgresql-all): idgen
+# installed for 18 from 18's package (test/deb.sh, once 18's run has built
+# it), before the suites, and IDGEN_UPGRADE_FROM set, so that
 # test/t/040_pg_upgrade.pl upgrades an 18 cluster to 19 as users would,
-# both majors' idgen from packages (about 30 s, and 20 s for the package).
-# For other versions, nothing.
+# both majors' idgen from packages (about 30 s).  For other versions, and
+# when 18 is not run or its package failed, nothing (040 is then skipped).
 upgrade_from() # VERSION
 {
 	[ "$1" = 19 ] || return 0
-	printf '%s' "bash test/deb.sh 18 && export IDGEN_UPGRADE_FROM=/usr/lib/postgresql/18 && "
+	if [[ " ${runs[*]} " != *" 18:chroot "* ]]; then
+		echo "PostgreSQL 19: no upgrade from 18 (18 is not run)" >&2
+		return 0
+	fi
+	while [ ! -s "$PACKAGES_DIR/18.done" ]; do sleep 5; done
+	if [ "$(cat "$PACKAGES_DIR/18.done")" != 0 ]; then
+		echo "PostgreSQL 19: no upgrade from 18 (18's package failed)" >&2
+		return 0
+	fi
+	printf '%s' "bash test/deb.sh 18 /share/18 && export IDGEN_UPGRADE_FROM=/usr/lib/postgresql/18 && "
 }
 
 # On 17, the TAP tests with idgen's background duties every second

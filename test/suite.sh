@@ -10,11 +10,12 @@
 # checked by test/layers.sh, not installed), installs idgen, then runs every
 # suite as an unprivileged user (PostgreSQL refuses to run as root) on a
 # private copy of the tree.  As root against a system PostgreSQL
-# (PG_CONFIG=/usr/lib/postgresql/N/bin/pg_config), idgen is installed from
-# the Debian package built from debian/ (test/deb.sh: build, lintian,
-# apt-get install), so the suites test the package's files; idgen's
-# assertions are in that package when IDGEN_ASSERTS=1 is in the
-# environment (test/run.sh sets it for the machine's 15).  Otherwise (a
+# (PG_CONFIG=/usr/lib/postgresql/N/bin/pg_config), with IDGEN_PACKAGES
+# naming a directory where test/package.sh left the package it built for N
+# (in IDGEN_PACKAGES/N), idgen is installed from that package (test/deb.sh:
+# lintian, its files, apt-get install), so the suites test the package's
+# files; IDGEN_ASSERTS=1 in the environment says the package has idgen's
+# assertions (test/run.sh builds 15's so).  Otherwise (no package, a
 # PostgreSQL of one's own, or as another user) it runs `make install`, with
 # the assertions.
 #
@@ -92,16 +93,16 @@ else
 	failures+=(layers)
 fi
 
-# What the suites test: the Debian package, built for this major only and
-# installed into the system's PostgreSQL (test/deb.sh), when this is a
-# system PostgreSQL and we are root; else `make install` of the build with
-# the assertions.
+# What the suites test: the Debian package test/package.sh built for this
+# major, in IDGEN_PACKAGES/MAJOR, checked and installed into the system's
+# PostgreSQL (test/deb.sh), when IDGEN_PACKAGES is set, this is a system
+# PostgreSQL and we are root; else `make install` of the build with the
+# assertions.
 PG_MAJOR=$("$PG_CONFIG" --version | sed 's/^PostgreSQL //; s/[^0-9].*//')
-if [ "$(id -u)" = 0 ] && [ "$PG_CONFIG" = "/usr/lib/postgresql/$PG_MAJOR/bin/pg_config" ] &&
-   [ -f "$SRC/debian/control.in" ]; then
+if [ -n "${IDGEN_PACKAGES:-}" ] && [ "$(id -u)" = 0 ] &&
+   [ "$PG_CONFIG" = "/usr/lib/postgresql/$PG_MAJOR/bin/pg_config" ]; then
 	log "PostgreSQL $PG_VERSION: the package postgresql-$PG_MAJOR-idgen (test/deb.sh)"
-	make -C "$SRC" -s clean >/dev/null 2>&1
-	bash "$SRC/test/deb.sh" "$PG_MAJOR"
+	bash "$SRC/test/deb.sh" "$PG_MAJOR" "$IDGEN_PACKAGES/$PG_MAJOR"
 	installed=$?
 else
 	log "PostgreSQL $PG_VERSION: make install, with idgen's assertions"
