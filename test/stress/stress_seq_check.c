@@ -225,10 +225,11 @@ check_seq(const Options *opts, Client *clients, int64 total, bool check_gaps,
 		if (kf.dups == 0 && kf.gaps == 0 && kf.below == 0)
 			continue;
 		out->bad_keys++;
-		if (!opts->quiet && reported++ < MAX_REPORT)
+		/* a duplicate is a failure: said even when quiet */
+		if ((!opts->quiet || kf.dups > 0) && reported++ < MAX_REPORT)
 			report_key_findings(global.text + global.offset[k], v, n, &kf);
 	}
-	if (!opts->quiet && out->bad_keys > MAX_REPORT)
+	if ((!opts->quiet || out->duplicates > 0) && out->bad_keys > MAX_REPORT)
 		printf("%s: ... and " INT64_FORMAT " more keys with duplicates or gaps\n",
 			   PROGNAME, out->bad_keys - MAX_REPORT);
 
