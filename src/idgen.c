@@ -15,7 +15,8 @@
  * be forgotten where DISCARD forgets currval() and lastval(), or a client
  * of a session-pooling pooler (whose server_reset_query is DISCARD ALL)
  * reads the previous client's ID.  The hook's signature is the same on
- * every supported version (15 and later).
+ * every supported version (15 and later).  (public.c installs the other
+ * hook, emit_log_hook, which keeps imported keys out of the server log.)
  *
  * Setting names follow one rule, PostgreSQL's own: no unit in the name,
  * times through GUC_UNIT_MS or GUC_UNIT_S, so that '1s' and '100ms' are
@@ -91,6 +92,7 @@ _PG_init(void)
 	idgen_seq_cache_init();
 	idgen_sequencer_init();
 	idgen_active_init();
+	idgen_public_init();
 
 	MarkGUCPrefixReserved("idgen");
 

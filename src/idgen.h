@@ -94,6 +94,9 @@ idgen_active_gate(void)
 extern void idgen_snowflake_forget_last(void);
 extern void idgen_uuid7_forget_last(void);
 
+/* public.c: the server log's hook for key imports */
+extern void idgen_public_init(void);
+
 /* uuid7.c */
 extern int64 idgen_uuid7_next_tick(const char *funcname);
 

@@ -56,6 +56,21 @@
  *	  SPI parameters), never in a statement's text; idgen_public_key_export
  *	  and _import, in the script, hand keys to and from their caller only.
  *
+ * The server log
+ *	  A caller may pass an import's keys as a literal, as the docs show it,
+ *	  and a failed statement's text is logged (log_min_error_statement,
+ *	  ERROR by default), as is the context of an error in its argument (a
+ *	  JSON error's quotes the text before the fault).  So an emit_log_hook
+ *	  keeps the statement, the context and the detail of every message out
+ *	  of the server log while the statement's text names
+ *	  idgen_public_key_import, in any case; the client still gets them, its
+ *	  own text.  The text is matched, not parsed: an import called through
+ *	  EXECUTE or a function of the caller's is not seen, and a statement
+ *	  that names the function only in a comment loses those lines too.  The
+ *	  message itself is left alone: log_statement and
+ *	  log_min_duration_statement write a statement's text there, which the
+ *	  docs say (docs/public-ids.md).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -67,6 +82,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -84,6 +100,8 @@ PG_FUNCTION_INFO_V1(idgen_public_rotate);
 PG_FUNCTION_INFO_V1(idgen_public_retire);
 PG_FUNCTION_INFO_V1(idgen_speck64);
 PG_FUNCTION_INFO_V1(idgen_public_key_changed);
+
+#define PUBLIC_IMPORT_FUNCTION	"idgen_public_key_import"
 
 #define SPECK_ROUNDS		27
 #define PUBLIC_KEY_BYTES	16
@@ -753,4 +771,58 @@ idgen_speck64(PG_FUNCTION_ARGS)
 						PUBLIC_KEY_BYTES, (int) VARSIZE_ANY_EXHDR(key))));
 	speck_expand((const uint8 *) VARDATA_ANY(key), &k);
 	PG_RETURN_INT64((int64) speck_encrypt(&k, (uint64) PG_GETARG_INT64(1)));
+}
+
+/* ----------
+ * The server log (see the file header)
+ * ----------
+ */
+static emit_log_hook_type prev_emit_log_hook = NULL;
+
+/*
+ * Whether a statement's text names idgen_public_key_import, in any case.
+ * Called for every message the backend emits, so the scan tests one
+ * character before it compares a name.
+ */
+static bool
+statement_names_import(const char *text)
+{
+	const size_t len = strlen(PUBLIC_IMPORT_FUNCTION);
+
+	for (const char *c = text; *c != '\0'; c++)
+	{
+		if ((*c == 'i' || *c == 'I') &&
+			pg_strncasecmp(c, PUBLIC_IMPORT_FUNCTION, len) == 0)
+			return true;
+	}
+	return false;
+}
+
+static void
+idgen_public_emit_log(ErrorData *edata)
+{
+	if (edata->output_to_server && debug_query_string != NULL &&
+		statement_names_import(debug_query_string))
+	{
+		edata->hide_stmt = true;
+		edata->hide_ctx = true;
+		/* in the message's memory context (EmitErrorReport's), freed with it */
+		if (edata->detail != NULL || edata->detail_log != NULL)
+			edata->detail_log = pstrdup("The detail is not logged: the statement names "
+										PUBLIC_IMPORT_FUNCTION ", whose argument may hold public ID keys.");
+	}
+	/* after the change, so that the hooks installed before see it too */
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+}
+
+/*
+ * Called from _PG_init, in every backend that loads the library: with the
+ * preload, every backend.
+ */
+void
+idgen_public_init(void)
+{
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = idgen_public_emit_log;
 }

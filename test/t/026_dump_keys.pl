@@ -153,6 +153,55 @@ is($node->safe_psql('restored', q{SELECT count(*) FROM orders WHERE n > 0}), '44
 	is($node->safe_psql('other', 'SELECT max(version) FROM idgen_public_key'), '4', 'nothing was imported');
 }
 
+# A refused import, its keys passed as a literal as above, with statement
+# logging off (the test clusters log every statement): the server log
+# gets the error, but neither the statement (log_min_error_statement,
+# ERROR by default, would write it, keys and all) nor the context and
+# detail, which quote the input when it is not valid JSON.  The client
+# still gets all of it: the text is its own.  A failed statement that does
+# not name the import is logged whole, and so is the error of an import
+# passed as a parameter under log_statement = 'all', whose parameter line
+# is left out.
+{
+	my $export = $node->safe_psql('postgres', 'SELECT idgen_public_key_export()');
+	my @keys = $export =~ /"key": "([0-9a-f]{32})"/g;
+	is(scalar(@keys), 4, 'the export holds the keys of four versions');
+	# not JSON from just after the first key (a JSON error's context is the
+	# 50 characters before the fault)
+	(my $broken = $export) =~ s/("$keys[0]")/$1 x/;
+	$node->safe_psql('postgres', "ALTER DATABASE other SET log_statement = 'none'");
+	my $offset = -s $node->logfile;
+
+	my ($ret, $out, $err) = $node->psql('other', "SELECT idgen_public_key_import('$export')");
+	like($err, qr/public ID key version 4 exists here with another key/, 'a refused import');
+	($ret, $out, $err) = $node->psql('other', "select IDGEN_PUBLIC_KEY_IMPORT('$broken')");
+	like($err, qr/invalid input syntax for type json.*\nDETAIL: .*\nCONTEXT:  JSON data, line 1: .*$keys[0]/s,
+		'an import of text that is not JSON: the client gets the detail and the context, which quote it');
+	($ret, $out, $err) = $node->psql('other', 'SELECT 1/0 AS no_import');
+	my $bind = '';
+	if ($node->pg_version >= 16)
+	{
+		($ret, $out, $err) = $node->psql('other',
+			"SET log_statement = 'all'; SELECT idgen_public_key_import(\$1) \\bind '$export' \\g");
+		like($err, qr/public ID key version 4 exists here with another key/, 'an import passed by \bind');
+		$bind = 'by \bind';
+	}
+	$node->psql('other', 'SELECT 1/0 AS the_end');
+	my $log = PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset);
+
+	like($log, qr/ERROR:  public ID key version 4 exists here with another key/, 'the server log has the refusal');
+	like($log, qr/ERROR:  invalid input syntax for type json/, 'and the error of the text that is not JSON');
+	like($log, qr/ERROR:  division by zero\n(?:.*\n)*?.*STATEMENT:  SELECT 1\/0 AS no_import/,
+		'a failed statement that names no import is logged with its text');
+	like($log, qr/STATEMENT:  SELECT 1\/0 AS the_end/, 'and so is the last statement');
+	unlike($log, qr/STATEMENT:  .*idgen_public_key_import/i, 'no statement that names the import is logged');
+	unlike($log, qr/JSON data, line 1/, 'nor the context that quotes the input');
+	like($log, qr/LOG:  (?:statement|execute <unnamed>): SELECT idgen_public_key_import\(\$1\)/,
+		"log_statement = 'all' logs the statement $bind") if $bind;
+	is(join(', ', grep { index($log, $_) >= 0 } @keys), '', 'the server log holds none of the keys');
+	$node->safe_psql('postgres', 'ALTER DATABASE other RESET log_statement');
+}
+
 # A form of 20 MB: the error, in the server log too, quotes its first 32
 # characters and says how long it was.
 {
