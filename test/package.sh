@@ -26,6 +26,11 @@
 #                user, from a copy of the source, `pg_buildext
 #                installcheck` of the installed package in a pg_virtualenv
 #                cluster that preloads idgen.
+#   remove       apt-get remove, with four clusters of VERSION made: the
+#                package's prerm warns of the one whose postgresql.conf
+#                preloads idgen and of the one whose postgresql.auto.conf
+#                does, and not of one that preloads nothing nor of one
+#                whose postgresql.auto.conf takes idgen out again.
 #
 # test/deb.sh then checks the packages (lintian, their files, their links)
 # and installs them where the suites run.  It prints each step's time and
@@ -112,3 +117,26 @@ fi
 rm -rf "$work"
 grep -E 'All [0-9]+ tests passed' "$RESULTS/autopkgtest.log"
 echo "pg_buildext installcheck of the installed $PKG passed, in $((SECONDS - start)) s"
+
+# Removal: the prerm's warning, for the clusters that preload idgen only.
+log "$PKG: remove (the warning of the clusters that still preload idgen)"
+start=$SECONDS
+for c in conf auto plain undone; do
+	pg_createcluster "$VERSION" "$c" >/dev/null 2>&1 || fail "pg_createcluster $VERSION $c failed"
+done
+conf() { echo "/etc/postgresql/$VERSION/$1/postgresql.conf"; }
+auto() { echo "/var/lib/postgresql/$VERSION/$1/postgresql.auto.conf"; }
+echo "shared_preload_libraries = 'pg_stat_statements, idgen'	# idgen's state" >>"$(conf conf)"
+echo "Shared_Preload_Libraries = '\$libdir/idgen'" >>"$(auto auto)"
+echo "#shared_preload_libraries = 'idgen'" >>"$(conf plain)"
+echo "shared_preload_libraries = 'idgen'" >>"$(conf undone)"
+echo "shared_preload_libraries = 'pg_stat_statements'" >>"$(auto undone)"
+apt-get remove -y -qq "$PKG" >"$RESULTS/remove.log" 2>&1 || { cat "$RESULTS/remove.log"; fail "apt-get remove $PKG failed"; }
+! dpkg -s "$PKG" 2>/dev/null | grep -q '^Status: install ok installed' || fail "$PKG is still installed"
+grep "warning: cluster" "$RESULTS/remove.log"
+warned=$(grep -o "warning: cluster $VERSION/[a-z]*" "$RESULTS/remove.log" | sed 's/.*\///' | sort | tr '\n' ' ')
+[ "$warned" = "auto conf " ] || fail "the prerm warned of the clusters [$warned], not of [auto conf] (its log: remove.log)"
+for c in conf auto plain undone; do
+	pg_dropcluster "$VERSION" "$c" >/dev/null 2>&1
+done
+echo "removed; the warning named the clusters auto and conf only, in $((SECONDS - start)) s"
