@@ -15,8 +15,8 @@
 # release's packages (test/chroot.sh: trixie, sid, sid with experimental).
 # Each version first builds the Debian package postgresql-NN-idgen for that
 # version alone in a clean chroot of its release (bookworm for 15), with
-# the tests of the build, installs it there and runs its autopkgtest
-# (test/package.sh); 15's as root from /root, the others' as a user from
+# the tests of the build, installs it there, runs its autopkgtest and
+# removes it beside clusters that preload idgen (test/package.sh); 15's as root from /root, the others' as a user from
 # their home.  Then it runs test/suite.sh: the build with -Werror and
 # idgen's assertions, that package checked with lintian and installed
 # (test/deb.sh), then, against the package's files, the regression and

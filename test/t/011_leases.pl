@@ -23,9 +23,15 @@ use IdgenTest;
 # This server is datacenter 31, worker 31 (id 1023): outside the ids leased
 # below, so all 64 of them can be handed out.  Purges every second,
 # whatever the clusters' default: the test waits for one to delete the
-# released leases, and its churn runs beside them.
+# released leases, and its churn runs beside them.  A lease's token is a
+# tick of the UUIDv7 clock, which waits for the idgen keeper's durable
+# horizon up to idgen.clock_wait: on a loaded machine the keeper's fsync
+# took over 2 s, during the churn and after the crash below, and
+# acquisitions failed ("the durable horizon has not advanced") where 30 s
+# lets them wait.  What is tested here is who gets which id.
 my $node = idgen_node(
 	'leases',
+	'idgen.clock_wait' => '30s',
 	'max_connections' => 230,
 	'idgen.datacenter_id' => 31,
 	'idgen.worker_id' => 31,
