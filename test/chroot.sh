@@ -3,22 +3,30 @@
 # test/chroot.sh: run a command inside a chroot of the Debian release that
 # ships PostgreSQL VERSION, with that release's own packages installed.
 #
-#   bash test/chroot.sh [--clean] [--share HOSTDIR] VERSION DIR COMMAND
+#   bash test/chroot.sh [--bare | --clean] [--share HOSTDIR] VERSION DIR COMMAND
 #
 # Run as root on Debian.  The tree DIR is copied to /idgen in the chroot and
 # COMMAND (a shell command line) runs there as root, from /idgen.  Its exit
 # status is this script's.
 #
 #   VERSION  release               apt sources
-#   15       bookworm              bookworm (--clean only: the machine
-#                                  itself is Debian 12 and runs 15's tests)
+#   15       bookworm              bookworm (--bare and --clean only: the
+#                                  machine itself is Debian 12 and runs
+#                                  15's tests)
 #   17       trixie                trixie
 #   18       sid                   sid
 #   19       sid                   sid and experimental (19 is a release
 #                                  candidate there)
 #
-# Two kinds of chroot:
+# Three kinds of chroot:
 #
+#   --bare   a fresh Debian machine, as far as a chroot is one:
+#            debootstrap's minimal system and nothing installed, for
+#            test/newcomer.sh, which installs what the README says.  One
+#            thing differs: no package starts a service (policy-rc.d), as
+#            in the other kinds.  The chroot shares the machine's network:
+#            a cluster made there (pg_createcluster) takes a port no
+#            process listens on, and starts when told to.
 #   --clean  what building the package needs and nothing more: debootstrap's
 #            minimal system, build-essential, and debian/control's
 #            Build-Depends (debhelper, libpq-dev, postgresql-server-dev-all,
@@ -31,8 +39,9 @@
 #
 # Each is kept as a tarball in $IDGEN_CHROOT_CACHE (default
 # /var/cache/idgen-test), named by kind, release, version and a digest of
-# what this script installs, and made again when missing: the clean one
-# with debootstrap, the other from the clean one's tarball.  Every run
+# what this script installs, and made again when missing: the bare one
+# with debootstrap, the clean one from the bare one's tarball, the suites'
+# from the clean one's.  Every run
 # unpacks it into a new directory and removes that directory at the end,
 # also after a failure or an interrupt.
 #
@@ -50,11 +59,12 @@
 #
 set -uo pipefail
 
-usage="usage: chroot.sh [--clean] [--share HOSTDIR] VERSION DIR COMMAND"
+usage="usage: chroot.sh [--bare | --clean] [--share HOSTDIR] VERSION DIR COMMAND"
 KIND=suite
 SHARE=
 while [ $# -gt 0 ]; do
 	case $1 in
+		--bare) KIND=bare; shift ;;
 		--clean) KIND=clean; shift ;;
 		--share) SHARE=${2:?$usage}; shift 2 ;;
 		*) break ;;
@@ -74,8 +84,8 @@ case $VERSION in
 	*) echo "chroot.sh: no current Debian release ships PostgreSQL $VERSION (15: bookworm, 17: trixie, 18: sid, 19: experimental)" >&2
 	   exit 2 ;;
 esac
-if [ "$VERSION" = 15 ] && [ "$KIND" != clean ]; then
-	echo "chroot.sh: 15's suites run on the machine itself (Debian 12); its chroot is --clean only" >&2
+if [ "$VERSION" = 15 ] && [ "$KIND" = suite ]; then
+	echo "chroot.sh: 15's suites run on the machine itself (Debian 12); its chroot is --bare or --clean only" >&2
 	exit 2
 fi
 [ -z "$SHARE" ] || [ -d "$SHARE" ] || { echo "chroot.sh: no directory $SHARE" >&2; exit 2; }
@@ -92,7 +102,10 @@ CLEAN_PACKAGES=("${CORE[@]}" build-essential debhelper postgresql-server-dev-all
 SUITE_PACKAGES=(make gcc libc6-dev libipc-run-perl faketime pgbouncer gdb dpkg-dev lintian)
 
 # The tarballs' names change with what is installed into them.
-clean_digest=$( { printf '%s\n' "$RELEASE" "$EXPERIMENTAL" "${CLEAN_PACKAGES[@]}"
+bare_digest=$( { printf '%s\n' "$RELEASE" "$EXPERIMENTAL"
+	sed -n '/^setup_bare()/,/^}/p' "$0"; } | sha256sum | cut -c1-12)
+BARE_TARBALL=$CACHE/bare-$RELEASE${EXPERIMENTAL:+-experimental}-$bare_digest.tar.zst
+clean_digest=$( { printf '%s\n' "$bare_digest" "${CLEAN_PACKAGES[@]}"
 	sed -n '/^setup_clean()/,/^}/p' "$0"; } | sha256sum | cut -c1-12)
 CLEAN_TARBALL=$CACHE/clean-$RELEASE-pg$VERSION-$clean_digest.tar.zst
 suite_digest=$( { printf '%s\n' "$clean_digest" "${SUITE_PACKAGES[@]}"
@@ -143,11 +156,9 @@ run_in()
 			CI="${CI:-}" DEBIAN_FRONTEND=noninteractive /bin/bash -c "$1"' "$1" "$2" "${SHARE:-}"
 }
 
-# setup_clean ROOT: debootstrap the release into ROOT and install
-# CLEAN_PACKAGES there.  Debian's packages, as a user installs them; no
-# service starts, the default cluster is not created, and apt's downloads
-# are not kept.
-setup_clean()
+# setup_bare ROOT: debootstrap the release into ROOT, with no service
+# started and no TCP address for a cluster (see the header).
+setup_bare()
 {
 	local root=$1
 	# debootstrap mounts /proc and /sys in the chroot: in a namespace too.
@@ -162,6 +173,15 @@ setup_clean()
 	# one, listening on the machine's network); the tests start their own.
 	printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 	chmod 755 "$root/usr/sbin/policy-rc.d"
+}
+
+# setup_clean ROOT: the bare chroot (unpacked into ROOT) and
+# CLEAN_PACKAGES.  Debian's packages, as a user installs them; the default
+# cluster is not created, and apt's downloads are not kept.
+setup_clean()
+{
+	local root=$1
+	tar -x -C "$root" --zstd -f "$BARE_TARBALL" || return 1
 	mkdir -p "$root/etc/postgresql-common/createcluster.d"
 	echo 'create_main_cluster = false' >"$root/etc/postgresql-common/createcluster.d/idgen-test.conf"
 	install_in "$root" "${CLEAN_PACKAGES[@]}" || return 1
@@ -215,8 +235,12 @@ make_tarball()
 }
 
 mkdir -p "$CACHE"
-[ -f "$CLEAN_TARBALL" ] || make_tarball clean "$CLEAN_TARBALL" || exit 1
-TARBALL=$CLEAN_TARBALL
+[ -f "$BARE_TARBALL" ] || make_tarball bare "$BARE_TARBALL" || exit 1
+TARBALL=$BARE_TARBALL
+if [ "$KIND" != bare ]; then
+	[ -f "$CLEAN_TARBALL" ] || make_tarball clean "$CLEAN_TARBALL" || exit 1
+	TARBALL=$CLEAN_TARBALL
+fi
 if [ "$KIND" = suite ]; then
 	[ -f "$SUITE_TARBALL" ] || make_tarball suite "$SUITE_TARBALL" || exit 1
 	TARBALL=$SUITE_TARBALL

@@ -15,9 +15,10 @@
 #            Headings and links inside code blocks do not count.
 #   markers  every ```sql block is marked on the line before it with
 #            "<!-- test: NAME -->", and some test runs each marked block:
-#            test/t/027_readme_sql.pl those named example/..., any other
-#            TAP test those it names in a doc_block('FILE', 'NAME') call
-#            with the file that holds the block.  So no SQL a reader may
+#            test/t/027_docs_sql.pl those of docs/ named example/...,
+#            test/newcomer.pl those of the README named newcomer/..., any
+#            other TAP test those it names in a doc_block('FILE', 'NAME')
+#            call with the file that holds the block.  So no SQL a reader may
 #            paste goes unrun, and moving a block to another file cannot
 #            drop its check.  The one other marker is for a system no
 #            Debian package brings (Citus): "<!-- by hand: WHAT VERSIONS -->",
@@ -133,7 +134,8 @@ for my $file (@files)
 
 # Markers.
 my $tests = join "\n", map { slurp($_) } glob('test/t/*.pl');
-my %runner = map { $_ => 1 } slurp('test/t/027_readme_sql.pl') =~ /^\t'([a-z0-9-]+)' => \{/mg;
+my %runner = map { $_ => 1 } slurp('test/t/027_docs_sql.pl') =~ /^\t'([a-z0-9-]+)' => \{/mg;
+my %newcomer = map { $_ => 1 } slurp('test/newcomer.pl') =~ /^\t'([a-z0-9-]+)' => \{/mg;
 for my $file (@files)
 {
 	my @lines = split /\n/, $text{$file};
@@ -158,8 +160,17 @@ for my $file (@files)
 			}
 			elsif ($name =~ m{^example/(.+)$})
 			{
-				push @faults, "$where: block $name: test/t/027_readme_sql.pl does not run it"
+				push @faults, "$where: block $name: test/t/027_docs_sql.pl runs the blocks of docs/ only"
+				  if $file eq 'README.md';
+				push @faults, "$where: block $name: test/t/027_docs_sql.pl does not run it"
 				  unless $runner{$1};
+			}
+			elsif ($name =~ m{^newcomer/(.+)$})
+			{
+				push @faults, "$where: block $name: test/newcomer.pl runs the README's blocks only"
+				  unless $file eq 'README.md';
+				push @faults, "$where: block $name: test/newcomer.pl does not run it"
+				  unless $newcomer{$1};
 			}
 			elsif ($tests !~ /doc_block\('\Q$file\E', '\Q$name\E'\)/)
 			{

@@ -63,6 +63,10 @@
 #   pgxn           test/pgxn.sh: make dist's archive against the PGXN Meta
 #                  Spec, installed with pgxnclient and loaded (PostgreSQL 15,
 #                  about 40 s)
+#   newcomer       test/newcomer.sh: the README followed as printed, as root
+#                  in a bare Debian 12 chroot: its Installation's package
+#                  path, its SQL blocks in one session, the genes on a
+#                  server of their own, and the removal (about 6 minutes)
 #
 # As another user than root, or with PG_CONFIG set, it runs test/suite.sh
 # against that one installation, assuming the packages are installed and
@@ -338,6 +342,16 @@ if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
 	log "pgxn"
 	PG_CONFIG=$HOST_PG_CONFIG bash "$SRC/test/pgxn.sh"
 	count pgxn $?
+fi
+
+# The README as a newcomer follows it, as root in a bare Debian 12 chroot:
+# the package path of its Installation, verbatim, then its SQL blocks in
+# one session, the genes on a server of their own and the removal (about
+# 6 minutes, most of it installing the server and the build's packages).
+if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
+	log "newcomer"
+	bash "$SRC/test/newcomer.sh"
+	count newcomer $?
 fi
 
 echo

@@ -1,14 +1,14 @@
-# Scenario: every SQL example of the documentation runs as printed.  Each
-# block of README.md or docs/*.md marked "<!-- test: example/NAME -->"
-# runs here, through psql with ON_ERROR_STOP, in a database of its own,
-# after the setup its surrounding text assumes (the tables it names, the
-# extension created or not), on a server with the layout the examples use
-# (4 gene bits, datacenter 1, worker 7); its output must match a pattern,
-# and what it changed may be checked after.  A marked block this test does
-# not know, or an entry here with no block, fails it: a new example must
-# be added here (test/docs.pl fails on a SQL block that is not marked).
-# Last, the README's installation and Getting started run one after the
-# other in one psql session, as a new user pastes them.
+# Scenario: every SQL example of docs/ runs as printed.  Each block of
+# docs/*.md marked "<!-- test: example/NAME -->" runs here, through psql
+# with ON_ERROR_STOP, in a database of its own, after the setup its
+# surrounding text assumes (the tables it names, the extension created or
+# not), on a server with the layout the examples use (4 gene bits,
+# datacenter 1, worker 7); its output must match a pattern, and what it
+# changed may be checked after.  A marked block this test does not know,
+# or an entry here with no block, fails it: a new example must be added
+# here (test/docs.pl fails on a SQL block that is not marked).  The
+# README's blocks are test/newcomer.sh's: they run as a newcomer pastes
+# them, in one session on a fresh machine, with no setup they do not say.
 use strict;
 use warnings;
 
@@ -26,29 +26,8 @@ $node->safe_psql('postgres', 'CREATE ROLE app; CREATE ROLE orders_api');
 # ext: the extension created there first), what it assumes (setup), and
 # a pattern its output must match (check).
 my %blocks = (
-	'install-schema' => { db => 'app', after => 'SHOW search_path', after_check => qr/^"\$user", public, idgen$/ },
 	'revoke-public-create' => { db => 'app' },
-	'getting-started' => { ext => 1, check => qr/^\d+\|ann$/m },
-	'convert' => { ext => 1, setup => q{
-		CREATE TABLE customers (id serial PRIMARY KEY, name text);
-		CREATE TABLE orders (id bigserial PRIMARY KEY, customer_id int REFERENCES customers);
-		INSERT INTO customers (name) VALUES ('a'), ('b'), ('c');},
-		check => qr/^orders\|customer_id\|type integer widened to bigint$/m },
-	'genes' => { ext => 1 },
-	'uuid7' => { ext => 1, check => qr/^[0-9a-f]{8}-[0-9a-f]{4}-7/m },
-	# set_if_absent sets the baseline (t), then 100 values in one call
-	'per-key' => { ext => 1, setup => 'CREATE TABLE messages (conv_id int, seq bigint, body text);',
-		check => qr/\At\n\n1\n2\n(?:\d+\n){97}100\n/ },
-	'leases' => { ext => 1, check => qr/^t$/m },
 	'registry' => { ext => 0, check => qr/^[a-z]+\|1\|7\|/m },
-	'standby' => { ext => 1, check => qr/^f\|/m },
-	# (the sample public ID is of another key: not found, a well-formed form)
-	'public-ids' => { ext => 1, setup => q{
-		CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT idgen_snowflake(), amount int);
-		INSERT INTO orders (amount) VALUES (1), (2);},
-		check => qr/\A1\n\d+\n\d+\n2\z/ },
-	'range-scan' => { ext => 1, setup => 'CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT idgen_snowflake());' },
-	'monitoring' => { ext => 1 },
 	'stats' => { ext => 1, check => qr/^snowflake\|/m },
 	# docs/identifiers.md, with 4 gene bits: orders carry user 42's gene
 	'genes-detail' => { ext => 1, after => 'SELECT DISTINCT shard FROM orders_routed',
@@ -154,18 +133,6 @@ for my $example (grep { $blocks{ $_->[0] } } @examples)
 	like($node->safe_psql($db, $b->{after}), $b->{after_check}, "$file: example $name: what it changed")
 	  if $b->{after};
 }
-
-# The installation's SQL, then Getting started, pasted into one session of
-# a new database: the search_path the installation sets must reach this
-# session too, not only the next ones.
-$node->safe_psql('postgres', 'CREATE DATABASE newcomer');
-my ($ret, $out, $err) = $node->psql('newcomer',
-	doc_block('README.md', 'example/install-schema') . doc_block('README.md', 'example/getting-started'),
-	on_error_stop => 1);
-is($ret, 0, 'the installation and Getting started run pasted into one session') or diag($err);
-like($out, $blocks{'getting-started'}{check}, 'and Getting started gives its result');
-is($node->safe_psql('newcomer', 'SELECT extnamespace::regnamespace FROM pg_extension WHERE extname = \'idgen\''),
-	'idgen', 'in the schema of its own the installation makes');
 
 $node->stop;
 done_testing();
