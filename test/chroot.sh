@@ -156,8 +156,8 @@ run_in()
 			CI="${CI:-}" DEBIAN_FRONTEND=noninteractive /bin/bash -c "$1"' "$1" "$2" "${SHARE:-}"
 }
 
-# setup_bare ROOT: debootstrap the release into ROOT, with no service
-# started and no TCP address for a cluster (see the header).
+# setup_bare ROOT: debootstrap the release into ROOT, where no package
+# starts a service (see the header).
 setup_bare()
 {
 	local root=$1

@@ -18,9 +18,9 @@
 #            test/t/027_docs_sql.pl those of docs/ named example/...,
 #            test/newcomer.pl those of the README named newcomer/..., any
 #            other TAP test those it names in a doc_block('FILE', 'NAME')
-#            call with the file that holds the block.  So no SQL a reader may
-#            paste goes unrun, and moving a block to another file cannot
-#            drop its check.  The one other marker is for a system no
+#            call with the file that holds the block.  So no SQL a reader
+#            may paste goes unrun, and moving a block to another file
+#            cannot drop its check.  The one other marker is for a system no
 #            Debian package brings (Citus): "<!-- by hand: WHAT VERSIONS -->",
 #            naming the versions it was checked on by hand.  (Client code
 #            blocks are test/clients.sh's.)

@@ -5,7 +5,9 @@
 #
 #   perl test/newcomer.pl extract DIR   write the blocks' files into DIR
 #   perl test/newcomer.pl check DIR     check the outputs newcomer.sh left
-#                                       there; exit 1 on a failed check
+#                                       there (each block's, and a new
+#                                       session's search_path); exit 1 on a
+#                                       failed check
 #
 # Each block of README.md marked "<!-- test: newcomer/NAME -->" is one of
 # %blocks below, and each entry here is a block (a new block must be
@@ -132,5 +134,10 @@ for my $run ([ 'session', @session ], [ 'genes', 'genes' ])
 		check($text =~ $blocks{$name}{check}, "README block $name: what it printed", "printed:\n$text");
 	}
 }
+# The installation's ALTER DATABASE, seen by a session opened after it.
+my $path = read_file('search_path.out') // '';
+chomp $path;
+check($path eq '"$user", public, idgen', 'a new session has the search_path the installation set',
+	"its search_path: $path");
 printf "newcomer: %d checks passed, %d failed\n", $passed, $failed;
 exit($failed ? 1 : 0);

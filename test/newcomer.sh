@@ -106,12 +106,5 @@ bash "$SRC/test/chroot.sh" --bare --share "$share" 15 "$SRC" "bash test/newcomer
 status=$?
 echo
 (cd "$SRC" && perl test/newcomer.pl check "$share") || status=1
-path=$(cat "$share/search_path.out" 2>/dev/null)
-if [ "$path" = '"$user", public, idgen' ]; then
-	echo 'ok: a new session has the search_path the installation set'
-else
-	echo "FAILED: a new session's search_path is [$path], not the installation's"
-	status=1
-fi
 echo "newcomer: $((SECONDS - begin)) s"
 exit $status
