@@ -42,17 +42,28 @@ sub idgen_node
 	return $node;
 }
 
-# Wait until $node's keeper has made its first horizon ahead of the clock
-# after a start.  Generators wait up to idgen.clock_wait for it, since the
-# keeper makes it durable (an fsync) before they may use it: a test whose
-# first call must succeed waits for it, so that a slow fsync on a loaded
-# machine does not fail that call.  (A horizon restored from a clean
-# shutdown is the last ID issued, behind the clock; a lost one is none.)
+# Wait until generators on $node may issue at once: its keeper has made
+# a horizon durable since the start, ahead of the clock and, after an end
+# of recovery (a crash restart or a promotion), beyond where the recovery
+# started the generators (recovery_ended_at + recovery_lead_ms, which the
+# margin of half idgen.horizon_lead covers however late the startup
+# process read its clock).  Until then a generator wakes the keeper and
+# waits up to idgen.clock_wait (an fsync, and a WAL record after a
+# recovery): a test whose first call must succeed waits here instead, so
+# that a slow fsync on a loaded machine does not fail that call.  The
+# horizon read from the file at a start does not count: after a clean
+# shutdown it is the last ID issued, behind the clock, but after a crash
+# it may be ahead of the clock, with the generators above it.
 sub wait_for_horizon
 {
 	my ($node) = @_;
-	$node->poll_query_until('postgres', 'SELECT horizon_lead_ms > 0 FROM idgen_info()')
-	  or die 'the keeper made no horizon ahead of the clock after the start';
+	$node->poll_query_until('postgres', q{
+		SELECT horizon_persists > 0 AND horizon_lead_ms > 0
+		   AND (recovery_ended_at IS NULL
+		        OR horizon > recovery_ended_at + recovery_lead_ms * interval '1 ms'
+		                     + current_setting('idgen.horizon_lead')::interval / 2)
+		  FROM idgen_info()})
+	  or die 'the keeper made no horizon generators may use after the start';
 }
 
 # Pass if $node's server log shows no crash: no failed assertion (TRAP:),
@@ -296,12 +307,14 @@ sub read_values
 }
 
 # Generate Snowflake IDs and UUIDv7s on $node for $seconds (enough that
-# they span as many milliseconds as a server before it issued in); two
-# array references, the IDs and the UUIDs.
+# they span as many milliseconds as a server before it issued in), from
+# when it may (wait_for_horizon); two array references, the IDs and the
+# UUIDs.
 sub generate_for
 {
 	my ($node, $seconds) = @_;
 	my (@ids, @uuids);
+	wait_for_horizon($node);
 	my $end = Time::HiRes::time() + $seconds;
 	while (Time::HiRes::time() < $end)
 	{

@@ -26,9 +26,10 @@ use IdgenTest;
 # released leases, and its churn runs beside them.  A lease's token is a
 # tick of the UUIDv7 clock, which waits for the idgen keeper's durable
 # horizon up to idgen.clock_wait: on a loaded machine the keeper's fsync
-# took over 2 s, during the churn and after the crash below, and
-# acquisitions failed ("the durable horizon has not advanced") where 30 s
-# lets them wait.  What is tested here is who gets which id.
+# took over 2 s during the churn, and acquisitions failed ("the durable
+# horizon has not advanced") where 30 s lets them wait; after the crash
+# below the test waits for the keeper's horizon (wait_for_horizon), which
+# must reach WAL first.  What is tested here is who gets which id.
 my $node = idgen_node(
 	'leases',
 	'idgen.clock_wait' => '30s',
@@ -192,6 +193,7 @@ SELECT 1 / idgen_worker_release(:w, :t)::int AS released;
 	pass('the idgen sequencer deleted the ended leases');
 	$node->stop('immediate');
 	$node->start;
+	wait_for_horizon($node);
 	my $token = $node->safe_psql('postgres',
 		"SELECT token FROM idgen_worker_acquire('after-crash', ttl => '1 s', max_workers => 1)");
 	cmp_ok($token, '>', $max_token, 'a token after a crash is greater than every token before');

@@ -132,6 +132,7 @@ sub load_then_crash
 sub generate_after
 {
 	my ($node, $n) = @_;
+	wait_for_horizon($node);
 	my @ids = split /\n/, $node->safe_psql('postgres',
 		"SELECT idgen_snowflake() FROM generate_series(1, $n)");
 	my @uuids = split /\n/, $node->safe_psql('postgres',
@@ -518,6 +519,7 @@ sub generate_after
 	my ($p, $s) = ($primary->safe_psql('postgres', $ident), $standby->safe_psql('postgres', $ident));
 	isnt($s, $p, "the standby holds an identity of its own ($s; its primary $p)");
 	is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'), 't', 'while in recovery');
+	wait_for_horizon($standby);
 	my @sids = split /\n/, $standby->safe_psql('postgres',
 		'SELECT idgen_snowflake() FROM generate_series(1, 50000)');
 	my @pids = split /\n/, $primary->safe_psql('postgres',

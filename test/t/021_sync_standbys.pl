@@ -74,6 +74,7 @@ sub scenario
 	for my $name ($furthest, $other)
 	{
 		$standby{$name}->promote;
+		wait_for_horizon($standby{$name});
 		my @new = split /\n/, $standby{$name}->safe_psql('postgres',
 			'SELECT idgen_snowflake() FROM generate_series(1, 200000)');
 		my ($dups, $not_above) = compare_values(\@old, \@new, 1);

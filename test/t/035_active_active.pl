@@ -139,6 +139,7 @@ ok($one->poll_query_until('postgres', 'SELECT identity_clash IS NOT NULL FROM id
 	'one node: after a restart, the announcement finds the other claim again');
 $one->safe_psql('postgres', 'DELETE FROM idgen_identity_claim WHERE system_identifier = 4243');
 $one->restart;
+wait_for_horizon($one);
 my $restarted = $one->safe_psql('postgres', 'SELECT now()');
 # an announcement after the restart has looked for other claims
 $one->poll_query_until('postgres',

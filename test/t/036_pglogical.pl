@@ -191,6 +191,7 @@ for my $r (0 .. 1)
 # is not coming; it holds the peer's claims.
 $nodes[1]->stop;
 $nodes[0]->restart;
+wait_for_horizon($nodes[0]);
 my (undef, $alone, $why) = $nodes[0]->psql('postgres', 'SELECT idgen_snowflake()');
 like($alone, qr/^\d+$/, 'node 0, restarted with node 1 down and its pglogical subscription disabled, starts alone')
   or diag($why);

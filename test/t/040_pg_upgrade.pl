@@ -70,8 +70,9 @@ sub old_cluster
 	$old->init;
 	$old->append_conf('postgresql.conf', $settings);
 	$old->start;
+	$old->safe_psql('postgres', 'CREATE EXTENSION idgen');
+	wait_for_horizon($old);
 	$old->safe_psql('postgres', q{
-		CREATE EXTENSION idgen;
 		CREATE TABLE ids (phase int, id bigint);
 		CREATE TABLE uuids (phase int, u uuid);
 		CREATE TABLE tokens (phase int, token bigint);
@@ -269,6 +270,7 @@ $new = upgrade($old, $before, 'new_nostep', '--copy', 0, 0);
 ok($new->log_contains(qr/no idgen durable horizon yet in this data directory; generators start from the wall clock/),
 	'without the step: the new cluster logs that it starts from the wall clock, as if new');
 check_carried($new, $before, 'without the step');
+wait_for_horizon($new);
 # Lease tokens still go on above every token in the lease table, which
 # pg_upgrade carries (docs/leases.md): only the generators need the horizon.
 is(generate_phase($new, 1), 'f|f|t',

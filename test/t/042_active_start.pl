@@ -137,6 +137,7 @@ for my $r (0 .. 1)
 # disabled: it does not wait for them.
 $nodes[0]->stop;
 $nodes[1]->restart;
+wait_for_horizon($nodes[1]);
 like((refusals($nodes[1]))[0], qr/55000/, 'node 1 refuses while node 0 is down');
 $nodes[1]->safe_psql('postgres', "ALTER SUBSCRIPTION $_ DISABLE")
   for split /\n/, $nodes[1]->safe_psql('postgres', "SELECT subname FROM pg_subscription WHERE subname LIKE '%from_node0'");
