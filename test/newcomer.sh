@@ -4,14 +4,19 @@
 # a fresh Debian 12 machine: a bare bookworm chroot (test/chroot.sh --bare:
 # debootstrap's minimal system, nothing else installed).
 #
-#   bash test/newcomer.sh
+#   bash test/newcomer.sh [RESULTS]
 #
 # Run as root.  test/newcomer.pl takes the README's blocks marked
 # "<!-- test: newcomer/NAME -->"; then, in the chroot, from a copy of the
 # tree in /root/idgen (root's home, mode 0700, where a clone lands):
 #
 #   install     the Installation's shell commands, verbatim (bash -e): the
-#               server, the package built with its tests, installed
+#               server, the package built with its tests (its log must
+#               show them passed), installed.  With RESULTS, what the
+#               build made (the .deb, its -dbgsym, the .changes and the
+#               .buildinfo) is copied there as soon as it is installed,
+#               whatever the later steps find: test/run.sh's suites on
+#               15 test that package (test/deb.sh)
 #   preload     its postgresql.conf lines appended to the default
 #               cluster's, and the restart it names (pg_ctlcluster)
 #   session     every other SQL block of the README, in its order, in one
@@ -51,6 +56,16 @@ if [ "${1:-}" = --inner ]; then
 		exit 1
 	fi
 	grep -E 'All [0-9]+ tests passed|^Setting up postgresql-15-idgen' "$S/install.log"
+	# The tests of the build ran, and passed: pg_regress's and the
+	# isolation tester's summaries, from pg_buildext installcheck.
+	if [ "$(grep -cE 'All [0-9]+ tests passed' "$S/install.log")" -lt 2 ]; then
+		tail -n 60 "$S/install.log"
+		echo "newcomer.sh: the build's log shows no passed regression and isolation tests (install.log)"
+		exit 1
+	fi
+	mkdir "$S/packages" &&
+		cp /root/postgresql-15-idgen_*.deb /root/postgresql-15-idgen-dbgsym_*.deb \
+			/root/idgen_*.changes /root/idgen_*.buildinfo "$S/packages/" || exit 1
 	took
 
 	step "README, Installation: the preload, and the restart"
@@ -97,6 +112,7 @@ if [ "${1:-}" = --inner ]; then
 fi
 
 [ "$(id -u)" = 0 ] || { echo "newcomer.sh: run it as root" >&2; exit 2; }
+RESULTS=${1:-}
 begin=$SECONDS
 share=$(mktemp -d /tmp/idgen-newcomer.XXXXXX)
 trap 'rm -rf "$share"' EXIT
@@ -104,6 +120,10 @@ chmod 755 "$share"   # the blocks are read by psql as postgres
 (cd "$SRC" && perl test/newcomer.pl extract "$share") || exit 1
 bash "$SRC/test/chroot.sh" --bare --share "$share" 15 "$SRC" "bash test/newcomer.sh --inner /share"
 status=$?
+if [ -n "$RESULTS" ] && [ -d "$share/packages" ]; then
+	mkdir -p "$RESULTS" && cp "$share"/packages/* "$RESULTS/" || status=1
+	echo "newcomer: the package its Installation built, in $RESULTS: $(cd "$RESULTS" && echo *.deb)"
+fi
 echo
 (cd "$SRC" && perl test/newcomer.pl check "$share") || status=1
 echo "newcomer: $((SECONDS - begin)) s"

@@ -4,22 +4,21 @@
 # this tree as its users build it, with the tests of the build, install it,
 # and run its autopkgtest.
 #
-#   bash test/package.sh [--as-root] VERSION RESULTS
+#   bash test/package.sh VERSION RESULTS
 #
 # Run as root in a clean chroot of test/chroot.sh (chroot.sh --clean: a
 # minimal Debian and the package's Build-Depends, nothing of idgen), as
-# test/run.sh does for each version.  RESULTS is a directory where the
+# test/run.sh does for 17, 18 and 19 (15's package is the one
+# test/newcomer.sh builds as the README says, as root from /root).  RESULTS is a directory where the
 # packages go: the .deb, its -dbgsym, the .changes and the .buildinfo.
 #
 #   build        dpkg-buildpackage -b -us -uc, with the tests of the build
 #                (pg_buildext installcheck against the files just installed
 #                into debian/), for VERSION only (PG_SUPPORTED_VERSIONS;
 #                debian/control is made again for it from
-#                debian/control.in).  As a user from a clone in their home
-#                (Debian's builders build as a user), or with --as-root as
-#                root from a clone in /root (mode 0700), where the README's
-#                newcomer stands.  The log must show the tests ran and
-#                passed.  IDGEN_ASSERTS=1 in the environment reaches the
+#                debian/control.in), as a user from a clone in their home,
+#                as Debian's builders build.  The log must show the tests
+#                ran and passed.  IDGEN_ASSERTS=1 in the environment reaches the
 #                Makefile: the package then has idgen's assertions.
 #   install      apt-get install ./postgresql-VERSION-idgen_*.deb
 #   autopkgtest  debian/tests/installcheck, as autopkgtest runs it: as a
@@ -38,10 +37,8 @@
 #
 set -uo pipefail
 
-AS_ROOT=
-[ "${1:-}" = --as-root ] && { AS_ROOT=yes; shift; }
-VERSION=${1:?usage: package.sh [--as-root] VERSION RESULTS}
-RESULTS=${2:?usage: package.sh [--as-root] VERSION RESULTS}
+VERSION=${1:?usage: package.sh VERSION RESULTS}
+RESULTS=${2:?usage: package.sh VERSION RESULTS}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PKG=postgresql-$VERSION-idgen
 BUILDER=idgen-builder
@@ -65,21 +62,15 @@ copy_tree() # DIR OWNER
 	chown -R "$2" "$1"
 }
 
-if [ -n "$AS_ROOT" ]; then
-	home=/root who="root, from /root (mode $(stat -c %a /root))"
-	run() { bash -c "$1"; }
-else
-	home=/home/$BUILDER who="$BUILDER, from its home"
-	run() { as_builder "$1"; }
-fi
+home=/home/$BUILDER
 tree=$home/idgen
 rm -rf "$tree"
-copy_tree "$tree" "$(stat -c %U "$home")"
+copy_tree "$tree" "$BUILDER"
 
 with_asserts=", with idgen's assertions"
-log "$PKG: build (dpkg-buildpackage -b -us -uc, with its tests, as $who${IDGEN_ASSERTS:+$with_asserts})"
+log "$PKG: build (dpkg-buildpackage -b -us -uc, with its tests, as $BUILDER, from its home${IDGEN_ASSERTS:+$with_asserts})"
 start=$SECONDS
-if ! run "cd '$tree' && PG_SUPPORTED_VERSIONS=$VERSION PG_UPDATECONTROL=yes ${IDGEN_ASSERTS:+IDGEN_ASSERTS=1} \
+if ! as_builder "cd '$tree' && PG_SUPPORTED_VERSIONS=$VERSION PG_UPDATECONTROL=yes ${IDGEN_ASSERTS:+IDGEN_ASSERTS=1} \
 		dpkg-buildpackage -b -us -uc" >"$RESULTS/build.log" 2>&1; then
 	tail -n 60 "$RESULTS/build.log"
 	fail "dpkg-buildpackage failed (its log: build.log)"

@@ -14,16 +14,18 @@
 # each inside a chroot of the Debian release that ships it, with that
 # release's packages (test/chroot.sh: trixie, sid, sid with experimental).
 # Each version first builds the Debian package postgresql-NN-idgen for that
-# version alone in a clean chroot of its release (bookworm for 15), with
-# the tests of the build, installs it there, runs its autopkgtest and
-# removes it beside clusters that preload idgen (test/package.sh); 15's as
-# root from /root, the others' as a user from their home.  Then it runs test/suite.sh: the build with -Werror and
-# idgen's assertions, that package checked with lintian and installed
-# (test/deb.sh), then, against the package's files, the regression and
-# isolation suites, the TAP tests with the libpq stress client, and the
-# check that no test reached an internal error.  The machine's 15 tests a
-# package built with idgen's assertions (IDGEN_ASSERTS=1), the chroots the
-# package as users get it.
+# version alone, with the tests of the build.  15's is the one the README's
+# newcomer builds, as root from /root in a bare Debian 12 chroot
+# (test/newcomer.sh, below, which then follows the rest of the README).
+# The others' in a clean chroot of their release, as a user from their
+# home, installed there, tested with their autopkgtest and removed beside
+# clusters that preload idgen (test/package.sh).  Then it runs
+# test/suite.sh: the build with -Werror and idgen's assertions, that
+# package checked with lintian and installed (test/deb.sh), then, against
+# the package's files, the regression and isolation suites, the TAP tests
+# with the libpq stress client, and the check that no test reached an
+# internal error.  17's package is built with idgen's assertions
+# (IDGEN_ASSERTS=1), the others as users get them.
 # On the machine's own 15, test/t/019_recovery_horizon.pl runs its
 # failover scenarios 10 times each (IDGEN_FAILOVER_ROUNDS; 2 elsewhere).
 # On 17, every TAP test's clusters start with test/short_duties.conf
@@ -63,11 +65,12 @@
 #   pgxn           test/pgxn.sh: make dist's archive against the PGXN Meta
 #                  Spec, installed with pgxnclient and loaded (PostgreSQL 15,
 #                  about 40 s)
-#   newcomer       test/newcomer.sh: the README followed as printed, as root
-#                  in a bare Debian 12 chroot: its Installation's package
-#                  path, its SQL blocks in one session, the genes on a
-#                  server of their own, and the removal (about 2 minutes
-#                  with 15's bare chroot made, 4 without)
+#   newcomer       test/newcomer.sh, run as 15's package step (above): the
+#                  README followed as printed, as root in a bare Debian 12
+#                  chroot: its Installation's package path, its SQL blocks
+#                  in one session, the genes on a server of their own, and
+#                  the removal (about 2 minutes, 4 with the bare chroot to
+#                  make); counted when the versions have ended
 #
 # As another user than root, or with PG_CONFIG set, it runs test/suite.sh
 # against that one installation, assuming the packages are installed and
@@ -205,33 +208,50 @@ run_version() # VERSION WHERE
 	case $where in
 		local) bash "$tree/test/suite.sh" ;;
 		host) build_package "$v" "$tree" &&
-			IDGEN_FAILOVER_ROUNDS=${IDGEN_FAILOVER_ROUNDS:-10} IDGEN_ASSERTS=1 PG_CONFIG=$HOST_PG_CONFIG \
+			IDGEN_FAILOVER_ROUNDS=${IDGEN_FAILOVER_ROUNDS:-10} PG_CONFIG=$HOST_PG_CONFIG \
 			IDGEN_PACKAGES=$PACKAGES_DIR bash "$tree/test/suite.sh" ;;
 		chroot) build_package "$v" "$tree" &&
 			bash "$tree/test/chroot.sh" --share "$PACKAGES_DIR" "$v" "$tree" \
-			"$(upgrade_from "$v")$(short_duties "$v")IDGEN_PACKAGES=/share PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config bash test/suite.sh" ;;
+			"$(upgrade_from "$v")$(short_duties "$v")$(asserts "$v")IDGEN_PACKAGES=/share PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config bash test/suite.sh" ;;
 	esac
 }
 
-# The package postgresql-VERSION-idgen, built with the tests of the build
-# in a clean chroot of the release that ships VERSION, installed there and
-# tested with its autopkgtest (test/package.sh), into PACKAGES_DIR/VERSION;
-# then PACKAGES_DIR/VERSION.done holds its exit status.  15's is built as
-# root from /root, as the README's newcomer would, and with idgen's
-# assertions (the machine's suites test it); the others' as a user from
-# their home, as users get them.
+# The package postgresql-VERSION-idgen, built with the tests of the build,
+# into PACKAGES_DIR/VERSION; then PACKAGES_DIR/VERSION.done holds its exit
+# status.  15's as the README's newcomer builds it, as root from /root in
+# a bare Debian 12 chroot (test/newcomer.sh, whose own exit status goes to
+# PACKAGES_DIR/newcomer.done: the suites need its package only); the
+# others' in a clean chroot of the release that ships VERSION, installed
+# there and tested with its autopkgtest (test/package.sh), as a user from
+# their home, 17's with idgen's assertions.
 PACKAGES_DIR=$SNAPSHOT/packages
 mkdir "$PACKAGES_DIR"
 build_package() # VERSION TREE
 {
-	local v=$1 how="bash test/package.sh" status start=$SECONDS
-	[ "$v" = "$HOST_VERSION" ] && how="IDGEN_ASSERTS=1 bash test/package.sh --as-root"
-	log "PostgreSQL $v: the package, built and tested in a clean chroot (test/package.sh)"
-	bash "$2/test/chroot.sh" --clean --share "$PACKAGES_DIR" "$v" "$2" "$how $v /share/$v"
-	status=$?
+	local v=$1 status start=$SECONDS
+	if [ "$v" = "$HOST_VERSION" ]; then
+		log "PostgreSQL $v: the package, built as the README says (test/newcomer.sh)"
+		bash "$2/test/newcomer.sh" "$PACKAGES_DIR/$v"
+		echo "$?" >"$PACKAGES_DIR/newcomer.done"
+		compgen -G "$PACKAGES_DIR/$v/postgresql-$v-idgen_*.deb" >/dev/null
+		status=$?
+	else
+		log "PostgreSQL $v: the package, built and tested in a clean chroot (test/package.sh)"
+		bash "$2/test/chroot.sh" --clean --share "$PACKAGES_DIR" "$v" "$2" "$(asserts "$v")bash test/package.sh $v /share/$v"
+		status=$?
+	fi
 	echo "$status" >"$PACKAGES_DIR/$v.done"
-	echo "test/package.sh $v: exit status $status, in $((SECONDS - start)) s"
+	echo "the package of $v: exit status $status, in $((SECONDS - start)) s"
 	return "$status"
+}
+
+# On 17, the package and the suites' build with idgen's assertions, which
+# the suites then check under their whole load; elsewhere the package as
+# users get it.
+asserts() # VERSION
+{
+	[ "$1" = 17 ] || return 0
+	printf '%s' "IDGEN_ASSERTS=1 "
 }
 
 # In the chroot of 19, which has 18 too (sid's postgresql-all): idgen
@@ -345,14 +365,13 @@ if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
 	count pgxn $?
 fi
 
-# The README as a newcomer follows it, as root in a bare Debian 12 chroot:
-# the package path of its Installation, verbatim, then its SQL blocks in
-# one session, the genes on a server of their own and the removal (about
-# 2 minutes, most of it installing the server and the build's packages).
+# The README as a newcomer follows it (test/newcomer.sh), run as 15's
+# package step: its exit status, its log being 15's.
 if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
 	log "newcomer"
-	bash "$SRC/test/newcomer.sh"
-	count newcomer $?
+	status=$(cat "$PACKAGES_DIR/newcomer.done" 2>/dev/null)
+	echo "test/newcomer.sh, in PostgreSQL $HOST_VERSION's log above: exit status ${status:-none}"
+	count newcomer "${status:-1}"
 fi
 
 echo

@@ -15,7 +15,7 @@
 # (in IDGEN_PACKAGES/N), idgen is installed from that package (test/deb.sh:
 # lintian, its files, apt-get install), so the suites test the package's
 # files; IDGEN_ASSERTS=1 in the environment says the package has idgen's
-# assertions (test/run.sh builds 15's so).  Otherwise (no package, a
+# assertions (test/run.sh builds 17's so).  Otherwise (no package, a
 # PostgreSQL of one's own, or as another user) it runs `make install`, with
 # the assertions.
 #
