@@ -52,6 +52,9 @@
 #                  marked and run by a test
 #   auto-failover  test/auto_failover.sh: pg_auto_failover (PostgreSQL 15),
 #                  a switchover and a failover under load (about a minute)
+#   patroni        test/patroni.sh: Patroni with etcd (Debian 12's patroni
+#                  and etcd-server), three PostgreSQL 15 members, a
+#                  switchover and a failover under load (about 2 minutes)
 #   clients        test/clients.sh: the application code of
 #                  docs/applications.md with node-postgres, Knex, Drizzle,
 #                  postgres.js, Prisma, psycopg2, psycopg 3, asyncpg,
@@ -337,6 +340,15 @@ if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
 	log "auto-failover"
 	PG_CONFIG=$HOST_PG_CONFIG bash "$SRC/test/auto_failover.sh"
 	count auto-failover $?
+fi
+
+# Patroni with etcd: a switchover and a failover under load, the members'
+# shared settings as docs/high-availability.md prints them (about 2
+# minutes, on the machine's PostgreSQL 15; Debian 12 ships Patroni).
+if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
+	log "patroni"
+	PG_CONFIG=$HOST_PG_CONFIG bash "$SRC/test/patroni.sh"
+	count patroni $?
 fi
 
 # The README's code for applications, run with the client libraries it
