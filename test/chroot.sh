@@ -24,9 +24,10 @@
 #            debootstrap's minimal system and nothing installed, for
 #            test/newcomer.sh, which installs what the README says.  One
 #            thing differs: no package starts a service (policy-rc.d), as
-#            in the other kinds.  The chroot shares the machine's network:
-#            a cluster made there (pg_createcluster) takes a port no
-#            process listens on, and starts when told to.
+#            in the other kinds.  The chroot shares the machine's network,
+#            which the README's apt-get needs: a cluster made there
+#            (pg_createcluster) takes a port no process listens on, and
+#            starts when told to.
 #   --clean  what building the package needs and nothing more: debootstrap's
 #            minimal system, build-essential, and debian/control's
 #            Build-Depends (debhelper, libpq-dev, postgresql-server-dev-all,
@@ -36,6 +37,13 @@
 #            builds, installs and tests the package there.
 #   (default) the clean chroot, and what the suites need besides (their
 #            tools, lintian).
+#
+# COMMAND runs in a network namespace of its own in the clean and the
+# suites' chroots, with loopback alone (they install nothing from the
+# network once made): the servers their tests start meet no port of
+# another chroot's or of the machine's.  The package build's test server
+# (pg_virtualenv) takes the first port it finds free, 5432 first, and met
+# one a bare chroot's cluster took back while it restarted.
 #
 # Each is kept as a tarball in $IDGEN_CHROOT_CACHE (default
 # /var/cache/idgen-test), named by kind, release, version and a digest of
@@ -140,20 +148,25 @@ trap 'cleanup' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# run_in ROOT COMMAND: COMMAND as root in the chroot ROOT, with /proc, /dev
-# and a private /dev/shm mounted in a mount namespace of its own (and
-# SHARE at /share when set), and an IPC namespace of its own (so a server
-# killed there leaves no System V shared memory behind on the machine).
+# run_in ROOT COMMAND [--own-network]: COMMAND as root in the chroot ROOT,
+# with /proc, /dev and a private /dev/shm mounted in a mount namespace of
+# its own (and SHARE at /share when set), and an IPC namespace of its own
+# (so a server killed there leaves no System V shared memory behind on the
+# machine); with --own-network, in a network namespace of its own too, its
+# loopback up.
 run_in()
 {
-	unshare --mount --ipc --propagation private -- /bin/bash -c '
+	local net=()
+	[ "${3:-}" = --own-network ] && net=(--net)
+	unshare --mount --ipc "${net[@]}" --propagation private -- /bin/bash -c '
 		set -e
+		[ -z "$3" ] || ip link set lo up
 		mount -t proc proc "$0/proc"
 		mount --rbind /dev "$0/dev"
 		mount -t tmpfs -o mode=1777 tmpfs "$0/dev/shm"
 		if [ -n "$2" ]; then mkdir -p "$0/share"; mount --bind "$2" "$0/share"; fi
 		exec chroot "$0" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-			CI="${CI:-}" DEBIAN_FRONTEND=noninteractive /bin/bash -c "$1"' "$1" "$2" "${SHARE:-}"
+			CI="${CI:-}" DEBIAN_FRONTEND=noninteractive /bin/bash -c "$1"' "$1" "$2" "${SHARE:-}" "${net[*]}"
 }
 
 # setup_bare ROOT: debootstrap the release into ROOT, where no package
@@ -253,4 +266,8 @@ tar -x -C "$ROOT" --zstd -f "$TARBALL" ||
 	{ echo "chroot.sh: could not unpack $TARBALL" >&2; rm -f "$TARBALL"; exit 1; }
 mkdir "$ROOT/idgen"
 cp -a "$TREE/." "$ROOT/idgen/"
-run_in "$ROOT" "cd /idgen && $COMMAND"
+if [ "$KIND" = bare ]; then
+	run_in "$ROOT" "cd /idgen && $COMMAND"
+else
+	run_in "$ROOT" "cd /idgen && $COMMAND" --own-network
+fi
