@@ -44,26 +44,21 @@ LOAD=${AUTO_FAILOVER_LOAD:-30}		# seconds of load over the three phases
 if [ "${1:-}" != --inner ]; then
 	# shellcheck source=test/lib.sh
 	. "$SRC/test/lib.sh"
-	idgen_prepare_host "${PACKAGES[@]}" || exit 2
-	make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" >/dev/null &&
-		make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" install >/dev/null &&
-		make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" stress >/dev/null || exit 2
-	WORK=$(mktemp -d /tmp/idgen-paf.XXXXXX)
+	idgen_client_prepare auto_failover "${PACKAGES[@]}" || exit 2
+	make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" stress >/dev/null || exit 2
 	cp "$SRC/test/auto_failover.sh" "$SRC/test/stress/idgen_stress" "$WORK/"
-	[ "$(id -u)" = 0 ] && chown -R "$IDGEN_USER" "$WORK"
-	as_idgen_user "AUTO_FAILOVER_SKEW='$SKEW' AUTO_FAILOVER_PORT='$PORT' \
-		AUTO_FAILOVER_LOAD='$LOAD' AUTO_FAILOVER_KEEP='${AUTO_FAILOVER_KEEP:-}' PG_CONFIG='$PG_CONFIG' \
-		bash '$WORK/auto_failover.sh' --inner '$WORK'"
-	status=$?
-	[ $status -ne 0 ] && tail -n 30 "$WORK"/*.log
-	[ -z "${AUTO_FAILOVER_KEEP:-}" ] && rm -rf "$WORK"
-	exit $status
+	[ -n "${AUTO_FAILOVER_KEEP:-}" ] && trap - EXIT
+	idgen_client_run auto_failover '*.log' "AUTO_FAILOVER_SKEW='$SKEW' AUTO_FAILOVER_PORT='$PORT' \
+		AUTO_FAILOVER_LOAD='$LOAD' AUTO_FAILOVER_KEEP='${AUTO_FAILOVER_KEEP:-}' PG_CONFIG='$PG_CONFIG'"
+	exit
 fi
 
 # ---------------------------------------------------------------------------
 # As the cluster's user, in the work directory $2.
 W=$2
 cd "$W" || exit 2
+# shellcheck source=test/lib.sh
+. "$W/lib.sh"
 BIN=$("$PG_CONFIG" --bindir)
 export PATH="$BIN:$PATH"
 # pg_autoctl keeps its configuration and state under these
@@ -72,13 +67,7 @@ MON=$W/monitor
 MON_URI="postgres://autoctl_node@127.0.0.1:$PORT/pg_auto_failover?sslmode=disable"
 FAKETIME_LIB=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n 1)
 NODES="host=127.0.0.1,127.0.0.1 port=$((PORT + 1)),$((PORT + 2)) dbname=postgres"
-failures=0
 
-say() { printf '%s  %s\n' "$(date +%T)" "$*"; }
-check() {
-	local what=$1; shift
-	if "$@"; then say "ok: $what"; else say "FAILED: $what"; failures=$((failures + 1)); fi
-}
 sql() { psql -X -q -At -h 127.0.0.1 -p "$1" -d "${3:-postgres}" -c "$2" 2>&1; }
 cleanup() {
 	for d in "$W"/node_2 "$W"/node_1 "$MON"; do
@@ -246,9 +235,4 @@ check "UUIDv7s: none repeated, each connection's strictly rising" test $s2 -eq 0
 sql $((PORT + 1)) "SELECT 'node_1: recovery_ended_at ' || coalesce(recovery_ended_at::text, '-') ||
 	', recovery_lead_ms ' || coalesce(recovery_lead_ms::text, '-') FROM idgen_info()"
 
-if [ $failures -eq 0 ]; then
-	say "auto_failover: all checks passed"
-else
-	say "auto_failover: $failures checks failed"
-fi
-[ $failures -eq 0 ]
+checks_done auto_failover

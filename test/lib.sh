@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# test/lib.sh: shell helpers sourced by test/run.sh and test/demo.sh.
+# test/lib.sh: shell helpers sourced by the scripts of test/ (and test/demo.sh).
 #
 # idgen_prepare_host PACKAGE...
 #     As root: install those of the Debian packages that are missing, and
@@ -9,8 +9,9 @@
 # as_idgen_user 'COMMAND LINE'
 #     Run a shell command line as IDGEN_USER.
 #
-# For the host scripts that run real clients (test/clients.sh,
-# test/generators.sh):
+# For the host scripts that run real clients or an HA manager's cluster
+# (test/clients.sh, test/generators.sh, test/auto_failover.sh,
+# test/patroni.sh):
 # idgen_client_prepare NAME PACKAGE...
 #     Install the packages, build and install idgen (PG_CONFIG), and make a
 #     work directory, WORK, removed at exit, with a copy of this file (for
@@ -20,8 +21,17 @@
 #     install scripts.
 # idgen_client_run NAME LOG 'ENVIRONMENT'
 #     Run "WORK/NAME.sh --inner WORK" as IDGEN_USER with those variables,
-#     after giving it WORK; print the tail of WORK/LOG if it failed, and
-#     the time taken; its exit status.
+#     after giving it WORK; print the tail of each WORK/LOG (a file name or
+#     a pattern) if it failed, and the time taken; its exit status.
+# In the part that runs as IDGEN_USER:
+# say MESSAGE
+#     Print MESSAGE after the time of day.
+# check WHAT COMMAND...
+#     Run COMMAND: print "ok: WHAT" if it succeeds, else "FAILED: WHAT" and
+#     count it in FAILURES.
+# checks_done NAME
+#     Print "NAME: all checks passed" or "NAME: N checks failed"; status 0
+#     when none failed.
 # idgen_start_cluster DIR LOG SETTINGS FIRST_PORT
 #     initdb DIR, preload idgen with SETTINGS (postgresql.conf lines), and
 #     start it on the first free loopback port from FIRST_PORT (20 are
@@ -83,13 +93,42 @@ idgen_client_npm()
 
 idgen_client_run()
 {
-	local name=$1 log=$2 env=$3 status
+	local name=$1 log=$2 env=$3 status f
 	[ "$(id -u)" = 0 ] && chown -R "$IDGEN_USER" "$WORK"
 	as_idgen_user "$env bash '$WORK/$name.sh' --inner '$WORK'"
 	status=$?
-	[ $status -ne 0 ] && [ -f "$WORK/$log" ] && tail -n 20 "$WORK/$log"
+	if [ $status -ne 0 ]; then
+		# (unquoted: LOG may be a pattern)
+		# shellcheck disable=SC2086
+		for f in "$WORK"/$log; do [ -f "$f" ] && { echo "--- ${f##*/}"; tail -n 20 "$f"; }; done
+	fi
 	echo "$name: $((SECONDS - IDGEN_CLIENT_START)) s"
 	return $status
+}
+
+say() { printf '%s  %s\n' "$(date +%T)" "$*"; }
+
+FAILURES=0
+check()
+{
+	local what=$1
+	shift
+	if "$@"; then
+		say "ok: $what"
+	else
+		say "FAILED: $what"
+		FAILURES=$((FAILURES + 1))
+	fi
+}
+
+checks_done()
+{
+	if [ "$FAILURES" -eq 0 ]; then
+		say "$1: all checks passed"
+	else
+		say "$1: $FAILURES checks failed"
+	fi
+	[ "$FAILURES" -eq 0 ]
 }
 
 idgen_start_cluster()

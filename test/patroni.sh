@@ -38,47 +38,39 @@ SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PACKAGES=(postgresql-15 postgresql-server-dev-15 libpq-dev make gcc patroni etcd-server etcd-client)
 PORT=${PATRONI_PORT:-55440}	# members' PostgreSQL PORT..PORT+2, REST API PORT+10..,
 				# etcd PORT+20 (clients) and PORT+21 (peers)
-LOAD=${PATRONI_LOAD:-60}	# seconds of load over the three phases
+LOAD=${PATRONI_LOAD:-100}	# seconds of load: 10 before each takeover, and what
+				# they take (the rejoin after the switchover, 15 to 25 s);
+				# it must outlast them, which the script checks
 
 # ---------------------------------------------------------------------------
 # As root (or whoever starts it): prepare, then run the rest as the user.
 if [ "${1:-}" != --inner ]; then
 	# shellcheck source=test/lib.sh
 	. "$SRC/test/lib.sh"
-	idgen_prepare_host "${PACKAGES[@]}" || exit 2
-	make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" >/dev/null &&
-		make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" install >/dev/null &&
-		make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" stress >/dev/null || exit 2
-	WORK=$(mktemp -d /tmp/idgen-patroni.XXXXXX)
+	idgen_client_prepare patroni "${PACKAGES[@]}" || exit 2
+	make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" stress >/dev/null || exit 2
 	cp "$SRC/test/patroni.sh" "$SRC/test/stress/idgen_stress" "$WORK/"
 	# The shared settings, as docs/high-availability.md prints them.
 	perl -0777 -ne 'print $1 if /^<!-- test: patroni\/dcs -->\n```yaml\n(.*?)^```$/ms' \
 		"$SRC/docs/high-availability.md" >"$WORK/dcs.yml"
 	[ -s "$WORK/dcs.yml" ] || { echo "patroni.sh: no block patroni/dcs in docs/high-availability.md" >&2; exit 2; }
-	[ "$(id -u)" = 0 ] && chown -R "$IDGEN_USER" "$WORK"
-	as_idgen_user "PATRONI_PORT='$PORT' PATRONI_LOAD='$LOAD' PATRONI_KEEP='${PATRONI_KEEP:-}' \
-		PG_CONFIG='$PG_CONFIG' bash '$WORK/patroni.sh' --inner '$WORK'"
-	status=$?
-	[ $status -ne 0 ] && tail -n 30 "$WORK"/*.log
-	[ -z "${PATRONI_KEEP:-}" ] && rm -rf "$WORK"
-	exit $status
+	[ -n "${PATRONI_KEEP:-}" ] && trap - EXIT
+	idgen_client_run patroni '*.log' "PATRONI_PORT='$PORT' PATRONI_LOAD='$LOAD' \
+		PATRONI_KEEP='${PATRONI_KEEP:-}' PG_CONFIG='$PG_CONFIG'"
+	exit
 fi
 
 # ---------------------------------------------------------------------------
 # As the cluster's user, in the work directory $2.
 W=$2
 cd "$W" || exit 2
+# shellcheck source=test/lib.sh
+. "$W/lib.sh"
 BIN=$("$PG_CONFIG" --bindir)
 export PATH="$BIN:$PATH"
 ETCD=127.0.0.1:$((PORT + 20))
 NODES="host=127.0.0.1,127.0.0.1,127.0.0.1 port=$PORT,$((PORT + 1)),$((PORT + 2)) dbname=postgres user=postgres"
-failures=0
 
-say() { printf '%s  %s\n' "$(date +%T)" "$*"; }
-check() {
-	local what=$1; shift
-	if "$@"; then say "ok: $what"; else say "FAILED: $what"; failures=$((failures + 1)); fi
-}
 sql() { psql -X -q -At -h 127.0.0.1 -p "$1" -U postgres -d postgres -c "$2" 2>&1; }
 port_of() { echo $((PORT + ${1#m})); }	# member m0, m1, m2
 ctl() { patronictl -c "$W/m0.yml" "$@"; }
@@ -90,11 +82,15 @@ cleanup() {
 }
 [ -z "${PATRONI_KEEP:-}" ] && trap cleanup EXIT
 
-# The member that leads and runs, per Patroni ('' if none).
-leader() {
-	ctl list -f json 2>/dev/null | perl -MJSON::PP -0777 -ne '
-		print map { $_->{Member} } grep { $_->{Role} eq "Leader" && $_->{State} eq "running" } @{decode_json($_)}'
+# The members whose role matches $1 and whose state matches $2 (any if not
+# given), per Patroni, one a line.
+members() {
+	ctl list -f json 2>/dev/null | perl -MJSON::PP -0777 -sne '
+		print map { "$_->{Member}\n" } grep { $_->{Role} =~ /^(?:$role)$/i && $_->{State} =~ /^(?:$state)$/ }
+			@{decode_json($_)}' -- -role="$1" -state="${2:-.*}"
 }
+leader() { members Leader running; }
+sync_standby() { members 'Sync Standby'; }
 # Wait up to $2 seconds until the leader is $1 (or, as "!M", any member
 # but M) and, with $3, the other two members stream from it, one of them
 # as the sync standby.
@@ -104,10 +100,8 @@ wait_leader() {
 		l=$(leader)
 		if [ -n "$l" ] && { [ "$l" = "$1" ] || { [ "${1#!}" != "$1" ] && [ "$l" != "${1#!}" ]; }; }; then
 			[ -z "${3:-}" ] && return 0
-			[ "$(ctl list -f json 2>/dev/null | perl -MJSON::PP -0777 -ne '
-				my @m = @{decode_json($_)};
-				print scalar(grep { $_->{Role} =~ /Replica|Standby/i && $_->{State} =~ /running|streaming/ } @m),
-					" ", scalar(grep { $_->{Role} =~ /Sync/i } @m)')" = "2 1" ] && return 0
+			[ "$(members 'Replica|Sync Standby' 'running|streaming' | wc -l)" = 2 ] &&
+				[ -n "$(sync_standby)" ] && return 0
 		fi
 		[ $((SECONDS - start)) -ge "$2" ] && return 1
 		sleep 0.5
@@ -207,11 +201,10 @@ stress2=$!
 ./idgen_stress -d "$NODES target_session_attrs=read-write" -c 2 -b 5 -D "$LOAD" \
 	--reconnect -k 20 >"$W/stress_seq.log" 2>&1 &
 stress3=$!
-phase=$((LOAD / 4))
-sleep "$phase"
+sleep 10
 
 old=$(leader)
-sync=$(ctl list -f json | perl -MJSON::PP -0777 -ne 'print map { $_->{Member} } grep { $_->{Role} =~ /Sync/i } @{decode_json($_)}')
+sync=$(sync_standby)
 say "planned: patronictl switchover from $old to $sync"
 start=$SECONDS
 ctl switchover --leader "$old" --candidate "$sync" --force >>"$W/patronictl.log" 2>&1
@@ -220,10 +213,10 @@ say "$sync leads $((SECONDS - start)) s after the command"
 check "switchover to $sync" test "$(leader)" = "$sync"
 check_lead "$sync" switchover
 wait_leader "$sync" 120 pair
-sleep "$phase"
+sleep 10
 
 old=$(leader)
-sync=$(ctl list -f json | perl -MJSON::PP -0777 -ne 'print map { $_->{Member} } grep { $_->{Role} =~ /Sync/i } @{decode_json($_)}')
+sync=$(sync_standby)
 say "unplanned: SIGKILL to $old's postmaster (its synchronous standby: $sync)"
 start=$SECONDS
 kill -9 "$(head -n 1 "$W/$old/postmaster.pid")"
@@ -247,9 +240,4 @@ check "Snowflake IDs: none repeated, each connection's strictly rising" test $s1
 check "UUIDv7s: none repeated, each connection's strictly rising" test $s2 -eq 0
 check "per-key values: none handed out twice" test $s3 -eq 0
 
-if [ $failures -eq 0 ]; then
-	say "patroni: all checks passed"
-else
-	say "patroni: $failures checks failed"
-fi
-[ $failures -eq 0 ]
+checks_done patroni

@@ -54,7 +54,7 @@
 #                  a switchover and a failover under load (about a minute)
 #   patroni        test/patroni.sh: Patroni with etcd (Debian 12's patroni
 #                  and etcd-server), three PostgreSQL 15 members, a
-#                  switchover and a failover under load (about 2 minutes)
+#                  switchover and a failover under load (about 3 minutes)
 #   clients        test/clients.sh: the application code of
 #                  docs/applications.md with node-postgres, Knex, Drizzle,
 #                  postgres.js, Prisma, psycopg2, psycopg 3, asyncpg,
@@ -343,7 +343,7 @@ if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
 fi
 
 # Patroni with etcd: a switchover and a failover under load, the members'
-# shared settings as docs/high-availability.md prints them (about 2
+# shared settings as docs/high-availability.md prints them (about 3
 # minutes, on the machine's PostgreSQL 15; Debian 12 ships Patroni).
 if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
 	log "patroni"
