@@ -53,17 +53,29 @@ sub idgen_node
 # that a slow fsync on a loaded machine does not fail that call.  The
 # horizon read from the file at a start does not count: after a clean
 # shutdown it is the last ID issued, behind the clock, but after a crash
-# it may be ahead of the clock, with the generators above it.
+# it may be ahead of the clock, with the generators above it.  A wait of
+# over 5 s is reported (diag), with the keeper's state: the keeper takes
+# well under a second unless the machine's storage stalls, so a test that
+# passes after a long wait still shows it.
 sub wait_for_horizon
 {
 	my ($node) = @_;
-	$node->poll_query_until('postgres', q{
+	my $start = Time::HiRes::time();
+	my $ok = $node->poll_query_until('postgres', q{
 		SELECT horizon_persists > 0 AND horizon_lead_ms > 0
 		   AND (recovery_ended_at IS NULL
 		        OR horizon > recovery_ended_at + recovery_lead_ms * interval '1 ms'
 		                     + current_setting('idgen.horizon_lead')::interval / 2)
-		  FROM idgen_info()})
-	  or die 'the keeper made no horizon generators may use after the start';
+		  FROM idgen_info()});
+	my $waited = Time::HiRes::time() - $start;
+	diag(sprintf('%s: waited %.1f s for the keeper\'s horizon after the start: %s', $node->name, $waited,
+			$node->safe_psql('postgres', q{
+				SELECT format('horizon %s, persists %s, failures %s, end of recovery %s',
+					horizon, horizon_persists, horizon_failures,
+					coalesce(recovery_ended_at || ' (lead ' || recovery_lead_ms || ' ms)', 'none'))
+				  FROM idgen_info()})))
+	  if $waited > 5 || !$ok;
+	die 'the keeper made no horizon generators may use after the start' unless $ok;
 }
 
 # Pass if $node's server log shows no crash: no failed assertion (TRAP:),
