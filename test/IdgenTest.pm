@@ -51,9 +51,11 @@ sub idgen_node
 # waits up to idgen.clock_wait (an fsync, and a WAL record after a
 # recovery): a test whose first call must succeed waits here instead, so
 # that a slow fsync on a loaded machine does not fail that call.  The
-# horizon read from the file at a start does not count: after a clean
-# shutdown it is the last ID issued, behind the clock, but after a crash
-# it may be ahead of the clock, with the generators above it.  A wait of
+# horizon a start begins with does not count: after a clean shutdown it
+# is the last ID issued, behind the clock, but after a crash of a server
+# whose WAL carries the horizon (wal_level replica or logical) it is the
+# one replayed, which may be ahead of the clock, with the generators above
+# it.  A wait of
 # over 5 s is reported (diag), with the keeper's state: the keeper takes
 # well under a second unless the machine's storage stalls, so a test that
 # passes after a long wait still shows it.
