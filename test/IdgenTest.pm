@@ -45,20 +45,21 @@ sub idgen_node
 # Wait until generators on $node may issue at once: its keeper has made
 # a horizon durable since the start, ahead of the clock and, after an end
 # of recovery (a crash restart or a promotion), beyond where the recovery
-# started the generators (recovery_ended_at + recovery_lead_ms, which the
-# margin of half idgen.horizon_lead covers however late the startup
-# process read its clock).  Until then a generator wakes the keeper and
-# waits up to idgen.clock_wait (an fsync, and a WAL record after a
-# recovery): a test whose first call must succeed waits here instead, so
-# that a slow fsync on a loaded machine does not fail that call.  The
-# horizon a start begins with does not count: after a clean shutdown it
-# is the last ID issued, behind the clock, but after a crash of a server
-# whose WAL carries the horizon (wal_level replica or logical) it is the
-# one replayed, which may be ahead of the clock, with the generators above
-# it.  A wait of
-# over 5 s is reported (diag), with the keeper's state: the keeper takes
-# well under a second unless the machine's storage stalls, so a test that
-# passes after a long wait still shows it.
+# started the generators (recovery_ended_at + recovery_lead_ms, two
+# readings of the startup process's clock a moment apart, which one
+# keeper round, idgen.horizon_interval, covers; a predicate true a little
+# early would cost the first call a round's wait, not a failure).  Until
+# then a generator wakes the keeper and waits up to idgen.clock_wait (an
+# fsync, and a WAL record after a recovery): a test whose first call must
+# succeed waits here instead, so that a slow fsync on a loaded machine
+# does not fail that call.  The horizon a start begins with does not
+# count: after a clean shutdown it is the last ID issued, behind the
+# clock, but after a crash of a server whose WAL carries the horizon
+# (wal_level replica or logical) it is the one replayed, which may be
+# ahead of the clock, with the generators above it.  A wait of over 5 s is
+# reported (diag), with the keeper's state: the keeper takes well under a
+# second unless the machine's storage stalls, so a test that passes after
+# a long wait still shows it.
 sub wait_for_horizon
 {
 	my ($node) = @_;
@@ -67,7 +68,7 @@ sub wait_for_horizon
 		SELECT horizon_persists > 0 AND horizon_lead_ms > 0
 		   AND (recovery_ended_at IS NULL
 		        OR horizon > recovery_ended_at + recovery_lead_ms * interval '1 ms'
-		                     + current_setting('idgen.horizon_lead')::interval / 2)
+		                     + current_setting('idgen.horizon_interval')::interval)
 		  FROM idgen_info()});
 	my $waited = Time::HiRes::time() - $start;
 	diag(sprintf('%s: waited %.1f s for the keeper\'s horizon after the start: %s', $node->name, $waited,
