@@ -32,6 +32,10 @@
 # checks_done NAME
 #     Print "NAME: all checks passed" or "NAME: N checks failed"; status 0
 #     when none failed.
+# idgen_build_tests_passed LOG
+#     Whether a package build's LOG shows that its tests ran and passed
+#     (pg_regress's and the isolation tester's summaries, from pg_buildext
+#     installcheck): print them, or the log's tail and why not.
 # idgen_start_cluster DIR LOG SETTINGS FIRST_PORT
 #     initdb DIR, preload idgen with SETTINGS (postgresql.conf lines), and
 #     start it on the first free loopback port from FIRST_PORT (20 are
@@ -129,6 +133,17 @@ checks_done()
 		say "$1: $FAILURES checks failed"
 	fi
 	[ "$FAILURES" -eq 0 ]
+}
+
+idgen_build_tests_passed()
+{
+	if [ "$(grep -cE 'All [0-9]+ tests passed' "$1")" -ge 2 ]; then
+		grep -E 'All [0-9]+ tests passed' "$1"
+		return 0
+	fi
+	tail -n 60 "$1"
+	echo "the build's log shows no passed regression and isolation tests (${1##*/})" >&2
+	return 1
 }
 
 idgen_start_cluster()

@@ -38,6 +38,8 @@
 set -uo pipefail
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=test/lib.sh
+. "$SRC/test/lib.sh"
 
 if [ "${1:-}" = --inner ]; then
 	# In the chroot, as root, from /idgen.
@@ -55,14 +57,8 @@ if [ "${1:-}" = --inner ]; then
 		echo "newcomer.sh: the Installation's commands failed (install.log)"
 		exit 1
 	fi
-	grep -E 'All [0-9]+ tests passed|^Setting up postgresql-15-idgen' "$S/install.log"
-	# The tests of the build ran, and passed: pg_regress's and the
-	# isolation tester's summaries, from pg_buildext installcheck.
-	if [ "$(grep -cE 'All [0-9]+ tests passed' "$S/install.log")" -lt 2 ]; then
-		tail -n 60 "$S/install.log"
-		echo "newcomer.sh: the build's log shows no passed regression and isolation tests (install.log)"
-		exit 1
-	fi
+	idgen_build_tests_passed "$S/install.log" || exit 1
+	grep -E '^Setting up postgresql-15-idgen' "$S/install.log"
 	mkdir "$S/packages" &&
 		cp /root/postgresql-15-idgen_*.deb /root/postgresql-15-idgen-dbgsym_*.deb \
 			/root/idgen_*.changes /root/idgen_*.buildinfo "$S/packages/" || exit 1

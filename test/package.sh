@@ -40,6 +40,8 @@ set -uo pipefail
 VERSION=${1:?usage: package.sh VERSION RESULTS}
 RESULTS=${2:?usage: package.sh VERSION RESULTS}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=test/lib.sh
+. "$SRC/test/lib.sh"
 PKG=postgresql-$VERSION-idgen
 BUILDER=idgen-builder
 
@@ -75,11 +77,7 @@ if ! as_builder "cd '$tree' && PG_SUPPORTED_VERSIONS=$VERSION PG_UPDATECONTROL=y
 	tail -n 60 "$RESULTS/build.log"
 	fail "dpkg-buildpackage failed (its log: build.log)"
 fi
-# The tests of the build ran, and passed: pg_regress's and the isolation
-# tester's summaries, from pg_buildext installcheck.
-tests=$(grep -cE 'All [0-9]+ tests passed' "$RESULTS/build.log")
-[ "$tests" -ge 2 ] || { tail -n 60 "$RESULTS/build.log"; fail "the build's log shows no passed regression and isolation tests"; }
-grep -E 'All [0-9]+ tests passed' "$RESULTS/build.log"
+idgen_build_tests_passed "$RESULTS/build.log" || fail "the build's tests did not pass"
 grep -E 'warning:' "$RESULTS/build.log" | sort -u
 for f in "$home"/"${PKG}"_*.deb "$home"/"${PKG}"-dbgsym_*.deb "$home"/idgen_*.changes "$home"/idgen_*.buildinfo; do
 	[ -f "$f" ] || fail "no $f after the build: $(ls "$home")"
