@@ -115,17 +115,18 @@ start_member() {
 # (recovery_lead_ms), and that of an ID drawn now; both at most
 # horizon_lead + max_drift.
 check_lead() {
-	local p bound lead now_lead
-	p=$(port_of "$1")
-	bound=$(sql "$p" "SELECT current_setting('idgen.horizon_lead')::interval
-		+ current_setting('idgen.max_drift')::interval")
-	lead=$(sql "$p" "SELECT recovery_lead_ms FROM idgen_info()")
-	now_lead=$(sql "$p" "SELECT round(1000 * extract(epoch FROM
-		idgen_snowflake_time(idgen_snowflake()) - clock_timestamp()))")
+	local lead now_lead bound ok
+	IFS='|' read -r lead now_lead bound ok <<<"$(sql "$(port_of "$1")" "
+		SELECT lead, now_lead, bound,
+		       lead * interval '1 ms' <= bound AND now_lead * interval '1 ms' <= bound
+		  FROM (SELECT recovery_lead_ms AS lead,
+		               round(1000 * extract(epoch FROM
+		                 idgen_snowflake_time(idgen_snowflake()) - clock_timestamp())) AS now_lead,
+		               current_setting('idgen.horizon_lead')::interval
+		                 + current_setting('idgen.max_drift')::interval AS bound
+		          FROM idgen_info()) s")"
 	say "$2: $1 leads; its generators started ${lead} ms ahead of its clock, an ID now ${now_lead} ms (bound $bound)"
-	check "$2: the first IDs at most idgen.horizon_lead + idgen.max_drift ahead of the clock" \
-		test "$(sql "$p" "SELECT $lead * interval '1 ms' <= '$bound'::interval
-			AND $now_lead * interval '1 ms' <= '$bound'::interval")" = t
+	check "$2: the first IDs at most idgen.horizon_lead + idgen.max_drift ahead of the clock" test "$ok" = t
 }
 
 say "etcd on $ETCD"
