@@ -36,7 +36,8 @@
 #            experimental: sid's postgresql-all is 18's).  test/package.sh
 #            builds, installs and tests the package there.
 #   (default) the clean chroot, and what the suites need besides (their
-#            tools, lintian).
+#            tools, lintian, and pg_partman where the release ships it
+#            for VERSION).
 #
 # COMMAND runs in a network namespace of its own in the clean and the
 # suites' chroots, with loopback alone (they install nothing from the
@@ -108,6 +109,9 @@ CLEAN_PACKAGES=("${CORE[@]}" build-essential debhelper postgresql-server-dev-all
 # The suites' chroot adds what the tests need, as in test/run.sh's list for
 # the machine itself, and lintian (test/deb.sh).
 SUITE_PACKAGES=(make gcc libc6-dev libipc-run-perl faketime pgbouncer gdb dpkg-dev lintian)
+# pg_partman where the release ships it for VERSION (trixie's 5.2 for 17,
+# sid's 5.5 for 18; none for 19 yet): test/t/048_partman.pl.
+case $VERSION in 17 | 18) SUITE_PACKAGES+=("postgresql-$VERSION-partman") ;; esac
 
 # The tarballs' names change with what is installed into them.
 bare_digest=$( { printf '%s\n' "$RELEASE" "$EXPERIMENTAL"

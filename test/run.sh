@@ -89,7 +89,7 @@ SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HOST_VERSION=15
 HOST_PG_CONFIG=/usr/lib/postgresql/$HOST_VERSION/bin/pg_config
 PACKAGES=(postgresql-15 postgresql-server-dev-15 libpq-dev libipc-run-perl faketime pgbouncer gdb make gcc
-	postgresql-15-auto-failover postgresql-15-pglogical debootstrap zstd pg-bsd-indent
+	postgresql-15-auto-failover postgresql-15-pglogical postgresql-15-partman debootstrap zstd pg-bsd-indent
 	build-essential dpkg-dev lintian postgresql-server-dev-all)
 
 log() { printf '\n=== %s\n' "$*"; }
