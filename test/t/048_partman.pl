@@ -34,7 +34,6 @@ plan skip_all => "pg_partman is not installed ($sharedir/extension/pg_partman.co
   . 'Debian package postgresql-NN-partman)'
   unless -f "$sharedir/extension/pg_partman.control";
 
-my $page = 'docs/partitions.md';
 my $rows_a_day = 20;
 my $premake = 3;    # p_premake in the page's blocks
 my $kept = 2;       # their retention, in days
@@ -63,14 +62,17 @@ my $partman = sql(q{SELECT default_version FROM pg_available_extensions WHERE na
 my $v5 = $partman =~ /^(\d+)/ && $1 >= 5;
 note("pg_partman $partman");
 
-sql(doc_block($page, 'partman/setup'));
-# The keys of this pg_partman: [table, its blocks, the decoder from a
-# bound to its time, the cast of a bound].
-my @keys = ([ 'events', $v5 ? 'partman/events' : 'partman/events-4',
-		'idgen_snowflake_time', 'bigint', 'partman/events-yesterday' ]);
-push @keys, [ 'orders', 'partman/orders', 'idgen_uuid7_time', 'uuid', 'partman/orders-yesterday' ]
+sql(doc_block('docs/partitions.md', 'partman/setup'));
+# The keys of this pg_partman: [table, the page's block that makes it, the
+# decoder from a key to its time, the type of a key, the page's query
+# for yesterday's rows].
+my @keys = ([ 'events',
+		$v5 ? doc_block('docs/partitions.md', 'partman/events') : doc_block('docs/partitions.md', 'partman/events-4'),
+		'idgen_snowflake_time', 'bigint', doc_block('docs/partitions.md', 'partman/events-yesterday') ]);
+push @keys, [ 'orders', doc_block('docs/partitions.md', 'partman/orders'),
+	'idgen_uuid7_time', 'uuid', doc_block('docs/partitions.md', 'partman/orders-yesterday') ]
   if $v5;
-sql(doc_block($page, $_->[1])) for @keys;
+sql($_->[1]) for @keys;
 
 # The partitions of $table (not the default), each with the times of its
 # bounds: name|from|to, in order.
@@ -149,7 +151,7 @@ for my $day (0 .. 3)
 
 		next if $day == 0;
 		# The page's query for yesterday: its rows, from its partition alone.
-		my $query = doc_block($page, $yesterday);
+		my $query = $yesterday;
 		is(sql($query), $rows_a_day, "$table, day $day: the page's query counts yesterday's rows");
 		my $plan = sql("EXPLAIN (COSTS OFF) $query");
 		my %scanned = map { $_ => 1 } $plan =~ /(?<!Bitmap Index )Scan (?:using \w+ )?on (${table}_\w+)/g;
@@ -174,7 +176,7 @@ for my $key (@keys)
 }
 
 # The page's listing of the Snowflake partitions: each one's name and day.
-my @listed = split /\n/, sql(doc_block($page, 'partman/events-days'));
+my @listed = split /\n/, sql(doc_block('docs/partitions.md', 'partman/events-days'));
 my @expected = map { sql("SELECT (date_trunc('day', now(), 'UTC')::date + $_)::text") } -$kept .. $premake;
 is_deeply([ map { /^events_p\d+\|(\d{4}-\d\d-\d\d) 00:00:00\+00$/ ? $1 : $_ } @listed ], \@expected,
 	"the page's listing names each partition and its day");
