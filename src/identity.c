@@ -44,6 +44,18 @@
  *	  Written by the registry process; read (copied under the mutex) by
  *	  idgen_identity() and by generators that find no lease covering them.
  *
+ * Citus
+ *	  A Citus node (one that preloads citus) shares no idgen table with the
+ *	  other nodes of its cluster: each node's idgen_identity_claim holds its
+ *	  own row alone, and Citus cannot distribute a table with triggers.  So
+ *	  nothing but a registry can see two of its nodes given one identity by
+ *	  their settings, and they would make the same IDs.  On a Citus node an
+ *	  identity from the settings with no registry makes no Snowflake ID
+ *	  (idgen_identity_unchecked, read by the generators in snowflake.c):
+ *	  each node takes its identity from a registry, or has the one its
+ *	  settings give claimed there.  Both the preload list and the identity
+ *	  settings are fixed at start.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -59,6 +71,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
+#include "utils/varlena.h"
 
 #include "idgen.h"
 #include "idgen_layout.h"
@@ -73,6 +86,13 @@ char	   *idgen_registry = NULL;
 int			idgen_registry_ttl_ms = 30 * 1000;
 
 IdgenRegistryStatus *idgen_registry_status = NULL;
+
+/*
+ * A Citus node whose identity no registry checks: it makes no Snowflake ID
+ * (see "Citus" above).  Set at load, in every process, from settings fixed
+ * at start.
+ */
+bool		idgen_identity_unchecked = false;
 
 /* ----------
  * Shared state
@@ -318,9 +338,59 @@ idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 ge
 }
 
 /*
+ * Whether shared_preload_libraries names Citus's library ("citus", or a
+ * path or file name of it).
+ */
+static bool
+preloads_citus(void)
+{
+	const char *setting = GetConfigOption("shared_preload_libraries", true, false);
+	char	   *raw;
+	List	   *names;
+	ListCell   *lc;
+	bool		found = false;
+
+	if (setting == NULL)
+		return false;
+	raw = pstrdup(setting);
+	/* the server started with this list, so it parses */
+	if (SplitDirectoriesString(raw, ',', &names))
+	{
+		foreach(lc, names)
+		{
+			const char *name = (const char *) lfirst(lc);
+			const char *base = last_dir_separator(name);
+
+			base = base ? base + 1 : name;
+			if (strcmp(base, "citus") == 0 || strcmp(base, "citus.so") == 0)
+				found = true;
+		}
+	}
+	list_free_deep(names);
+	pfree(raw);
+	return found;
+}
+
+/*
+ * The error of a generator on a Citus node whose identity no registry
+ * checks.
+ */
+void
+idgen_identity_unchecked_error(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("Snowflake IDs on a Citus node need a registry"),
+			 errdetail("This server preloads citus, and its identity comes from \"idgen.datacenter_id\" and \"idgen.worker_id\" with no \"idgen.registry\": "
+					   "nothing compares it with the identities of the cluster's other nodes, and two nodes given one identity would make the same IDs."),
+			 errhint("Set \"idgen.registry\" on every node of the cluster, with \"idgen.identity\" = 'registry' for a free identity or with each node's own ids to have them claimed there, and restart the server.")));
+}
+
+/*
  * Define the registry's settings; when preloading, register the identity's
  * shared state (the "idgen registry" process registers itself, registry.c),
- * and warn of the default identity if it is not leased.
+ * and warn of an identity no registry checks: on a Citus node, where it
+ * makes no Snowflake ID, or left at the default.
  */
 void
 idgen_identity_init(void)
@@ -349,10 +419,19 @@ idgen_identity_init(void)
 							&idgen_registry_ttl_ms, 30 * 1000, 1000, 24 * 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 
+	idgen_identity_unchecked = !idgen_identity_is_leased() && preloads_citus();
+
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 	idgen_shmem_register(&identity_area);
-	if (!idgen_identity_is_leased() && !IsUnderPostmaster)
+	if (IsUnderPostmaster || idgen_identity_is_leased())
+		return;
+	if (idgen_identity_unchecked)
+		ereport(WARNING,
+				(errmsg("idgen makes no Snowflake ID on this Citus node: no registry checks its identity"),
+				 errdetail("This server preloads citus, and \"idgen.registry\" is not set: nothing would see another node of the cluster given the same identity."),
+				 errhint("Set \"idgen.registry\" on every node of the cluster, with \"idgen.identity\" = 'registry' for a free identity or with each node's own ids to have them claimed there, and restart the server.")));
+	else
 		idgen_layout_warn_default_identity();
 }
 

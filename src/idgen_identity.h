@@ -61,7 +61,9 @@ typedef struct IdgenRegistryStatus
 
 /* identity.c */
 extern IdgenRegistryStatus *idgen_registry_status;
+extern bool idgen_identity_unchecked;
 extern bool idgen_identity_is_leased(void);
+pg_noreturn extern void idgen_identity_unchecked_error(void);
 extern void idgen_identity_init(void);
 extern int64 idgen_leased_next(pg_atomic_uint64 *word, const IdgenTickClock *clock, uint32 gene);
 

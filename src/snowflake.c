@@ -81,6 +81,12 @@ snowflake_next(uint32 gene)
 		.end_of_time = l->end_of_time,
 	};
 
+	/* a Citus node whose identity no registry checks (identity.c) */
+	if (unlikely(idgen_identity_unchecked))
+	{
+		idgen_count(IDGEN_KIND_SNOWFLAKE, IDGEN_STAT_ERRORS, 1);
+		idgen_identity_unchecked_error();
+	}
 	/* another server claimed this identity too (active.c) */
 	if (unlikely(pg_atomic_read_u32(&idgen_shared->clashed) != 0))
 		idgen_identity_clash_error();
