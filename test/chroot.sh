@@ -37,7 +37,7 @@
 #            builds, installs and tests the package there.
 #   (default) the clean chroot, and what the suites need besides (their
 #            tools, lintian, and pg_partman where the release ships it
-#            for VERSION).
+#            for VERSION; in 18's, what building Citus needs).
 #
 # COMMAND runs in a network namespace of its own in the clean and the
 # suites' chroots, with loopback alone (they install nothing from the
@@ -112,6 +112,10 @@ SUITE_PACKAGES=(make gcc libc6-dev libipc-run-perl faketime pgbouncer gdb dpkg-d
 # pg_partman where the release ships it for VERSION (trixie's 5.2 for 17,
 # sid's 5.5 for 18; none for 19 yet): test/t/048_partman.pl.
 case $VERSION in 17 | 18) SUITE_PACKAGES+=("postgresql-$VERSION-partman") ;; esac
+# What building Citus for 18 needs (test/citus.sh; Citus 14.0.1 supports
+# 16 to 18, and test/run.sh builds it for 18 alone): sid's 18 is built with
+# libcurl, which Citus's build then needs too.
+if [ "$VERSION" = 18 ]; then SUITE_PACKAGES+=(patch libzstd-dev liblz4-dev libkrb5-dev libssl-dev libicu-dev libcurl4-openssl-dev); fi
 
 # The tarballs' names change with what is installed into them.
 bare_digest=$( { printf '%s\n' "$RELEASE" "$EXPERIMENTAL"

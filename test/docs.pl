@@ -20,10 +20,8 @@
 #            other TAP test those it names in a doc_block('FILE', 'NAME')
 #            call with the file that holds the block.  So no SQL a reader
 #            may paste goes unrun, and moving a block to another file
-#            cannot drop its check.  The one other marker is for a system no
-#            Debian package brings (Citus): "<!-- by hand: WHAT VERSIONS -->",
-#            naming the versions it was checked on by hand.  (Client code
-#            blocks are test/clients.sh's.)
+#            cannot drop its check.  (Client code blocks are
+#            test/clients.sh's.)
 #
 # Prints each fault and a count; exits 1 if there is any.
 #
@@ -95,7 +93,7 @@ sub headings
 }
 
 my @faults;
-my ($links, $blocks, $by_hand) = (0, 0, 0);
+my ($links, $blocks) = (0, 0);
 
 # Links.
 for my $file (@files)
@@ -150,11 +148,7 @@ for my $file (@files)
 			$blocks++;
 			my $where = "$file:" . ($i + 1);
 			my ($name) = $i > 0 && $lines[ $i - 1 ] =~ /^<!-- test: ([a-z0-9\/-]+) -->$/;
-			if ($i > 0 && $lines[ $i - 1 ] =~ /^<!-- by hand: [^>]*\d[^>]* -->$/)
-			{
-				$by_hand++;
-			}
-			elsif (!defined $name)
+			if (!defined $name)
 			{
 				push @faults, "$where: a SQL block with no \"<!-- test: NAME -->\" line before it";
 			}
@@ -181,7 +175,6 @@ for my $file (@files)
 }
 
 print "$_\n" for @faults;
-printf "docs: %d links in %d files, %d SQL blocks (%d checked by hand): %s\n", $links, scalar @files,
-  $blocks, $by_hand,
+printf "docs: %d links in %d files, %d SQL blocks: %s\n", $links, scalar @files, $blocks,
   @faults ? scalar(@faults) . ' faults' : 'all resolve, all marked and run';
 exit(@faults ? 1 : 0);

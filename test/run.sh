@@ -26,6 +26,13 @@
 # with the libpq stress client, and the check that no test reached an
 # internal error.  17's package is built with idgen's assertions
 # (IDGEN_ASSERTS=1), the others as users get them.
+# With IDGEN_VENDOR naming a folder of Citus's release archives (checked
+# against its SHA256SUMS), Citus is built for 15 (13.2.2, on the machine)
+# and 18 (14.0.1, in its chroot) before their suites, and
+# test/t/049_citus.pl runs it with idgen there (test/citus.sh; each build
+# is kept in the chroot cache, about a minute to make); without it, the
+# Citus step is reported as skipped.  No Citus release supports 17's
+# pairing here or 19 yet.
 # On the machine's own 15, test/t/019_recovery_horizon.pl runs its
 # failover scenarios 10 times each (IDGEN_FAILOVER_ROUNDS; 2 elsewhere).
 # On 17, every TAP test's clusters start with test/short_duties.conf
@@ -81,7 +88,8 @@
 # pg_config, it installs the Debian package instead); no chroot.
 #
 # It ends with one summary line, "idgen: N passed, M failed", counting every
-# version's suites, and exits non-zero if anything failed.
+# version's suites (", K skipped" added when a step could not run here:
+# Citus without IDGEN_VENDOR), and exits non-zero if anything failed.
 #
 set -uo pipefail
 
@@ -99,11 +107,21 @@ log() { printf '\n=== %s\n' "$*"; }
 
 # What to run: each entry VERSION:WHERE, WHERE being "host" (the machine's 15),
 # "chroot" (test/chroot.sh) or "local" (the installation PG_CONFIG names).
+# Citus: the release archive built for each version that has one
+# (test/citus.sh), when IDGEN_VENDOR names the folder of the archives;
+# and what building it needs on the machine.
+declare -A CITUS_ARCHIVE=([15]=citus-13.2.2.tar.gz [18]=citus-14.0.1.tar.gz)
+CITUS_BUILD_PACKAGES=(patch libzstd-dev liblz4-dev libkrb5-dev libssl-dev libicu-dev)
+VENDOR=${IDGEN_VENDOR:-}
+[ -z "$VENDOR" ] || VENDOR=$(cd "$VENDOR" 2>/dev/null && pwd) || VENDOR=$IDGEN_VENDOR
+CACHE=${IDGEN_CHROOT_CACHE:-/var/cache/idgen-test}
+
 runs=()
 if [ -n "${PG_CONFIG:-}" ] || [ "$(id -u)" != 0 ]; then
 	export PG_CONFIG=${PG_CONFIG:-$HOST_PG_CONFIG}
 	runs=("$("$PG_CONFIG" --version | sed 's/^PostgreSQL //; s/[^0-9].*//'):local")
 else
+	[ -z "$VENDOR" ] || PACKAGES+=("${CITUS_BUILD_PACKAGES[@]}")
 	idgen_prepare_host "${PACKAGES[@]}" || exit 2
 	# In order (19's upgrade test waits for 18's package).
 	for v in $(printf '%s\n' ${IDGEN_PG:-15 17 18 19} | sort -n -u); do
@@ -113,12 +131,34 @@ fi
 
 passed=0
 failed=0
+skipped=0
 failures=()
 results=()
 count() # NAME OK
 {
 	if [ "$2" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$1"); fi
 }
+
+# The Citus archives: those SHA256SUMS lists in IDGEN_VENDOR, unchanged.
+citus_versions=()
+for r in "${runs[@]}"; do
+	[ "${r##*:}" != local ] && [ -n "${CITUS_ARCHIVE[${r%%:*}]:-}" ] && citus_versions+=("${r%%:*}")
+done
+if [ ${#citus_versions[@]} -gt 0 ] && [ -n "$VENDOR" ]; then
+	log "Citus archives"
+	ok=0
+	for v in "${citus_versions[@]}"; do
+		a=${CITUS_ARCHIVE[$v]}
+		if ! grep -q " $a\$" "$VENDOR/SHA256SUMS" 2>/dev/null ||
+			! (cd "$VENDOR" && grep " $a\$" SHA256SUMS | sha256sum -c --quiet); then
+			echo "$VENDOR/$a: missing, or not the archive $VENDOR/SHA256SUMS lists"
+			ok=1
+		fi
+	done
+	[ $ok = 0 ] && echo "$VENDOR: ${citus_versions[*]/#/PostgreSQL }: their archives are the ones SHA256SUMS lists"
+	count citus-archives $ok
+	[ $ok = 0 ] || VENDOR=
+fi
 
 # The version lives in idgen.control; META.json and the README must agree,
 # and the released scripts must be the ones released (test/released.sh).
@@ -206,17 +246,60 @@ trap 'exit 143' TERM
 tar -c -C "$SRC" --exclude=.git . | { mkdir "$SNAPSHOT/tree" && tar -x -C "$SNAPSHOT/tree"; }
 run_version() # VERSION WHERE
 {
-	local v=$1 where=$2 tree=$SNAPSHOT/$1
+	local v=$1 where=$2 tree=$SNAPSHOT/$1 status
 	cp -a "$SNAPSHOT/tree" "$tree"
 	case $where in
 		local) bash "$tree/test/suite.sh" ;;
-		host) build_package "$v" "$tree" &&
+		host) build_package "$v" "$tree" && citus_host "$v" "$tree" &&
 			IDGEN_FAILOVER_ROUNDS=${IDGEN_FAILOVER_ROUNDS:-10} PG_CONFIG=$HOST_PG_CONFIG \
 			IDGEN_PACKAGES=$PACKAGES_DIR bash "$tree/test/suite.sh" ;;
-		chroot) build_package "$v" "$tree" &&
+		chroot) build_package "$v" "$tree" && citus_share "$v" &&
 			bash "$tree/test/chroot.sh" --share "$PACKAGES_DIR" "$v" "$tree" \
-			"$(upgrade_from "$v")$(short_duties "$v")$(asserts "$v")IDGEN_PACKAGES=/share PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config bash test/suite.sh" ;;
+			"$(upgrade_from "$v")$(citus_chroot "$v")$(short_duties "$v")$(asserts "$v")IDGEN_PACKAGES=/share PG_CONFIG=/usr/lib/postgresql/$v/bin/pg_config bash test/suite.sh"
+			status=$?
+			citus_keep "$v"
+			return $status ;;
 	esac
+}
+
+# Citus for VERSION, when it has an archive and IDGEN_VENDOR is set: built
+# (or taken from the cache) and installed before the suites, so that
+# test/t/049_citus.pl runs; test/citus.sh's exit status goes to
+# PACKAGES_DIR/citus-VERSION.done.  A failed build does not stop the
+# suites (049 then skips, and the Citus step counts as failed).
+# On the machine: the cache is the chroots'.
+citus_host() # VERSION TREE
+{
+	[ -n "$VENDOR" ] && [ -n "${CITUS_ARCHIVE[$1]:-}" ] || return 0
+	log "PostgreSQL $1: Citus (test/citus.sh)"
+	bash "$2/test/citus.sh" "$VENDOR/${CITUS_ARCHIVE[$1]}" "$HOST_PG_CONFIG" "$CACHE"
+	echo "$?" >"$PACKAGES_DIR/citus-$1.done"
+}
+# In a chroot: the archive and the cache's builds for VERSION go to
+# PACKAGES_DIR/citus (at /share/citus there) before, and a new build comes
+# back to the cache after (citus_keep).
+citus_share() # VERSION
+{
+	[ -n "$VENDOR" ] && [ -n "${CITUS_ARCHIVE[$1]:-}" ] || return 0
+	mkdir -p "$PACKAGES_DIR/citus"
+	cp "$VENDOR/${CITUS_ARCHIVE[$1]}" "$PACKAGES_DIR/citus/"
+	cp "$CACHE"/citus-*-pg"$1"-*.tar.gz "$PACKAGES_DIR/citus/" 2>/dev/null
+	return 0
+}
+citus_chroot() # VERSION
+{
+	[ -n "$VENDOR" ] && [ -n "${CITUS_ARCHIVE[$1]:-}" ] || return 0
+	printf '%s' "{ bash test/citus.sh /share/citus/${CITUS_ARCHIVE[$1]} /usr/lib/postgresql/$1/bin/pg_config /share/citus; echo \$? >/share/citus-$1.done; }; "
+}
+citus_keep() # VERSION
+{
+	local b
+	for b in "$PACKAGES_DIR"/citus/citus-*-pg"$1"-*.tar.gz; do
+		[ -f "$b" ] && [ ! -f "$CACHE/${b##*/}" ] || continue
+		rm -f "$CACHE"/"$(sed -E 's/-[0-9a-f]{12}\.tar\.gz$//' <<<"${b##*/}")"-*.tar.gz
+		cp "$b" "$CACHE/"
+	done
+	return 0
 }
 
 # The package postgresql-VERSION-idgen, built with the tests of the build,
@@ -377,6 +460,31 @@ if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
 	count pgxn $?
 fi
 
+# Citus: for each version with an archive, test/citus.sh's build and
+# install, and test/t/049_citus.pl run (not skipped) in its suites.
+# Without IDGEN_VENDOR, skipped.
+if [ ${#citus_versions[@]} -gt 0 ]; then
+	log "citus"
+	if [ -z "$VENDOR" ] && [ -z "${IDGEN_VENDOR:-}" ]; then
+		echo "Citus: skipped: IDGEN_VENDOR names no folder of Citus's release archives (docs/development.md#citus)"
+		skipped=$((skipped + 1))
+	else
+		for v in "${citus_versions[@]}"; do
+			status=$(cat "$PACKAGES_DIR/citus-$v.done" 2>/dev/null)
+			if [ "${status:-1}" != 0 ]; then
+				echo "PostgreSQL $v: Citus ${CITUS_ARCHIVE[$v]} was not built and installed (test/citus.sh: exit status ${status:-none})"
+				count "citus-$v" 1
+			elif ! grep -Eq '049_citus\.pl \.+ ok' "$SNAPSHOT/$v.log"; then
+				echo "PostgreSQL $v: Citus installed, but test/t/049_citus.pl did not pass (in its log above)"
+				count "citus-$v" 1
+			else
+				echo "PostgreSQL $v: Citus ${CITUS_ARCHIVE[$v]} built and installed, test/t/049_citus.pl passed"
+				count "citus-$v" 0
+			fi
+		done
+	fi
+fi
+
 # The README as a newcomer follows it (test/newcomer.sh), run as 15's
 # package step: its exit status, its log being 15's.
 if [[ " ${runs[*]} " == *" $HOST_VERSION:"* ]]; then
@@ -393,5 +501,5 @@ if [ ${#results[@]} -ne ${#runs[@]} ]; then
 	count versions 1
 fi
 [ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
-echo "idgen: $passed passed, $failed failed"
+echo "idgen: $passed passed, $failed failed${skipped/#[1-9]*/, $skipped skipped}"
 [ "$failed" -eq 0 ]
