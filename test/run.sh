@@ -501,5 +501,7 @@ if [ ${#results[@]} -ne ${#runs[@]} ]; then
 	count versions 1
 fi
 [ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
-echo "idgen: $passed passed, $failed failed${skipped/#[1-9]*/, $skipped skipped}"
+summary="idgen: $passed passed, $failed failed"
+[ "$skipped" -gt 0 ] && summary+=", $skipped skipped"
+echo "$summary"
 [ "$failed" -eq 0 ]
