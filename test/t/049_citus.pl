@@ -186,15 +186,52 @@ is($coord->safe_psql('postgres', q{SELECT count(*) FROM orders o WHERE o.amount 
 	'0', 'every order found its user on its shard');
 
 # What the page says else of Citus.
+# Of the rows of $table that $where selects, those whose ID was not made
+# under the identity of the worker that holds the row's shard, and all:
+# "not/all".
+my $workers_by_port = join(', ', map { '(' . $_->port . ", $worker_id{ $_->name })" } @workers);
+sub not_made_on_its_shard
+{
+	my ($table, $where) = @_;
+	# The rows first, pulled to the coordinator; then each gene's shard's
+	# node, from the coordinator's metadata.
+	return $coord->safe_psql('postgres', qq{
+		WITH made AS MATERIALIZED (
+		         SELECT (idgen_snowflake_decode(id)).worker_id AS worker_id, gene FROM $table WHERE $where),
+		     placed AS MATERIALIZED (
+		         SELECT g AS gene, s.nodeport AS port
+		           FROM generate_series(0, 1023) AS g
+		           JOIN citus_shards s ON s.table_name = '$table'::regclass
+		                              AND s.shardid = get_shard_id_for_distribution_column('$table', g))
+		SELECT count(*) FILTER (WHERE made.worker_id <> w.worker_id) || '/' || count(*)
+		  FROM made
+		  JOIN placed USING (gene)
+		  JOIN (VALUES $workers_by_port) AS w(port, worker_id) USING (port)});
+}
+my $insert_select = q{INSERT INTO orders (id, gene, user_id, amount)
+	SELECT idgen_snowflake(gene), gene, id, 99 FROM users WHERE name LIKE 'user %'};
+like($coord->safe_psql('postgres', "EXPLAIN (COSTS OFF) $insert_select"), qr/INSERT\/SELECT method: repartition/,
+	'INSERT ... SELECT calling idgen between colocated tables is repartitioned, not pushed down');
+$coord->safe_psql('postgres', $insert_select);
+is(not_made_on_its_shard('orders', 'amount = 99'), '0/2000',
+	'and each ID is made on the worker holding its source row');
 my ($ret, $out, $err) = $coord->psql('postgres', "UPDATE orders SET id = idgen_snowflake(gene) WHERE id = $order");
 like($err, qr/functions used in UPDATE queries on distributed tables must not be VOLATILE/,
 	'UPDATE ... SET id = idgen_snowflake(...) on a distributed table is refused');
-($ret, $out, $err) = $coord->psql('postgres', q{
+my $trigger = q{CREATE TRIGGER posts_id BEFORE INSERT ON posts
+	FOR EACH ROW EXECUTE FUNCTION idgen_snowflake_trigger('id', 'user_id')};
+($ret, $out, $err) = $coord->psql('postgres', qq{
 	CREATE TABLE posts (id bigint, gene int NOT NULL, user_id bigint);
 	SELECT create_distributed_table('posts', 'gene', colocate_with => 'users');
-	CREATE TRIGGER posts_id BEFORE INSERT ON posts FOR EACH ROW EXECUTE FUNCTION idgen_snowflake_trigger('id', 'user_id');});
+	$trigger});
 like($err, qr/triggers are not supported on distributed tables/,
 	'idgen_snowflake_trigger on a distributed table is refused');
+$coord->safe_psql('postgres', qq{
+	SET citus.enable_unsafe_triggers = on;
+	$trigger;
+	INSERT INTO posts (gene, user_id) SELECT gene, id FROM users WHERE name LIKE 'user %'});
+is(not_made_on_its_shard('posts', 'idgen_gene(id, 10) = gene'), '0/2000',
+	'with citus.enable_unsafe_triggers, it makes each ID, with its user\'s gene, on the worker holding the row');
 is(join(',', map { $_->safe_psql('postgres', q{SELECT idgen_seq_next('conv:42')}) } $coord, $workers[0]),
 	'1,1', 'a per-key sequence counts on the node that runs it');
 
