@@ -74,18 +74,23 @@ push @keys, [ 'orders', doc_block('docs/partitions.md', 'partman/orders'),
   if $v5;
 sql($_->[1]) for @keys;
 
-# The partitions of $table (not the default), each with the times of its
-# bounds: name|from|to, in order.
-sub partitions
+# A subquery of the partitions of $table (not the default): oid, relname,
+# and the times of their bounds, lo and hi.
+sub bounds
 {
 	my ($table, $decode, $type) = @_;
-	return sql(qq{
-		SELECT c.relname, $decode(b[1]::$type), $decode(b[2]::$type)
+	return qq{(
+		SELECT c.oid, c.relname, $decode(b[1]::$type) AS lo, $decode(b[2]::$type) AS hi
 		  FROM pg_inherits i
 		  JOIN pg_class c ON c.oid = i.inhrelid,
 		       regexp_match(pg_get_expr(c.relpartbound, c.oid), \$\$FROM \\('([^']*)'\\) TO \\('([^']*)'\\)\$\$) AS b
-		 WHERE i.inhparent = '$table'::regclass AND b IS NOT NULL
-		 ORDER BY 2});
+		 WHERE i.inhparent = '$table'::regclass AND b IS NOT NULL)};
+}
+
+# The partitions of $table, name|from|to, in order.
+sub partitions
+{
+	return sql('SELECT relname, lo, hi FROM ' . bounds(@_) . ' AS p ORDER BY lo');
 }
 
 # The partitions of $table whose day begins after today's (the server's
@@ -126,13 +131,9 @@ for my $day (0 .. 3)
 		is_deeply(\@days, \@expected,
 			"$table, day $day: partitions for the $kept days kept, today and $premake ahead")
 		  or diag($parts);
+		my $bounds = bounds($table, $decode, $type);
 		is(sql(qq{
-			SELECT count(*) FROM (
-				SELECT $decode(b[1]::$type) AS lo, $decode(b[2]::$type) AS hi
-				  FROM pg_inherits i
-				  JOIN pg_class c ON c.oid = i.inhrelid,
-				       regexp_match(pg_get_expr(c.relpartbound, c.oid), \$\$FROM \\('([^']*)'\\) TO \\('([^']*)'\\)\$\$) AS b
-				 WHERE i.inhparent = '$table'::regclass) AS p
+			SELECT count(*) FROM $bounds AS p
 			 WHERE lo <> date_trunc('day', lo, 'UTC') OR hi <> lo + interval '1 day'}),
 			'0', "$table, day $day: every partition is one whole day, midnight to midnight (UTC)");
 
@@ -141,9 +142,7 @@ for my $day (0 .. 3)
 			SELECT count(*) FILTER (WHERE lo IS NULL OR date_trunc('day', $decode(t.id), 'UTC') <> lo)
 			       || '/' || count(*)
 			  FROM $table t
-			  LEFT JOIN (SELECT c.oid, $decode(b[1]::$type) AS lo
-			               FROM pg_class c,
-			                    regexp_match(pg_get_expr(c.relpartbound, c.oid), \$\$FROM \\('([^']*)'\\)\$\$) AS b) AS p
+			  LEFT JOIN $bounds AS p
 			    ON p.oid = t.tableoid}),
 			'0/' . ($rows_a_day * ($day >= $kept ? $kept + 1 : $day + 1)),
 			"$table, day $day: every row of the kept days is there, each in the partition of its ID's day");
@@ -151,9 +150,8 @@ for my $day (0 .. 3)
 
 		next if $day == 0;
 		# The page's query for yesterday: its rows, from its partition alone.
-		my $query = $yesterday;
-		is(sql($query), $rows_a_day, "$table, day $day: the page's query counts yesterday's rows");
-		my $plan = sql("EXPLAIN (COSTS OFF) $query");
+		is(sql($yesterday), $rows_a_day, "$table, day $day: the page's query counts yesterday's rows");
+		my $plan = sql("EXPLAIN (COSTS OFF) $yesterday");
 		my %scanned = map { $_ => 1 } $plan =~ /(?<!Bitmap Index )Scan (?:using \w+ )?on (${table}_\w+)/g;
 		my $yesterday_day = sql("SELECT ('$today'::date - 1)::text");
 		my ($yesterday_part) = map { (split /\|/)[0] }
