@@ -267,10 +267,14 @@ run_version() # VERSION WHERE
 # test/t/049_citus.pl runs; test/citus.sh's exit status goes to
 # PACKAGES_DIR/citus-VERSION.done.  A failed build does not stop the
 # suites (049 then skips, and the Citus step counts as failed).
+citus_built_for() # VERSION
+{
+	[ -n "$VENDOR" ] && [ -n "${CITUS_ARCHIVE[$1]:-}" ]
+}
 # On the machine: the cache is the chroots'.
 citus_host() # VERSION TREE
 {
-	[ -n "$VENDOR" ] && [ -n "${CITUS_ARCHIVE[$1]:-}" ] || return 0
+	citus_built_for "$1" || return 0
 	log "PostgreSQL $1: Citus (test/citus.sh)"
 	bash "$2/test/citus.sh" "$VENDOR/${CITUS_ARCHIVE[$1]}" "$HOST_PG_CONFIG" "$CACHE"
 	echo "$?" >"$PACKAGES_DIR/citus-$1.done"
@@ -280,7 +284,7 @@ citus_host() # VERSION TREE
 # back to the cache after (citus_keep).
 citus_share() # VERSION
 {
-	[ -n "$VENDOR" ] && [ -n "${CITUS_ARCHIVE[$1]:-}" ] || return 0
+	citus_built_for "$1" || return 0
 	mkdir -p "$PACKAGES_DIR/citus"
 	cp "$VENDOR/${CITUS_ARCHIVE[$1]}" "$PACKAGES_DIR/citus/"
 	cp "$CACHE"/citus-*-pg"$1"-*.tar.gz "$PACKAGES_DIR/citus/" 2>/dev/null
@@ -288,7 +292,7 @@ citus_share() # VERSION
 }
 citus_chroot() # VERSION
 {
-	[ -n "$VENDOR" ] && [ -n "${CITUS_ARCHIVE[$1]:-}" ] || return 0
+	citus_built_for "$1" || return 0
 	printf '%s' "{ bash test/citus.sh /share/citus/${CITUS_ARCHIVE[$1]} /usr/lib/postgresql/$1/bin/pg_config /share/citus; echo \$? >/share/citus-$1.done; }; "
 }
 citus_keep() # VERSION
