@@ -108,10 +108,10 @@
 /*
  * PostgreSQL 19: a replication origin's id is a ReplOriginId, and the
  * origin of the changes a process replays is replorigin_xact_state.origin;
- * before, a RepOriginId in replorigin_session_origin.  Only active.c
- * includes replication/origin.h, before idgen.h.
+ * before, a RepOriginId in replorigin_session_origin.  Read by the
+ * active-active files (idgen_active.h).
  */
-#if defined(PG_ORIGIN_H)
+#include "replication/origin.h"
 #if PG_VERSION_NUM >= 190000
 typedef ReplOriginId IdgenOriginId;
 #define IDGEN_INVALID_ORIGIN	InvalidReplOriginId
@@ -120,7 +120,6 @@ typedef ReplOriginId IdgenOriginId;
 typedef RepOriginId IdgenOriginId;
 #define IDGEN_INVALID_ORIGIN	InvalidRepOriginId
 #define idgen_replayed_origin()	(replorigin_session_origin)
-#endif
 #endif
 
 #endif							/* IDGEN_COMPAT_H */

@@ -4,8 +4,8 @@
  *	  Module-wide declarations of idgen: limits, the kinds of identifier
  *	  and their counters, the settings and functions several areas use.
  *	  Each area has a header of its own (idgen_layout.h, idgen_shmem.h,
- *	  idgen_clock.h, idgen_horizon.h, idgen_identity.h, idgen_remote.h,
- *	  idgen_sql.h, idgen_seq.h, idgen_lease.h, idgen_bgworker.h); version
+ *	  idgen_clock.h, idgen_horizon.h, idgen_active.h, idgen_identity.h,
+ *	  idgen_remote.h, idgen_sql.h, idgen_seq.h, idgen_lease.h, idgen_bgworker.h); version
  *	  differences are in compat.h.
  *
  * docs/development.md has the module map (every file, by layer); src/layers
@@ -66,29 +66,6 @@ extern int	idgen_max_drift_ms;
 extern int	idgen_clock_wait_ms;
 extern int	idgen_takeover_max_lead_ms;
 extern void idgen_clock_init(void);
-
-/* active.c: primaries that replicate to each other (active-active) */
-extern int	idgen_active_nodes;
-extern int	idgen_active_node;
-extern void idgen_active_init(void);
-extern void idgen_active_node_check(void);
-extern void idgen_node_clash_check(void);
-pg_noreturn extern void idgen_identity_clash_error(void);
-extern char *idgen_identity_clash_text(void);
-extern bool idgen_active_gate_passed;
-extern void idgen_active_gate_check(void);
-
-/*
- * Raise an error unless this database may hand out Snowflake IDs and
- * per-key values in active-active (active.c): a test of a backend-local
- * flag once it may.
- */
-static inline void
-idgen_active_gate(void)
-{
-	if (unlikely(!idgen_active_gate_passed))
-		idgen_active_gate_check();
-}
 
 /* snowflake.c, uuid7.c: the session's last IDs, forgotten by DISCARD */
 extern void idgen_snowflake_forget_last(void);

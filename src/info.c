@@ -23,6 +23,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_active.h"
 #include "idgen_clock.h"
 #include "idgen_horizon.h"
 #include "idgen_layout.h"

@@ -193,20 +193,15 @@ static bool
 check_registry_layout(void)
 {
 	char		sql[512];
-	const IdgenLayout *l = &idgen_layout;
 	char		mine[128];
 	PGresult   *res;
 
-	snprintf(sql, sizeof(sql),
-			 "SELECT pg_catalog.format('%%s %%s %%s %%s %%s %%s', timestamp_bits, datacenter_bits, worker_bits, "
-			 "sequence_bits, gene_bits, pg_catalog.floor(EXTRACT(EPOCH FROM epoch) OPERATOR(pg_catalog.*) 1000)::bigint) "
-			 "FROM %s.idgen_info()", registry_schema);
+	snprintf(sql, sizeof(sql), "SELECT %s FROM %s.idgen_info()",
+			 idgen_layout_fingerprint_sql, registry_schema);
 	res = registry_run(sql, 0, NULL);
 	if (res == NULL)
 		return false;
-	snprintf(mine, sizeof(mine), "%d %d %d %d %d " INT64_FORMAT,
-			 l->timestamp_bits, l->datacenter_bits, l->worker_bits, l->sequence_bits,
-			 l->gene_bits, idgen_floor_div(l->epoch - IDGEN_UNIX_EPOCH, 1000));
+	idgen_layout_fingerprint(&idgen_layout, mine, sizeof(mine));
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
 		strcmp(PQgetvalue(res, 0, 0), mine) == 0)
 	{

@@ -37,6 +37,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_active.h"
 #include "idgen_layout.h"
 #include "idgen_shmem.h"
 #include "idgen_clock.h"
