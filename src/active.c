@@ -84,8 +84,10 @@
 
 #include "idgen.h"
 #include "idgen_active.h"
+#include "idgen_interval.h"
 #include "idgen_layout.h"
 #include "idgen_shmem.h"
+#include "idgen_stats.h"
 
 #define IDGEN_MAX_ACTIVE_NODES		1024
 

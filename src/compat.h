@@ -11,7 +11,8 @@
  *	  wrappers are inline functions that need a server header idgen.h does
  *	  not include (access/heapam.h, executor/executor.h); they are defined
  *	  where that header was included before idgen.h (seq_row.c), as server
- *	  headers come first in every file.
+ *	  headers come first in every file.  It includes replication/origin.h
+ *	  itself, for the type of a replication origin.
  *
  *-------------------------------------------------------------------------
  */

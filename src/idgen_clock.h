@@ -11,6 +11,7 @@
 
 #include "idgen.h"
 #include "idgen_layout.h"
+#include "idgen_stats.h"
 #include "port/atomics.h"
 
 /*
@@ -43,6 +44,12 @@ typedef enum IdgenTakeoverCause
 
 /* Longest single sleep of a generator waiting for the clock or a lease. */
 #define IDGEN_WAIT_SLICE_US		10000
+
+/* clock.c: the clock policy's settings, read by several areas */
+extern int	idgen_max_drift_ms;
+extern int	idgen_clock_wait_ms;
+extern int	idgen_takeover_max_lead_ms;
+extern void idgen_clock_init(void);
 
 /* clock.c */
 extern uint64 idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *clock);

@@ -43,6 +43,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_interval.h"
 #include "idgen_layout.h"
 #include "idgen_shmem.h"
 

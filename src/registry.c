@@ -75,11 +75,12 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
-#include "idgen_layout.h"
-#include "idgen_shmem.h"
-#include "idgen_identity.h"
-#include "idgen_remote.h"
 #include "idgen_bgworker.h"
+#include "idgen_clock.h"
+#include "idgen_identity.h"
+#include "idgen_layout.h"
+#include "idgen_remote.h"
+#include "idgen_shmem.h"
 
 PGDLLEXPORT void idgen_registry_main(Datum main_arg);
 

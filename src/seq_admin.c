@@ -28,6 +28,7 @@
 #include "utils/tuplestore.h"
 
 #include "idgen.h"
+#include "idgen_interval.h"
 #include "idgen_seq.h"
 #include "idgen_sql.h"
 
