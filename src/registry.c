@@ -922,10 +922,14 @@ idgen_registry_main(Datum main_arg)
 {
 	TimestampTz next = 0;
 
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	/*
+	 * SIGTERM ends it after a round, with its lease given back: it holds
+	 * interrupts for good (bgworker.c), and its waits for the registry end at
+	 * ShutdownRequestPending (remote.c).
+	 */
+	HOLD_INTERRUPTS();
 	pqsignal(SIGUSR1, registry_sigusr1);
-	BackgroundWorkerUnblockSignals();
+	idgen_bgworker_signals();
 	registry_start();
 
 	for (;;)
@@ -933,8 +937,7 @@ idgen_registry_main(Datum main_arg)
 		TimestampTz now;
 		long		wait_ms;
 
-		CHECK_FOR_INTERRUPTS();
-		if (ShutdownRequestPending)
+		if (idgen_bgworker_stopping())
 			break;
 		if (ConfigReloadPending)
 		{

@@ -417,9 +417,7 @@ attach_to_slot(int slot)
 	IdgenFunction ext;
 	bool		installed;
 
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
+	idgen_bgworker_signals();
 	dbid = idgen_seq_slot_dbid(slot, &generation);
 	if (!OidIsValid(dbid))
 		proc_exit(0);			/* the slot changed hands meanwhile */
