@@ -36,7 +36,7 @@ static void
 idgen_bgworker_sigterm(SIGNAL_ARGS)
 {
 	ShutdownRequestPending = true;
-	die(postgres_signal_arg);
+	die(IDGEN_SIGNAL_ARGS_PASS);
 }
 
 /*

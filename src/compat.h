@@ -107,6 +107,17 @@
 #endif
 
 /*
+ * PostgreSQL 19: a signal handler is given the signal's information too
+ * (SIGNAL_ARGS has a second parameter, pg_siginfo); a handler that passes
+ * its signal on to another (bgworker.c, to die()) passes both.
+ */
+#if PG_VERSION_NUM >= 190000
+#define IDGEN_SIGNAL_ARGS_PASS	postgres_signal_arg, pg_siginfo
+#else
+#define IDGEN_SIGNAL_ARGS_PASS	postgres_signal_arg
+#endif
+
+/*
  * PostgreSQL 19: a replication origin's id is a ReplOriginId, and the
  * origin of the changes a process replays is replorigin_xact_state.origin;
  * before, a RepOriginId in replorigin_session_origin.  Read by the
