@@ -104,8 +104,6 @@
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
-#include "idgen_clock.h"
-#include "idgen_interval.h"
 #include "idgen_lease.h"
 
 /* Settings: how long a worker id rests after its lease ends; limits. */

@@ -88,7 +88,6 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
-#include "idgen_active.h"
 #include "idgen_seq.h"
 #include "idgen_sql.h"
 

@@ -271,7 +271,9 @@ idgen_sequencer_launcher_main(Datum main_arg)
 {
 	TimestampTz next_round = 0;
 
-	idgen_bgworker_signals();
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	before_shmem_exit(idgen_seq_slot_launcher_detach, (Datum) 0);
 	idgen_seq_slot_launcher_attach(MyLatch);
