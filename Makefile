@@ -19,6 +19,8 @@ EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).
 MODULE_big = idgen
 OBJS = \
 	src/active.o \
+	src/active_claim.o \
+	src/active_gate.o \
 	src/bgworker.o \
 	src/clock.o \
 	src/convert.o \
@@ -43,6 +45,7 @@ OBJS = \
 	src/seq_admin.o \
 	src/seq_cache.o \
 	src/seq_held.o \
+	src/seq_node.o \
 	src/seq_quota.o \
 	src/seq_row.o \
 	src/seq_settings.o \

@@ -84,9 +84,11 @@
 #include "utils/wait_event.h"
 
 #include "idgen.h"
+#include "idgen_clock.h"
+#include "idgen_interval.h"
 #include "idgen_layout.h"
 #include "idgen_shmem.h"
-#include "idgen_clock.h"
+#include "idgen_stats.h"
 
 /* Settings (the clock policy above). */
 int			idgen_max_drift_ms = 100;

@@ -11,7 +11,8 @@
  *	  wrappers are inline functions that need a server header idgen.h does
  *	  not include (access/heapam.h, executor/executor.h); they are defined
  *	  where that header was included before idgen.h (seq_row.c), as server
- *	  headers come first in every file.
+ *	  headers come first in every file.  It includes replication/origin.h
+ *	  itself, for the type of a replication origin.
  *
  *-------------------------------------------------------------------------
  */
@@ -106,12 +107,23 @@
 #endif
 
 /*
+ * PostgreSQL 19: a signal handler is given the signal's information too
+ * (SIGNAL_ARGS has a second parameter, pg_siginfo); a handler that passes
+ * its signal on to another (bgworker.c, to die()) passes both.
+ */
+#if PG_VERSION_NUM >= 190000
+#define IDGEN_SIGNAL_ARGS_PASS	postgres_signal_arg, pg_siginfo
+#else
+#define IDGEN_SIGNAL_ARGS_PASS	postgres_signal_arg
+#endif
+
+/*
  * PostgreSQL 19: a replication origin's id is a ReplOriginId, and the
  * origin of the changes a process replays is replorigin_xact_state.origin;
- * before, a RepOriginId in replorigin_session_origin.  Only active.c
- * includes replication/origin.h, before idgen.h.
+ * before, a RepOriginId in replorigin_session_origin.  Read by the
+ * active-active files (idgen_active.h).
  */
-#if defined(PG_ORIGIN_H)
+#include "replication/origin.h"
 #if PG_VERSION_NUM >= 190000
 typedef ReplOriginId IdgenOriginId;
 #define IDGEN_INVALID_ORIGIN	InvalidReplOriginId
@@ -120,7 +132,6 @@ typedef ReplOriginId IdgenOriginId;
 typedef RepOriginId IdgenOriginId;
 #define IDGEN_INVALID_ORIGIN	InvalidRepOriginId
 #define idgen_replayed_origin()	(replorigin_session_origin)
-#endif
 #endif
 
 #endif							/* IDGEN_COMPAT_H */

@@ -84,8 +84,9 @@ idgen_convert_column(PG_FUNCTION_ARGS)
 	AlterTableCmd *cmd;
 
 	idgen_lookup_function(fcinfo, &self);
-	steps = idgen_extension_function_args(self.nspid, "idgen_convert_column_steps", 3, steps_args);
-	snowflake = idgen_extension_function(self.nspid, "idgen_snowflake");
+	steps = idgen_extension_function_args(self.nspid, IDGEN_SQL_NAME(idgen_convert_column_steps),
+										  3, steps_args);
+	snowflake = idgen_extension_function(self.nspid, IDGEN_SQL_NAME(idgen_snowflake));
 	first_id = Int64GetDatum(idgen_snowflake_min_at(GetCurrentStatementStartTimestamp()));
 
 	/* the checks and changes; an error leaves nothing changed */

@@ -126,9 +126,10 @@
 
 #include "idgen.h"
 #include "idgen_clock.h"
+#include "idgen_horizon.h"
 #include "idgen_layout.h"
 #include "idgen_shmem.h"
-#include "idgen_horizon.h"
+#include "idgen_stats.h"
 
 /* The record types: a new durable horizon; generation stopped. */
 #define XLOG_IDGEN_HORIZON		0x00

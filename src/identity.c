@@ -74,9 +74,11 @@
 #include "utils/varlena.h"
 
 #include "idgen.h"
+#include "idgen_clock.h"
+#include "idgen_identity.h"
 #include "idgen_layout.h"
 #include "idgen_shmem.h"
-#include "idgen_identity.h"
+#include "idgen_stats.h"
 
 PG_FUNCTION_INFO_V1(idgen_identity);
 

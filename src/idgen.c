@@ -34,12 +34,17 @@
 #include "utils/guc.h"
 
 #include "idgen.h"
-#include "idgen_layout.h"
+#include "idgen_active.h"
+#include "idgen_clock.h"
+#include "idgen_generators.h"
 #include "idgen_horizon.h"
 #include "idgen_identity.h"
+#include "idgen_layout.h"
 #include "idgen_lease.h"
+#include "idgen_public.h"
 #include "idgen_seq.h"
 #include "idgen_shmem.h"
+#include "idgen_sql.h"
 
 PG_MODULE_MAGIC;
 
@@ -77,6 +82,19 @@ idgen_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 	}
 }
 
+/*
+ * The idgen sequencer's duties in each database with idgen, in this order at
+ * every purge (sequencer.c): delete the expired keys (seq_admin.c) and the
+ * ended leases (lease_renew.c), and announce this server's identity
+ * (active_claim.c).  Each is an extension function of a layer above the
+ * sequencer's, so the list is declared here, at the top.
+ */
+static const IdgenSequencerDuty sequencer_duties[] = {
+	{IDGEN_SQL_NAME(idgen_seq_purge), true},
+	{IDGEN_SQL_NAME(idgen_worker_purge), true},
+	{IDGEN_SQL_NAME(idgen_identity_announce), false},
+};
+
 void
 _PG_init(void)
 {
@@ -91,6 +109,7 @@ _PG_init(void)
 	idgen_seq_init();
 	idgen_seq_cache_init();
 	idgen_sequencer_init();
+	idgen_sequencer_set_duties(sequencer_duties, lengthof(sequencer_duties));
 	idgen_active_init();
 	idgen_public_init();
 

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * idgen_bgworker.h
- *	  Registering idgen's background processes (bgworker.c).
+ *	  Registering idgen's background processes, and their signals
+ *	  (bgworker.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -13,5 +14,7 @@
 
 extern void idgen_register_process(const char *name, const char *function, int flags,
 								   BgWorkerStartTime start_time, int restart_seconds);
+extern void idgen_bgworker_signals(void);
+extern bool idgen_bgworker_stopping(void);
 
 #endif							/* IDGEN_BGWORKER_H */

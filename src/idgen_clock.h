@@ -10,6 +10,8 @@
 #define IDGEN_CLOCK_H
 
 #include "idgen.h"
+#include "idgen_layout.h"
+#include "idgen_stats.h"
 #include "port/atomics.h"
 
 /*
@@ -43,13 +45,11 @@ typedef enum IdgenTakeoverCause
 /* Longest single sleep of a generator waiting for the clock or a lease. */
 #define IDGEN_WAIT_SLICE_US		10000
 
-/* a / b rounded towards minus infinity (b > 0), as floor() does. */
-static inline int64
-idgen_floor_div(int64 a, int64 b)
-{
-	Assert(b > 0);
-	return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
+/* clock.c: the clock policy's settings, read by several areas */
+extern int	idgen_max_drift_ms;
+extern int	idgen_clock_wait_ms;
+extern int	idgen_takeover_max_lead_ms;
+extern void idgen_clock_init(void);
 
 /* clock.c */
 extern uint64 idgen_next_tick(pg_atomic_uint64 *word, const IdgenTickClock *clock);

@@ -50,11 +50,21 @@ typedef struct IdgenLayout
 } IdgenLayout;
 
 /* layout.c */
+/* a / b rounded towards minus infinity (b > 0), as floor() does. */
+static inline int64
+idgen_floor_div(int64 a, int64 b)
+{
+	Assert(b > 0);
+	return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
 extern IdgenLayout idgen_layout;
 extern void idgen_layout_init(void);
 extern void idgen_layout_compute(IdgenLayout *layout, TimestampTz now);
 extern void idgen_layout_report(int elevel);
 extern void idgen_layout_check(void);
+extern void idgen_layout_fingerprint(const IdgenLayout *layout, char *buf, size_t len);
+extern const char *const idgen_layout_fingerprint_sql;
 extern void idgen_layout_warn_default_identity(void);
 extern int64 idgen_snowflake_min_at(TimestampTz ts);
 extern int64 idgen_compose(const IdgenLayout *layout, uint64 tick, uint32 gene);

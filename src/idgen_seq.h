@@ -271,6 +271,19 @@ extern Oid	idgen_seq_relid(FunctionCallInfo fcinfo);
 extern IdgenSeqApplied idgen_seq_apply(FunctionCallInfo fcinfo, text *key, IdgenSeqOp op,
 									   void *arg, bool next);
 
+/*
+ * sequencer.c: a duty of the idgen sequencer in each database with idgen,
+ * at every purge: one of the extension's SQL functions, returning bigint.
+ * The list is declared at the top (idgen.c), above the functions' layers.
+ */
+typedef struct IdgenSequencerDuty
+{
+	const char *function;		/* its name, IDGEN_SQL_NAME() */
+	bool		counts_deleted; /* its count is of rows deleted */
+}			IdgenSequencerDuty;
+
+extern void idgen_sequencer_set_duties(const IdgenSequencerDuty * list, int count);
+
 /* sequencer_launcher.c: registers the launcher, and the slots' area */
 extern void idgen_sequencer_init(void);
 

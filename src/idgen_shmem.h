@@ -10,8 +10,10 @@
 #define IDGEN_SHMEM_H
 
 #include "idgen.h"
+#include "idgen_stats.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
+#include "utils/guc.h"
 
 /* One backend's counters (stats.c), on cache lines of their own. */
 typedef union IdgenStatsSlot
@@ -81,6 +83,8 @@ typedef struct IdgenShmemArea
 
 /* shmem.c */
 extern IdgenShared *idgen_shared;
+extern GucContext idgen_startup_context(void);
+extern void idgen_require_shmem(const char *funcname);
 extern void idgen_shmem_register(const IdgenShmemArea *area);
 extern void idgen_shmem_set_ngenes(int ngenes);
 extern void idgen_shmem_init(void);

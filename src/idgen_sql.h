@@ -45,6 +45,14 @@ typedef struct IdgenSqlContext
 	int			save_sec_context;
 } IdgenSqlContext;
 
+/*
+ * The name of one of the extension's SQL functions that C code calls (by
+ * its oid, idgen_extension_function(), or in a statement): written so,
+ * test/layers.sh checks that the function's C code is in the caller's layer
+ * or a lower one, as it checks the symbols a file uses.
+ */
+#define IDGEN_SQL_NAME(name)		#name
+
 extern void idgen_lookup_function(FunctionCallInfo fcinfo, IdgenFunction *fn);
 extern bool idgen_lookup_extension(IdgenFunction *fn);
 extern void idgen_sql_begin(const IdgenFunction *fn, IdgenStatements *st, IdgenSqlContext *cx);

@@ -23,6 +23,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_active.h"
 #include "idgen_clock.h"
 #include "idgen_horizon.h"
 #include "idgen_layout.h"
@@ -31,8 +32,16 @@
 
 PG_FUNCTION_INFO_V1(idgen_info);
 
-/* idgen_info()'s columns (the extension script's OUT parameters). */
-#define INFO_COLUMNS	39
+/*
+ * idgen_info()'s columns (the extension script's OUT parameters), in order:
+ * all that this library fills, and those of each released script.  The
+ * released script of 1.0.0 binds the symbol idgen_info to its 39 columns
+ * for ever: a column added later is appended (after the areas' columns
+ * below), and the script of its version binds a symbol of its own that
+ * returns them all (docs/development.md, "Releasing").
+ */
+#define INFO_COLUMNS_1_0_0	39
+#define INFO_COLUMNS		INFO_COLUMNS_1_0_0
 
 /*
  * idgen_info()'s databases_waiting (the names of the databases whose purge
@@ -249,10 +258,11 @@ info_clash(Datum *values, bool *nulls, int i)
  * idgen_info() returns one row: the effective layout, this server's
  * identity, capacity, and when the timestamp field runs out, then each
  * area's state.  Works without preloading (then it describes the settings
- * this backend sees).
+ * this backend sees).  'ncolumns' is the number of columns of the script
+ * whose symbol was called: the first 'ncolumns' of those filled.
  */
-Datum
-idgen_info(PG_FUNCTION_ARGS)
+static Datum
+info_row(FunctionCallInfo fcinfo, int ncolumns)
 {
 	TupleDesc	tupdesc;
 	Datum		values[INFO_COLUMNS];
@@ -261,6 +271,12 @@ idgen_info(PG_FUNCTION_ARGS)
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	if (tupdesc->natts != ncolumns)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the extension's idgen_info() has %d columns, this library's %d",
+						tupdesc->natts, ncolumns),
+				 errhint("The extension's SQL and its library differ: make them the same version (ALTER EXTENSION idgen UPDATE, or the library of the extension's version).")));
 
 	i = info_layout(values, nulls, i);
 	i = info_keeper(values, nulls, i);
@@ -268,7 +284,14 @@ idgen_info(PG_FUNCTION_ARGS)
 	i = info_sequencers(values, nulls, i);
 	i = info_clash(values, nulls, i);
 
-	Assert(i == lengthof(values));
+	Assert(i == lengthof(values) && ncolumns <= i);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));
+}
+
+/* The columns of 1.0.0's script (see "idgen_info()'s columns"). */
+Datum
+idgen_info(PG_FUNCTION_ARGS)
+{
+	return info_row(fcinfo, INFO_COLUMNS_1_0_0);
 }

@@ -39,6 +39,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_interval.h"
 
 /*
  * A time as text, in memory of its own.  timestamptz_to_str() returns a

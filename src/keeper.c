@@ -262,22 +262,6 @@ keeper_round(ClockPair *last)
 	renew(target, logged, cur.wall);
 }
 
-/*
- * SIGTERM: stop after this round.  ProcDiePending also ends a wait for
- * synchronous standbys (SyncRepWaitForLSN checks it), which could otherwise
- * last for ever and hold up the shutdown.
- */
-static void
-keeper_sigterm(SIGNAL_ARGS)
-{
-	int			save_errno = errno;
-
-	ShutdownRequestPending = true;
-	ProcDiePending = true;
-	SetLatch(MyLatch);
-	errno = save_errno;
-}
-
 /* On any exit, forget the keeper's pid and latch (its PGPROC is reused). */
 static void
 keeper_exit(int code, Datum arg)
@@ -372,9 +356,13 @@ idgen_keeper_main(Datum main_arg)
 	bool		start_lead_pending = true;
 	MemoryContext round_context;
 
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, keeper_sigterm);
-	BackgroundWorkerUnblockSignals();
+	/*
+	 * SIGTERM ends it after a round, with the stop record written: it holds
+	 * interrupts for good (bgworker.c), and its wait for synchronous standbys
+	 * ends at ProcDiePending, which SIGTERM sets.
+	 */
+	HOLD_INTERRUPTS();
+	idgen_bgworker_signals();
 
 	/*
 	 * A horizon is published only once synchronous standbys have it, whatever
@@ -389,8 +377,7 @@ idgen_keeper_main(Datum main_arg)
 	{
 		MemoryContext old;
 
-		CHECK_FOR_INTERRUPTS();
-		if (ShutdownRequestPending)
+		if (idgen_bgworker_stopping())
 			break;
 		if (ConfigReloadPending)
 		{

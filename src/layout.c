@@ -43,6 +43,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_interval.h"
 #include "idgen_layout.h"
 #include "idgen_shmem.h"
 
@@ -345,6 +346,28 @@ idgen_layout_check(void)
 			 errdetail_internal("%s", idgen_layout.error),
 			 errhint("Correct the idgen settings in postgresql.conf and restart the server.")));
 }
+
+/*
+ * The layout's fingerprint: what two servers must have alike to share a
+ * registry (identities from it must fit, and equal IDs must never come from
+ * different identities), as the text "timestamp datacenter worker sequence
+ * gene epoch", bits and the epoch in Unix milliseconds.  The registry
+ * process compares this server's with the registry's, which
+ * idgen_layout_fingerprint_sql computes from the registry's idgen_info():
+ * both are written here, so a field added to one is added to the other.
+ */
+void
+idgen_layout_fingerprint(const IdgenLayout *l, char *buf, size_t len)
+{
+	snprintf(buf, len, "%d %d %d %d %d " INT64_FORMAT,
+			 l->timestamp_bits, l->datacenter_bits, l->worker_bits, l->sequence_bits,
+			 l->gene_bits, idgen_floor_div(l->epoch - IDGEN_UNIX_EPOCH, 1000));
+}
+
+/* The fingerprint as an expression over the columns of idgen_info(). */
+const char *const idgen_layout_fingerprint_sql =
+"pg_catalog.format('%s %s %s %s %s %s', timestamp_bits, datacenter_bits, worker_bits, "
+"sequence_bits, gene_bits, pg_catalog.floor(EXTRACT(EPOCH FROM epoch) OPERATOR(pg_catalog.*) 1000)::bigint)";
 
 /*
  * Build an ID from a generator tick ((millisecond << sequence_bits) |

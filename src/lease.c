@@ -104,6 +104,8 @@
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
+#include "idgen_clock.h"
+#include "idgen_interval.h"
 #include "idgen_lease.h"
 
 /* Settings: how long a worker id rests after its lease ends; limits. */

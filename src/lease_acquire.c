@@ -24,6 +24,9 @@
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
+#include "idgen_active.h"
+#include "idgen_generators.h"
+#include "idgen_interval.h"
 #include "idgen_lease.h"
 
 PG_FUNCTION_INFO_V1(idgen_worker_acquire);

@@ -90,6 +90,8 @@
 #include "utils/rel.h"
 
 #include "idgen.h"
+#include "idgen_active.h"
+#include "idgen_public.h"
 #include "idgen_sql.h"
 
 PG_FUNCTION_INFO_V1(idgen_public);

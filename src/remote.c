@@ -84,11 +84,9 @@ wait_socket(bool for_write, TimestampTz deadline)
 						   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH |
 						   (for_write ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE),
 						   PQsocket(conn), timeout, PG_WAIT_EXTENSION);
+	/* the process holds interrupts: SIGTERM ends a wait here (bgworker.c) */
 	if (rc & WL_LATCH_SET)
-	{
 		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
 	return exiting || !ShutdownRequestPending;
 }
 

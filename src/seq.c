@@ -88,6 +88,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_active.h"
 #include "idgen_seq.h"
 #include "idgen_sql.h"
 

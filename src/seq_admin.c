@@ -28,6 +28,7 @@
 #include "utils/tuplestore.h"
 
 #include "idgen.h"
+#include "idgen_interval.h"
 #include "idgen_seq.h"
 #include "idgen_sql.h"
 
@@ -186,31 +187,91 @@ idgen_seq_set_if_absent(PG_FUNCTION_ARGS)
 }
 
 /*
- * The options of an idgen_seq_configure call: those passed (has_*), the
- * others kept.
+ * idgen_seq_configure()'s options: its arguments after the key, in order
+ * (option n is argument n + 1), each with its SQL type and the check of a
+ * value passed.  The released script of 1.0.0 binds the symbol
+ * idgen_seq_configure to the first CONFIGURE_OPTIONS_1_0_0 of them, for
+ * ever: an option added later is appended here, and the script of its
+ * version binds a symbol of its own that reads the longer list
+ * (docs/development.md, "Releasing").
+ */
+typedef enum SeqOption
+{
+	OPT_STEP,
+	OPT_MAX_VALUE,
+	OPT_TTL,
+	OPT_CACHE,
+	OPT_START,
+	OPT_MIN_VALUE,
+	OPT_CYCLE,
+	OPT_RESTART,
+	NUM_OPTIONS
+}			SeqOption;
+
+#define CONFIGURE_OPTIONS_1_0_0		8
+
+static void
+check_step(Datum value)
+{
+	if (DatumGetInt64(value) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("step must not be zero"),
+				 errhint("A positive step counts up, a negative one down; the default is 1.")));
+}
+
+/* ttl => '0' removes the key's ttl; any other must be a valid ttl. */
+static void
+check_ttl(Datum value)
+{
+	Interval   *ttl = DatumGetIntervalP(value);
+
+	if (ttl->month != 0 || ttl->day != 0 || ttl->time != 0)
+		idgen_ttl_check(ttl);
+}
+
+static void
+check_cache(Datum value)
+{
+	int64		cache = DatumGetInt64(value);
+
+	if (cache < 0 || cache > IDGEN_SEQ_MAX_CACHE)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("cache must be between 0 and %d", IDGEN_SEQ_MAX_CACHE),
+				 errdetail("0 (the default) is the transactional mode; n > 0 serves the key from shared memory in segments of at least n values.")));
+}
+
+static const struct
+{
+	const char *name;			/* the argument's name in the script */
+	Oid			type;			/* its type */
+	void		(*check) (Datum value); /* raises the error of a bad value */
+}			options[NUM_OPTIONS] = {
+	[OPT_STEP] = {"step", INT8OID, check_step},
+	[OPT_MAX_VALUE] = {"max_value", INT8OID, NULL},
+	[OPT_TTL] = {"ttl", INTERVALOID, check_ttl},
+	[OPT_CACHE] = {"cache", INT8OID, check_cache},
+	[OPT_START] = {"start", INT8OID, NULL},
+	[OPT_MIN_VALUE] = {"min_value", INT8OID, NULL},
+	[OPT_CYCLE] = {"cycle", BOOLOID, NULL},
+	[OPT_RESTART] = {"restart", INT8OID, NULL},
+};
+
+/*
+ * The options of an idgen_seq_configure call: those passed (given, not
+ * NULL, and checked), the others kept.
  */
 typedef struct SeqOptions
 {
 	text	   *key;
-	bool		has_step,
-				has_start,
-				has_min,
-				has_max,
-				has_cycle,
-				has_ttl,
-				has_cache,
-				has_restart;
-	int64		step,
-				start,
-				min_value,
-				max_value,
-				restart;
-	bool		cycle;
-	bool		ttl_none;		/* ttl => '0': remove the key's ttl */
-	Interval	ttl;
-	int32		cache;
+	bool		given[NUM_OPTIONS];
+	Datum		value[NUM_OPTIONS];
 	int32		cache_after;	/* out: the key's cache setting now */
 } SeqOptions;
+
+#define OPTION_GIVEN(o, opt)	((o)->given[(opt)])
+#define OPTION_INT64(o, opt)	DatumGetInt64((o)->value[(opt)])
 
 static void
 bound_refused(const char *what, int64 value, bool below, int64 bound, const char *key)
@@ -236,10 +297,14 @@ op_configure(IdgenSeqRow *row, bool existed, TimestampTz now, void *arg)
 {
 	SeqOptions *o = (SeqOptions *) arg;
 	IdgenSeqRow r = *row;
-	bool		defaults = !existed && (!o->has_min || !o->has_max);
+	bool		has_min = OPTION_GIVEN(o, OPT_MIN_VALUE);
+	bool		has_max = OPTION_GIVEN(o, OPT_MAX_VALUE);
+	bool		has_start = OPTION_GIVEN(o, OPT_START);
+	bool		has_restart = OPTION_GIVEN(o, OPT_RESTART);
+	bool		defaults = !existed && (!has_min || !has_max);
 
-	if (o->has_step)
-		r.step = o->step;
+	if (OPTION_GIVEN(o, OPT_STEP))
+		r.step = OPTION_INT64(o, OPT_STEP);
 	if (!existed)
 	{
 		/*
@@ -247,36 +312,39 @@ op_configure(IdgenSeqRow *row, bool existed, TimestampTz now, void *arg)
 		 * first value is step (a key counts step, 2 * step, ...), or the
 		 * bound given on the side it starts from.
 		 */
-		r.min_value = o->has_min ? o->min_value : (r.step > 0 ? 1 : PG_INT64_MIN);
-		r.max_value = o->has_max ? o->max_value : (r.step > 0 ? PG_INT64_MAX : -1);
-		if (o->has_start)
-			r.start = o->start;
+		r.min_value = has_min ? OPTION_INT64(o, OPT_MIN_VALUE) : (r.step > 0 ? 1 : PG_INT64_MIN);
+		r.max_value = has_max ? OPTION_INT64(o, OPT_MAX_VALUE) : (r.step > 0 ? PG_INT64_MAX : -1);
+		if (has_start)
+			r.start = OPTION_INT64(o, OPT_START);
 		else if (r.step > 0)
-			r.start = o->has_min ? r.min_value : r.step;
+			r.start = has_min ? r.min_value : r.step;
 		else
-			r.start = o->has_max ? r.max_value : r.step;
+			r.start = has_max ? r.max_value : r.step;
 	}
 	else
 	{
-		if (o->has_min)
-			r.min_value = o->min_value;
-		if (o->has_max)
-			r.max_value = o->max_value;
-		if (o->has_start)
-			r.start = o->start;
+		if (has_min)
+			r.min_value = OPTION_INT64(o, OPT_MIN_VALUE);
+		if (has_max)
+			r.max_value = OPTION_INT64(o, OPT_MAX_VALUE);
+		if (has_start)
+			r.start = OPTION_INT64(o, OPT_START);
 	}
-	if (o->has_cycle)
-		r.cycle = o->cycle;
-	if (o->has_ttl)
+	if (OPTION_GIVEN(o, OPT_CYCLE))
+		r.cycle = DatumGetBool(o->value[OPT_CYCLE]);
+	if (OPTION_GIVEN(o, OPT_TTL))
 	{
-		r.has_ttl = !o->ttl_none;
-		r.ttl = o->ttl;
+		Interval   *ttl = DatumGetIntervalP(o->value[OPT_TTL]);
+
+		/* '0' removes the ttl */
+		r.has_ttl = ttl->month != 0 || ttl->day != 0 || ttl->time != 0;
+		r.ttl = *ttl;
 	}
-	if (o->has_cache)
-		r.cache = o->cache;
-	if (o->has_restart)
+	if (OPTION_GIVEN(o, OPT_CACHE))
+		r.cache = (int32) OPTION_INT64(o, OPT_CACHE);
+	if (has_restart)
 	{
-		r.value = o->restart;
+		r.value = OPTION_INT64(o, OPT_RESTART);
 		r.called = false;
 	}
 	else if (!r.called)
@@ -289,15 +357,15 @@ op_configure(IdgenSeqRow *row, bool existed, TimestampTz now, void *arg)
 						r.min_value, r.max_value),
 				 !defaults ? 0 :
 				 errdetail("A new key with a negative step has max_value -1 unless given one, and one with a positive step min_value 1."),
-				 o->has_max && o->max_value == 0 ?
+				 has_max && OPTION_INT64(o, OPT_MAX_VALUE) == 0 ?
 				 errhint("max_value 0 does not mean \"no maximum\": omit max_value, or pass 9223372036854775807.") : 0));
 	if (r.start < r.min_value || r.start > r.max_value)
-		bound_refused(!existed && !o->has_start ? "start value (by default, step)" : "start value",
+		bound_refused(!existed && !has_start ? "start value (by default, step)" : "start value",
 					  r.start, r.start < r.min_value,
 					  r.start < r.min_value ? r.min_value : r.max_value, NULL);
 	if (r.value < r.min_value || r.value > r.max_value)
 	{
-		if (o->has_restart)
+		if (has_restart)
 			bound_refused("restart value", r.value, r.value < r.min_value,
 						  r.value < r.min_value ? r.min_value : r.max_value, NULL);
 		bound_refused(NULL, r.value, r.value < r.min_value,
@@ -319,53 +387,29 @@ op_configure(IdgenSeqRow *row, bool existed, TimestampTz now, void *arg)
  *		restart, or a key that has handed out nothing yet (which starts at
  *		its start).
  */
-Datum
-idgen_seq_configure(PG_FUNCTION_ARGS)
+static Datum
+seq_configure(FunctionCallInfo fcinfo, int noptions)
 {
 	SeqOptions	o = {0};
 
+	if (PG_NARGS() != noptions + 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the extension's idgen_seq_configure() has %d arguments, this library's %d",
+						PG_NARGS(), noptions + 1),
+				 errhint("The extension's SQL and its library differ: make them the same version (ALTER EXTENSION idgen UPDATE, or the library of the extension's version).")));
 	o.key = idgen_seq_key_arg(fcinfo);
-	if ((o.has_step = !PG_ARGISNULL(1)))
+	for (int opt = 0; opt < noptions; opt++)
 	{
-		o.step = PG_GETARG_INT64(1);
-		if (o.step == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("step must not be zero"),
-					 errhint("A positive step counts up, a negative one down; the default is 1.")));
-	}
-	if ((o.has_max = !PG_ARGISNULL(2)))
-		o.max_value = PG_GETARG_INT64(2);
-	if ((o.has_ttl = !PG_ARGISNULL(3)))
-	{
-		Interval   *ttl = PG_GETARG_INTERVAL_P(3);
-
-		o.ttl_none = ttl->month == 0 && ttl->day == 0 && ttl->time == 0;
-		if (!o.ttl_none)
+		Assert(get_fn_expr_argtype(fcinfo->flinfo, opt + 1) == InvalidOid ||
+			   get_fn_expr_argtype(fcinfo->flinfo, opt + 1) == options[opt].type);
+		if ((o.given[opt] = !PG_ARGISNULL(opt + 1)))
 		{
-			idgen_ttl_check(ttl);
-			o.ttl = *ttl;
+			o.value[opt] = PG_GETARG_DATUM(opt + 1);
+			if (options[opt].check != NULL)
+				options[opt].check(o.value[opt]);
 		}
 	}
-	if ((o.has_cache = !PG_ARGISNULL(4)))
-	{
-		int64		cache = PG_GETARG_INT64(4);
-
-		if (cache < 0 || cache > IDGEN_SEQ_MAX_CACHE)
-			ereport(ERROR,
-					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-					 errmsg("cache must be between 0 and %d", IDGEN_SEQ_MAX_CACHE),
-					 errdetail("0 (the default) is the transactional mode; n > 0 serves the key from shared memory in segments of at least n values.")));
-		o.cache = (int32) cache;
-	}
-	if ((o.has_start = !PG_ARGISNULL(5)))
-		o.start = PG_GETARG_INT64(5);
-	if ((o.has_min = !PG_ARGISNULL(6)))
-		o.min_value = PG_GETARG_INT64(6);
-	if ((o.has_cycle = !PG_ARGISNULL(7)))
-		o.cycle = PG_GETARG_BOOL(7);
-	if ((o.has_restart = !PG_ARGISNULL(8)))
-		o.restart = PG_GETARG_INT64(8);
 
 	(void) idgen_seq_apply(fcinfo, o.key, op_configure, &o, false);
 	if (o.cache_after > 0)
@@ -383,6 +427,13 @@ idgen_seq_configure(PG_FUNCTION_ARGS)
 					 errhint("The key works, with the guarantees and the cost of the transactional mode; the column \"served\" of view \"idgen_seq_keys\" shows it.")));
 	}
 	PG_RETURN_VOID();
+}
+
+/* The options of 1.0.0's script (see "idgen_seq_configure()'s options"). */
+Datum
+idgen_seq_configure(PG_FUNCTION_ARGS)
+{
+	return seq_configure(fcinfo, CONFIGURE_OPTIONS_1_0_0);
 }
 
 /*

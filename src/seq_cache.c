@@ -2,7 +2,11 @@
  *
  * seq_cache.c
  *	  Cached per-key sequences: values served from segments in shared
- *	  memory (Leaf's double-buffered segment mode).
+ *	  memory, double-buffered as in the segment mode of Meituan's Leaf
+ *	  (https://github.com/Meituan-Dianping/Leaf, described in
+ *	  https://tech.meituan.com/2017/04/21/mt-leaf.html), where a server
+ *	  loads the next segment of a key while it serves the current one, and
+ *	  sizes segments so that one lasts about 15 minutes.
  *
  * A key configured with cache => n is served from a fixed-capacity table of
  * entries in shared memory (idgen.seq_cache_keys), one per cached key.  Each
@@ -130,6 +134,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_active.h"
 #include "idgen_seq.h"
 #include "idgen_shmem.h"
 

@@ -49,6 +49,7 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
+#include "idgen_interval.h"
 #include "idgen_seq.h"
 #include "idgen_sql.h"
 

@@ -16,6 +16,7 @@
 
 #include "idgen.h"
 #include "idgen_seq.h"
+#include "idgen_shmem.h"
 
 /*
  * The ttl of keys created by use, in seconds (0: none; else at least 1),

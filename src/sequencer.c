@@ -2,8 +2,9 @@
  *
  * sequencer.c
  *	  The "idgen sequencer" processes, one per database at a time: they
- *	  reserve the segments of cached per-key sequences, forget expired keys
- *	  and end worker-id leases.  The "idgen sequencer launcher"
+ *	  reserve the segments of cached per-key sequences and run the
+ *	  database's duties (forget expired keys and ended worker-id leases,
+ *	  announce the server's identity).  The "idgen sequencer launcher"
  *	  (sequencer_launcher.c) starts them.
  *
  * A database's process
@@ -24,16 +25,22 @@
  *	  each past its segment, commits, and only then publishes the segments:
  *	  no value is served before its reservation is durable.
  *
- * Purge
- *	  Keys whose ttl has passed are already treated as absent by every
- *	  function (seq.c), and a worker id whose lease ended more than
- *	  idgen.worker_quarantine ago is free whether its row is there or not
- *	  (lease.c); the processes delete those rows so that the tables do not
- *	  grow without bound (an application that makes a key per
- *	  conversation, say).  A purge calls idgen_seq_purge() and
- *	  idgen_worker_purge() in a transaction of its own (both skip rows
- *	  other transactions hold, so the purge never makes a caller wait and
- *	  cannot deadlock with one).
+ * Duties
+ *	  Every idgen.purge_interval (a "purge", in the settings' and the
+ *	  messages' words) the process records the use of its database's cached
+ *	  keys, then runs each of its duties: one of the extension's SQL
+ *	  functions, which returns a count, in a subtransaction of its own, so
+ *	  that one failing stops neither the others nor the process.  The
+ *	  duties belong to layers above this one, so this file does not name
+ *	  them: idgen.c declares the list (idgen_sequencer_duties) and hands it
+ *	  over at start.  Today they delete the keys whose ttl has passed
+ *	  (treated as absent by every function already, seq.c) and the leases
+ *	  ended more than idgen.worker_quarantine ago (free whether their row is
+ *	  there or not, lease.c), so that the tables do not grow without bound
+ *	  (an application that makes a key per conversation, say), and announce
+ *	  this server's identity claim (active_claim.c).  Each skips rows other
+ *	  transactions hold, so a duty never makes a caller wait and cannot
+ *	  deadlock with one.
  *
  *-------------------------------------------------------------------------
  */
@@ -299,13 +306,29 @@ reserve_once(IdgenSeqRequest *req)
 	return progress;
 }
 
-/* purge_step's function and result, for idgen_sql_try. */
-typedef struct PurgeCall
+/* The duties, set at start (idgen_sequencer_set_duties). */
+static const IdgenSequencerDuty *duties = NULL;
+static int	nduties = 0;
+
+/*
+ * Give the sequencer its duties: 'count' of them, run in this order at
+ * every purge.  Called by _PG_init, whose file names the functions of the
+ * layers above this one; the list is static and outlives the call.
+ */
+void
+idgen_sequencer_set_duties(const IdgenSequencerDuty * list, int count)
+{
+	duties = list;
+	nduties = count;
+}
+
+/* A duty's function and its result, for idgen_sql_try. */
+typedef struct DutyCall
 {
 	Oid			nspid;
 	const char *function;
-	uint64		deleted;
-} PurgeCall;
+	uint64		count;
+}			DutyCall;
 
 /*
  * Call the extension's function by its oid, not by a SQL statement: a
@@ -313,50 +336,37 @@ typedef struct PurgeCall
  * function of that name with a defaulted argument (owner_sql.c).
  */
 static void
-purge_call(void *arg)
+call_duty(void *arg)
 {
-	PurgeCall  *a = (PurgeCall *) arg;
+	DutyCall   *a = (DutyCall *) arg;
 	Oid			fn = idgen_extension_function(a->nspid, a->function);
 
-	a->deleted = (uint64) DatumGetInt64(OidFunctionCall0(fn));
+	a->count = (uint64) DatumGetInt64(OidFunctionCall0(fn));
 }
 
-/* The purge's steps, in order: the extension's functions it calls. */
-static const struct
-{
-	const char *function;
-	bool		deletes;		/* its count is of rows deleted */
-}			purge_steps[] = {
-	{"idgen_seq_purge", true},
-	{"idgen_worker_purge", true},
-	{"idgen_identity_announce", false}, /* this server's identity claim
-										 * (active.c) */
-};
-
 /*
- * Run purge step 'step' (the extension's function, which returns a count)
- * in a subtransaction: a failure is logged and rolled back, and the other
- * steps and the sequencer go on.  A failure that repeats is logged once an
- * hour, not at every purge (idgen_seq_slot_purge_failed).  The count, 0 on
- * failure.
+ * Run duty 'd' in a subtransaction: a failure is logged and rolled back,
+ * and the other duties and the sequencer go on.  A failure that repeats is
+ * logged once an hour, not at every purge (idgen_seq_slot_purge_failed).
+ * The function's count, 0 on failure.
  */
 static uint64
-purge_step(Oid nspid, int step)
+run_duty(Oid nspid, int d)
 {
-	const char *function = purge_steps[step].function;
-	PurgeCall	call = {nspid, function, 0};
-	ErrorData  *edata = idgen_sql_try(purge_call, &call);
+	const char *function = duties[d].function;
+	DutyCall	call = {nspid, function, 0};
+	ErrorData  *edata = idgen_sql_try(call_duty, &call);
 	uint64		unlogged;
 
 	if (edata == NULL)
 	{
-		if (idgen_seq_slot_purge_succeeded(step))
+		if (idgen_seq_slot_purge_succeeded(d))
 			ereport(LOG,
 					(errmsg("the idgen sequencer ran %s.%s() again",
 							quote_identifier(get_namespace_name(nspid)), function)));
-		return call.deleted;
+		return call.count;
 	}
-	if (idgen_seq_slot_purge_failed(step, edata->sqlerrcode, &unlogged))
+	if (idgen_seq_slot_purge_failed(d, edata->sqlerrcode, &unlogged))
 		ereport(WARNING,
 				(errcode(edata->sqlerrcode),
 				 errmsg("the idgen sequencer could not run %s.%s()",
@@ -370,13 +380,12 @@ purge_step(Oid nspid, int step)
 }
 
 /*
- * One purge: record the use of cached keys, then delete the expired keys
- * and the ended leases, if the extension is installed in this database;
- * each of the two in a subtransaction of its own, so that one cannot stop
- * the other.  Returns the number of rows deleted.
+ * One purge, if the extension is installed in this database: record the
+ * use of cached keys, then run every duty.  Returns the number of rows the
+ * duties deleted.
  */
 static uint64
-purge_once(IdgenSeqRequest *req)
+run_duties(IdgenSeqRequest *req)
 {
 	uint64		deleted = 0;
 	IdgenFunction ext;
@@ -384,11 +393,11 @@ purge_once(IdgenSeqRequest *req)
 	if (begin_work("idgen sequencer", &ext))
 	{
 		record_use(&ext, req, idgen_seq_cache_collect_used(req, idgen_seq_cache_keys));
-		for (int step = 0; step < (int) lengthof(purge_steps); step++)
+		for (int d = 0; d < nduties; d++)
 		{
-			uint64		n = purge_step(ext.nspid, step);
+			uint64		n = run_duty(ext.nspid, d);
 
-			if (purge_steps[step].deletes)
+			if (duties[d].counts_deleted)
 				deleted += n;
 		}
 	}
@@ -408,9 +417,7 @@ attach_to_slot(int slot)
 	IdgenFunction ext;
 	bool		installed;
 
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
+	idgen_bgworker_signals();
 	dbid = idgen_seq_slot_dbid(slot, &generation);
 	if (!OidIsValid(dbid))
 		proc_exit(0);			/* the slot changed hands meanwhile */
@@ -483,7 +490,7 @@ idgen_sequencer_main(Datum main_arg)
 		now = GetCurrentTimestamp();
 		if (now >= next_purge)
 		{
-			uint64		deleted = purge_once(req);
+			uint64		deleted = run_duties(req);
 
 			if (deleted > 0)
 				elog(DEBUG1, "idgen sequencer deleted " UINT64_FORMAT " expired keys and leases", deleted);

@@ -271,9 +271,7 @@ idgen_sequencer_launcher_main(Datum main_arg)
 {
 	TimestampTz next_round = 0;
 
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
+	idgen_bgworker_signals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	before_shmem_exit(idgen_seq_slot_launcher_detach, (Datum) 0);
 	idgen_seq_slot_launcher_attach(MyLatch);

@@ -95,9 +95,11 @@
 #include "replication/walsender.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
+#include "utils/timestamp.h"
 
 #include "idgen.h"
 #include "idgen_shmem.h"
+#include "idgen_stats.h"
 
 IdgenShared *idgen_shared = NULL;
 

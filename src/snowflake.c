@@ -37,11 +37,14 @@
 #include "utils/timestamp.h"
 
 #include "idgen.h"
-#include "idgen_layout.h"
-#include "idgen_shmem.h"
+#include "idgen_active.h"
 #include "idgen_clock.h"
+#include "idgen_generators.h"
 #include "idgen_horizon.h"
 #include "idgen_identity.h"
+#include "idgen_layout.h"
+#include "idgen_shmem.h"
+#include "idgen_stats.h"
 
 PG_FUNCTION_INFO_V1(idgen_snowflake);
 PG_FUNCTION_INFO_V1(idgen_snowflake_gene);

@@ -23,6 +23,7 @@
 
 #include "idgen.h"
 #include "idgen_shmem.h"
+#include "idgen_stats.h"
 
 PG_FUNCTION_INFO_V1(idgen_stats);
 PG_FUNCTION_INFO_V1(idgen_stats_reset);

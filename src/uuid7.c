@@ -32,9 +32,11 @@
 #include "utils/uuid.h"
 
 #include "idgen.h"
-#include "idgen_shmem.h"
 #include "idgen_clock.h"
+#include "idgen_generators.h"
 #include "idgen_horizon.h"
+#include "idgen_shmem.h"
+#include "idgen_stats.h"
 
 PG_FUNCTION_INFO_V1(idgen_uuid7);
 PG_FUNCTION_INFO_V1(idgen_uuid7_at);

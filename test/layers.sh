@@ -30,7 +30,7 @@ declare -A layer_of=() defined_in=()
 declare -a layer_names=()
 n=0
 while read -r name files; do
-	[[ -z $name || $name == \#* ]] && continue
+	[[ -z $name || $name == \#* || $name == @* ]] && continue
 	layer_names+=("$name")
 	for f in $files; do
 		layer_of[$f]=$n
@@ -81,6 +81,98 @@ for o in "${objects[@]}"; do
 	done < <(nm -u "$o" | awk '{ print $2 }')
 done
 
+# The extension's SQL functions that C code names (checked like the
+# symbols): IDGEN_SQL_NAME(name) (idgen_sql.h), for a call by oid; name(
+# after a schema in a statement's text ("%s." or "%1$s."); and any string
+# "idgen_..." that is a function's name (for a message, or a call written
+# without the macro).  A SQL
+# function is in the layer of the file that defines its C symbol (the
+# install script of default_version, AS 'MODULE_PATHNAME', 'symbol'); one
+# in PL/pgSQL has no layer.  Calls made on another server, whose SQL is a
+# protocol between versions, are declared in src/layers ("@remote FILE
+# NAMES") and not checked.  sql_calls DIR prints, for the sources in DIR,
+# one line per name: "file name symbol-file" ("-" for no C symbol), or
+# "file name ?" for a call of no SQL function of the extension.
+version=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$DIR/idgen.control")
+script=$DIR/sql/idgen--$version.sql
+declare -A sql_symbols=()
+while read -r name symbol; do
+	sql_symbols[$name]+=" $symbol"
+done < <(awk '
+	/^CREATE (OR REPLACE )?FUNCTION @extschema@\./ {
+		name = $0; sub(/.*@extschema@\./, "", name); sub(/\(.*/, "", name)
+		print name, "-"
+	}
+	/AS \x27MODULE_PATHNAME\x27/ {
+		symbol = $0
+		if (symbol ~ /, *\x27/) { sub(/.*, *\x27/, "", symbol); sub(/\x27.*/, "", symbol) } else symbol = name
+		print name, symbol
+	}' "$script")
+declare -A remote=()
+while read -r _ f names; do
+	for name in $names; do remote["$f $name"]=1; done
+done < <(grep '^@remote ' "$LAYERS")
+
+sql_calls() {
+	local src=$1 f kind name symbol t
+	for c in "$src"/*.c; do
+		f=$(basename "$c" .c)
+		grep -oE 'IDGEN_SQL_NAME\([a-z0-9_]+\)|%(1\$)?s\.[a-z0-9_]+\(|"idgen_[a-z0-9_]+"' "$c" |
+			sed -E 's/^IDGEN_SQL_NAME\((.*)\)$/call \1/; s/^%(1\$)?s\.(.*)\($/call \2/; s/^"(.*)"$/literal \1/' |
+			sort -u |
+			while read -r kind name; do
+				[ -z "${remote["$f $name"]+x}" ] || continue
+				if [ -z "${sql_symbols[$name]+x}" ]; then
+					# a table's or a process's name, unless written as a call
+					[ "$kind" = literal ] || echo "$f $name ?"
+					continue
+				fi
+				for symbol in ${sql_symbols[$name]}; do
+					t=-
+					[ "$symbol" = - ] || t=${defined_in[$symbol]:--}
+					echo "$f $name $t"
+				done
+			done
+	done
+}
+
+# Every call that goes upward, or to no function of the extension.
+sql_upward() {
+	local f name t
+	while read -r f name t; do
+		if [ "$t" = "?" ]; then
+			echo "layers: src/$f.c calls $name by name, which is no SQL function of the extension ($script)"
+		elif [ "$t" != - ] && [ -n "${layer_of[$f]+x}" ] && [ "${layer_of[$t]}" -gt "${layer_of[$f]}" ]; then
+			echo "layers: upward SQL call: $f (${layer_names[${layer_of[$f]}]}) calls $name of $t (${layer_names[${layer_of[$t]}]})"
+		fi
+	done
+}
+
+calls=$(sql_calls "$DIR/src")
+sql_count=0
+while read -r f name t; do
+	[ -n "$f" ] || continue
+	sql_count=$((sql_count + 1))
+	[ "$t" = - ] || [ "$t" = "?" ] || [ "$t" = "$f" ] || edges+=("$f $t")
+done <<<"$calls"
+upward=$(sql_upward <<<"$calls")
+if [ -n "$upward" ]; then
+	echo "$upward"
+	status=1
+fi
+
+# The check of SQL names, on a copy of the sources with one upward call
+# planted: the idgen sequencer (sequences) naming a lease function, as its
+# list of purge steps did before its duties were declared at the top.
+planted=$(mktemp -d)
+trap 'rm -rf "$planted"' EXIT
+cp "$DIR"/src/*.c "$planted"/
+echo 'static const char *const planted[] = {"idgen_worker_purge"};' >>"$planted/sequencer.c"
+if ! sql_upward < <(sql_calls "$planted") | grep -q 'upward SQL call: sequencer (sequences) calls idgen_worker_purge of lease_renew (leases)'; then
+	echo "layers: the check of SQL names missed an upward call planted in a copy of src/sequencer.c"
+	status=1
+fi
+
 # tsort reports each cycle it meets ("input contains a loop") on stderr.
 cycles=$(printf '%s\n' "${edges[@]}" | sort -u | tsort 2>&1 >/dev/null)
 if [ -n "$cycles" ]; then
@@ -95,6 +187,6 @@ for ((i = ${#layer_names[@]} - 1; i >= 0; i--)); do
 	printf '  %-10s %s\n' "${layer_names[$i]}" "$(printf '%s\n' "${files[@]}" | sort | tr '\n' ' ')"
 done
 if [ $status = 0 ]; then
-	echo "layers: $count references between $(printf '%s\n' "${edges[@]}" | sort -u | wc -l) pairs of files, none upward, no cycle"
+	echo "layers: $count references and $sql_count names of SQL functions between $(printf '%s\n' "${edges[@]}" | sort -u | wc -l) pairs of files, none upward, no cycle"
 fi
 exit $status

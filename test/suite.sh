@@ -21,6 +21,7 @@
 #
 #   build          the -Werror build with idgen's assertions
 #   layers         test/layers.sh on its objects
+#   shape          test/shape.sh: no file or function over its size
 #   package        test/deb.sh (or `make install`)
 #   installcheck   make installcheck (pg_regress, then the isolation specs of
 #                  specs/) against a running server configured as the
@@ -83,15 +84,19 @@ if ! make -C "$SRC" -s PG_CONFIG="$PG_CONFIG" PG_CFLAGS="$WARN_FLAGS" IDGEN_ASSE
 	exit 1
 fi
 
-# The layers of src/ (src/layers), on the objects just built: no file
-# uses a higher layer's symbols, no files use each other in a cycle.
-log "PostgreSQL $PG_VERSION: the layers of src/ (test/layers.sh)"
-if bash "$SRC/test/layers.sh" "$SRC"; then
-	passed=$((passed + 1))
-else
-	failed=$((failed + 1))
-	failures+=(layers)
-fi
+# The structure of src/: its layers (src/layers), on the objects just
+# built: no file uses a higher layer's symbols or SQL functions, no files
+# use each other in a cycle; and its shape: no file or function over the
+# size docs/development.md allows.
+for check in layers shape; do
+	log "PostgreSQL $PG_VERSION: the $check of src/ (test/$check.sh)"
+	if bash "$SRC/test/$check.sh" "$SRC"; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		failures+=("$check")
+	fi
+done
 
 # What the suites test: the Debian package test/package.sh built for this
 # major, in IDGEN_PACKAGES/MAJOR, checked and installed into the system's
