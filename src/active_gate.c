@@ -15,13 +15,17 @@
  *	  each of its enabled subscriptions that replicate idgen_identity_claim
  *	  (pg_subscription_rel), and each enabled pglogical subscription (its
  *	  tables are known to the provider only).  The trigger, in the apply
- *	  process, records the subscription by its replication origin
- *	  (idgen_replayed_origin(): "pg_<oid>", or pglogical's, named after
- *	  its slot; a claim copied with the data does not count, since a core
- *	  table synchronisation has an origin of its own and pglogical copies
- *	  through an ordinary session); the database's idgen sequencer
- *	  lists the subscriptions at each purge (gate_check), and the gate opens
- *	  when none is left, in whichever comes last.  Once open it never
+ *	  process, records the subscription by the name of its replication
+ *	  origin (idgen_replayed_origin(): "pg_<oid>", or pglogical's, named
+ *	  after its slot; a claim copied with the data does not count, since a
+ *	  core table synchronisation has an origin of its own and pglogical
+ *	  copies through an ordinary session).  By its name, not its number:
+ *	  a subscription made after another was dropped takes the dropped
+ *	  one's origin number, and has not been heard from.  The database's
+ *	  idgen sequencer lists the subscriptions at each purge (gate_check),
+ *	  and so does every call while the gate is closed: it opens at a
+ *	  check that finds every subscription listed heard from, and that
+ *	  check reads the catalogs in one snapshot.  Once open it never
  *	  closes: a node cut off from the others goes on.  Nodes that nobody
  *	  subscribes to yet are not waited for (idgen.active_nodes counts nodes
  *	  that may never exist); a subscription disabled is not waited for.
@@ -46,6 +50,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 
 #include "idgen.h"
 #include "idgen_active.h"
@@ -115,28 +120,61 @@ static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, Invalid
 
 
 /*
+ * Whether 'origin_name' is a core table synchronisation's origin
+ * ("pg_<oid>_<relid>"), which copies rows as they were.
+ */
+static bool
+origin_is_table_sync(const char *origin_name)
+{
+	Oid			sub;
+	Oid			rel;
+
+	return sscanf(origin_name, "pg_%u_%u", &sub, &rel) == 2;
+}
+
+/*
+ * The name of the subscription whose apply process replays as the
+ * replication origin named 'origin_name': a core subscription's name (its
+ * origin is "pg_<oid>"), or the origin's own name for another's (pglogical
+ * names it after the subscription's slot).  NULL for a core table
+ * synchronisation's, or a core subscription since dropped.
+ */
+static char *
+origin_name_subscription(const char *origin_name)
+{
+	Oid			sub;
+	int			end = 0;
+
+	if (origin_is_table_sync(origin_name))
+		return NULL;
+	if (sscanf(origin_name, "pg_%u%n", &sub, &end) == 1 && origin_name[end] == '\0')
+		return get_subscription_name(sub, true);
+	return pstrdup(origin_name);
+}
+
+/*
  * The name of the subscription whose apply process replays as replication
- * origin 'origin', streaming: a core subscription's name (its origin is
- * "pg_<oid>"), or the origin's own name for another's (pglogical names it
- * after the subscription's slot).  NULL for no origin, one since dropped,
- * or a core table synchronisation's ("pg_<oid>_<relid>"), which copies rows
- * as they were.
+ * origin 'origin', streaming (origin_name_subscription); NULL for no
+ * origin or one since dropped.
  */
 char *
 idgen_active_origin_subscription(IdgenOriginId origin)
 {
 	char	   *origin_name;
-	Oid			sub;
-	Oid			rel;
-	int			end = 0;
 
 	if (origin == IDGEN_INVALID_ORIGIN || !replorigin_by_oid(origin, true, &origin_name))
 		return NULL;
-	if (sscanf(origin_name, "pg_%u_%u", &sub, &rel) == 2)
-		return NULL;
-	if (sscanf(origin_name, "pg_%u%n", &sub, &end) == 1 && origin_name[end] == '\0')
-		return get_subscription_name(sub, true);
-	return origin_name;
+	return origin_name_subscription(origin_name);
+}
+
+/* Whether 'name' is one of the 'n' names of 'list'. */
+static bool
+name_listed(const NameData *list, int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (strncmp(NameStr(list[i]), name, NAMEDATALEN) == 0)
+			return true;
+	return false;
 }
 
 /*
@@ -167,37 +205,25 @@ gate_database(bool make)
 /*
  * Another server's claim arrived in this database through the
  * subscription whose apply process runs this (its replication origin):
- * that subscription has been heard from since the server started, and the
- * database generates once no other it waits for is left.
+ * that subscription has been heard from since the server started.  The
+ * gate opens at the next check that finds none it waits for left, not
+ * here: the list of those it waited for at the last check may miss a
+ * subscription made since.
  */
 void
 idgen_active_gate_heard(void)
 {
 	IdgenOriginId origin = idgen_replayed_origin();
+	char	   *origin_name;
 	GateDatabase *d;
 
-	if (idgen_active_nodes <= 1 || idgen_active_gate_state == NULL || origin == IDGEN_INVALID_ORIGIN)
+	if (idgen_active_nodes <= 1 || idgen_active_gate_state == NULL || origin == IDGEN_INVALID_ORIGIN ||
+		!replorigin_by_oid(origin, true, &origin_name) || origin_is_table_sync(origin_name))
 		return;
 	SpinLockAcquire(&idgen_active_gate_state->mutex);
 	d = gate_database(true);
-	if (d != NULL)
-	{
-		bool		known = false;
-
-		for (int i = 0; i < d->nheard && !known; i++)
-			known = d->heard[i] == origin;
-		if (!known && d->nheard < GATE_WAITING_KEPT)
-			d->heard[d->nheard++] = origin;
-		for (int i = 0; i < Min(d->nwaiting, GATE_WAITING_KEPT); i++)
-			if (d->waiting[i] == origin)
-			{
-				d->waiting[i] = d->waiting[Min(d->nwaiting, GATE_WAITING_KEPT) - 1];
-				d->nwaiting--;
-				break;
-			}
-		if (d->checked && d->nlisted > 0 && d->nwaiting == 0)
-			d->open = true;
-	}
+	if (d != NULL && !name_listed(d->heard, d->nheard, origin_name) && d->nheard < GATE_WAITING_KEPT)
+		namestrcpy(&d->heard[d->nheard++], origin_name);
 	SpinLockRelease(&idgen_active_gate_state->mutex);
 }
 
@@ -218,30 +244,35 @@ static void
 gate_check(IdgenSqlContext *cx, Oid claims, bool calling)
 {
 	Datum		args[2] = {ObjectIdGetDatum(MyDatabaseId), ObjectIdGetDatum(claims)};
-	uint64		ncore = idgen_sql_run_latest(cx, Q_SUBSCRIPTIONS, args, NULL);
+	Snapshot	now;
+	uint64		ncore;
 	int			n = 0;
 	bool		isnull;
 	bool		disabled = false;	/* a pglogical subscription disabled */
 	bool		alone = false;
-	IdgenOriginId *origins = palloc0(sizeof(IdgenOriginId) * (ncore + 1));
+	NameData   *origins;
 	GateDatabase *d;
 
-	for (uint64 i = 0; i < ncore; i++)
-	{
-		Oid			sub = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
-														 1, &isnull));
-		char		name[NAMEDATALEN];
+	/*
+	 * One snapshot for every read: a subscription made between two of them
+	 * would be missed by the first and found by the next (Q_ALONE), and open
+	 * the gate for a database that has not heard from it.
+	 */
+	CommandCounterIncrement();
+	now = RegisterSnapshot(GetLatestSnapshot());
+	ncore = idgen_sql_run_in(cx, Q_SUBSCRIPTIONS, args, NULL, now);
+	origins = palloc0(sizeof(NameData) * (ncore + 1));
 
-		/* the apply process's origin (its table synchronisation has another) */
-		snprintf(name, sizeof(name), "pg_%u", sub);
-		origins[n++] = replorigin_by_name(name, true);
-	}
-	if (idgen_sql_run_latest(cx, Q_PGLOGICAL, NULL, NULL) == 1 &&
+	/* the origin of each one's apply process (not its table synchronisation) */
+	for (uint64 i = 0; i < ncore; i++)
+		snprintf(NameStr(origins[n++]), NAMEDATALEN, "pg_%u",
+				 DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull)));
+	if (idgen_sql_run_in(cx, Q_PGLOGICAL, NULL, NULL, now) == 1 &&
 		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
 	{
-		uint64		npgl = idgen_sql_run_latest(cx, Q_PGLOGICAL_SUBSCRIPTIONS, NULL, NULL);
+		uint64		npgl = idgen_sql_run_in(cx, Q_PGLOGICAL_SUBSCRIPTIONS, NULL, NULL, now);
 
-		origins = repalloc(origins, sizeof(IdgenOriginId) * (ncore + npgl + 1));
+		origins = repalloc(origins, sizeof(NameData) * (ncore + npgl + 1));
 		for (uint64 i = 0; i < npgl; i++)
 		{
 			char	   *slot = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
@@ -249,7 +280,7 @@ gate_check(IdgenSqlContext *cx, Oid claims, bool calling)
 			if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)))
 				disabled = true;
 			else if (slot != NULL)
-				origins[n++] = replorigin_by_name(slot, true);
+				namestrcpy(&origins[n++], slot);
 		}
 	}
 	if (n == 0 && calling)
@@ -257,9 +288,10 @@ gate_check(IdgenSqlContext *cx, Oid claims, bool calling)
 		args[1] = Int64GetDatum(idgen_active_own_sysid());
 		if (disabled)
 			alone = true;
-		else if (idgen_sql_run_latest(cx, Q_ALONE, args, NULL) == 1)
+		else if (idgen_sql_run_in(cx, Q_ALONE, args, NULL, now) == 1)
 			alone = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	}
+	UnregisterSnapshot(now);
 	SpinLockAcquire(&idgen_active_gate_state->mutex);
 	d = gate_database(true);
 	if (d != NULL && !d->open)
@@ -267,17 +299,12 @@ gate_check(IdgenSqlContext *cx, Oid claims, bool calling)
 		d->nwaiting = 0;
 		for (int i = 0; i < n; i++)
 		{
-			bool		heard = false;
-
-			for (int k = 0; k < d->nheard && !heard; k++)
-				heard = d->heard[k] == origins[i];
-			if (heard)
+			if (name_listed(d->heard, d->nheard, NameStr(origins[i])))
 				continue;
 			if (d->nwaiting < GATE_WAITING_KEPT)
 				d->waiting[d->nwaiting] = origins[i];
 			d->nwaiting++;
 		}
-		d->checked = true;
 		d->nlisted = n;
 		d->open = d->nwaiting == 0 && (n > 0 || alone);
 	}
@@ -362,10 +389,10 @@ idgen_active_gate_check(void)
 	initStringInfo(&names);
 	for (int i = 0; i < Min(copy.nwaiting, GATE_WAITING_KEPT); i++)
 	{
-		char	   *sub_name = idgen_active_origin_subscription(copy.waiting[i]);
+		char	   *sub_name = origin_name_subscription(NameStr(copy.waiting[i]));
 
 		appendStringInfo(&names, "%s%s", i > 0 ? ", " : "",
-						 sub_name ? quote_identifier(sub_name) : "(a subscription not started yet, or since dropped)");
+						 sub_name ? quote_identifier(sub_name) : "(a subscription since dropped)");
 	}
 	if (copy.nwaiting > GATE_WAITING_KEPT)
 		appendStringInfo(&names, " and %d more", copy.nwaiting - GATE_WAITING_KEPT);

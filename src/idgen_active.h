@@ -44,8 +44,11 @@ idgen_active_own_sysid(void)
 /*
  * The start gate (active_gate.c; see "Starting" there): for each database
  * checked since the server started, whether it generates, and the
- * replication origins of the subscriptions it still waits for.  It lives in
- * the area of active.c, "idgen active", which makes it at start.
+ * replication origins of the subscriptions it still waits for and has
+ * heard from.  An origin is kept by its name, which names its subscription
+ * ("pg_<oid>"), not by its number, which the next origin made takes once
+ * the subscription is dropped.  It lives in the area of active.c, "idgen active",
+ * which makes it at start: 64 databases of 2 x 64 names, 512 kB.
  */
 #define GATE_DATABASES_KEPT		64
 #define GATE_WAITING_KEPT		64
@@ -53,13 +56,12 @@ idgen_active_own_sysid(void)
 typedef struct GateDatabase
 {
 	Oid			dbid;			/* InvalidOid: unused */
-	bool		checked;		/* its subscriptions were listed */
 	bool		open;			/* it generates (never closes again) */
 	int			nlisted;		/* subscriptions at the last check */
 	int			nwaiting;		/* of them, not heard from yet */
-	IdgenOriginId waiting[GATE_WAITING_KEPT];	/* their origins */
+	NameData	waiting[GATE_WAITING_KEPT]; /* their origins' names */
 	int			nheard;			/* origins heard from since the start */
-	IdgenOriginId heard[GATE_WAITING_KEPT];
+	NameData	heard[GATE_WAITING_KEPT];	/* by name */
 } GateDatabase;
 
 typedef struct IdgenGate

@@ -59,6 +59,8 @@ extern void idgen_sql_begin(const IdgenFunction *fn, IdgenStatements *st, IdgenS
 extern void idgen_sql_end(IdgenSqlContext *cx);
 extern uint64 idgen_sql_run(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
 extern uint64 idgen_sql_run_latest(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
+extern uint64 idgen_sql_run_in(IdgenSqlContext *cx, int q, Datum *values, const char *nulls,
+							   Snapshot snapshot);
 extern Portal idgen_sql_open(IdgenSqlContext *cx, int q, Datum *values, const char *nulls,
 							 bool latest);
 extern Oid	idgen_extension_function(Oid nspid, const char *name);

@@ -264,11 +264,21 @@ idgen_sql_run(IdgenSqlContext *cx, int q, Datum *values, const char *nulls)
 uint64
 idgen_sql_run_latest(IdgenSqlContext *cx, int q, Datum *values, const char *nulls)
 {
-	int			rc;
-
 	CommandCounterIncrement();
-	rc = SPI_execute_snapshot(statement_plan(cx, q), values, nulls,
-							  GetLatestSnapshot(), InvalidSnapshot, false, true, 0);
+	return idgen_sql_run_in(cx, q, values, nulls, GetLatestSnapshot());
+}
+
+/*
+ * Run statement 'q' with 'snapshot': for reads that make one decision
+ * together, which must all see the same moment (the caller registers a
+ * snapshot taken once, and runs each of them with it).
+ */
+uint64
+idgen_sql_run_in(IdgenSqlContext *cx, int q, Datum *values, const char *nulls, Snapshot snapshot)
+{
+	int			rc = SPI_execute_snapshot(statement_plan(cx, q), values, nulls,
+										  snapshot, InvalidSnapshot, false, true, 0);
+
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_snapshot failed: %s", SPI_result_code_string(rc));
 	return SPI_processed;

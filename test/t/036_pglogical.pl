@@ -17,7 +17,10 @@
 #    Its apply of the claims logs no relcache reference leak (the claims'
 #    trigger fires before the row is written).
 #  - A node restarted while its peer is down, its pglogical subscription
-#    disabled, starts alone.
+#    disabled, starts alone.  With its subscription dropped instead it
+#    refuses, and a call held by a lock between listing its subscriptions
+#    and asking whether it is alone, while a core subscription is made,
+#    still refuses: it decides from one snapshot.
 #  - Two more nodes with one identity and one node number, the default
 #    purge interval, each loaded with about 50 inserts a second from the
 #    moment both are subscribed: each refuses until it hears from the
@@ -196,6 +199,45 @@ my (undef, $alone, $why) = $nodes[0]->psql('postgres', 'SELECT idgen_snowflake()
 like($alone, qr/^\d+$/, 'node 0, restarted with node 1 down and its pglogical subscription disabled, starts alone')
   or diag($why);
 $nodes[0]->stop;
+
+# A call decides from one moment.  Node 1, its pglogical subscription
+# dropped, holds node 0's claims and subscribes to nothing: it refuses.  A
+# call is held between listing its subscriptions and asking whether it is
+# alone (by a lock on pglogical's subscriptions, which it lists in
+# between), a subscription to node 0 is made meanwhile, and the call
+# still decides from what it listed: no subscription, so it refuses, and
+# the gate waits for the new subscription.
+# Node 0 announces at its start, then not for an hour.
+$nodes[0]->append_conf('postgresql.conf', "idgen.purge_interval = '1h'");
+$nodes[0]->start;
+$nodes[0]->poll_query_until('postgres', q{SELECT EXISTS (SELECT FROM idgen_identity_claim
+	WHERE system_identifier = (SELECT system_identifier FROM pg_control_system())
+	AND announced_at > pg_postmaster_start_time())})
+  or die 'node 0 did not announce at its start';
+$nodes[0]->safe_psql('postgres', 'CREATE PUBLICATION claims FOR TABLE idgen_identity_claim');
+$nodes[1]->start;
+$nodes[1]->safe_psql('postgres', "SELECT pglogical.drop_subscription('s_1')");
+like(sql_error($nodes[1], 'SELECT idgen_snowflake()'), qr/55000.*holds other servers' identity claims but has no subscription/s,
+	'node 1, its pglogical subscription dropped, refuses');
+my $locker = $nodes[1]->background_psql('postgres');
+$locker->query_safe('BEGIN; LOCK TABLE pglogical.subscription IN ACCESS EXCLUSIVE MODE');
+my ($held_out, $held_err) = ('', '');
+my $held = IPC::Run::start([ 'psql', '-X', '-q', '-d', $nodes[1]->connstr('postgres'), '-c', 'SELECT idgen_snowflake()' ],
+	'>', \$held_out, '2>', \$held_err);
+$nodes[1]->poll_query_until('postgres', q{SELECT EXISTS (SELECT FROM pg_stat_activity
+	WHERE query = 'SELECT idgen_snowflake()' AND wait_event_type = 'Lock')})
+  or die 'the call does not wait for the lock on pglogical.subscription';
+$nodes[1]->safe_psql('postgres',
+	"CREATE SUBSCRIPTION node1_claims CONNECTION '" . $nodes[0]->connstr . " dbname=postgres' PUBLICATION claims");
+$locker->query_safe('COMMIT');
+$locker->quit;
+$held->finish;
+like($held_err, qr/holds other servers' identity claims but has no subscription/,
+	'a call held while a subscription is made decides from what it listed: none, so it refuses')
+  or diag("the call returned: $held_out");
+like(sql_error($nodes[1], 'SELECT idgen_snowflake()'), qr/55000.*no claim has arrived yet through node1_claims/s,
+	'... and the next call waits for the new subscription');
+$_->stop for @nodes[0 .. 1];
 
 # --- two nodes with one identity and one node number, under load ------------
 {

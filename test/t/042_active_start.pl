@@ -17,7 +17,9 @@
 #    the other is down refuses until the other is back and announces; a
 #    crash (immediate stop) and restarts never look like a clash; a
 #    subscription disabled is not waited for; a node added later waits
-#    for the two, which go on generating meanwhile.
+#    for the two, which go on generating meanwhile, and for a subscription
+#    it makes anew to a node it heard from, whose replication origin takes
+#    the dropped one's number.
 use strict;
 use warnings;
 
@@ -163,7 +165,20 @@ like((refusals($nodes[2]))[0], qr/55000.*no claim has arrived yet through node2_
 announce($nodes[0]);
 like(refusal_without($nodes[2], qr/from_node0/), qr/no claim has arrived yet through (claims_)?node\d_from_node1\./,
 	'node 2 heard from node 0: it waits for node 1 only');
+# Its subscription to node 0 made anew, as a failover or a copy makes its
+# own: the new one has not been heard from, though its replication origin
+# takes the number of the dropped one's, which had.
+my $origin_number = q{SELECT o.roident FROM pg_replication_origin o
+	JOIN pg_subscription s ON o.roname = 'pg_' || s.oid WHERE s.subname = 'node2_from_node0'};
+my $dropped = $nodes[2]->safe_psql('postgres', $origin_number);
+$nodes[2]->safe_psql('postgres', 'DROP SUBSCRIPTION node2_from_node0');
+mesh_subscribe($nodes[2], 2, $nodes[0], 0);
+is($nodes[2]->safe_psql('postgres', $origin_number), $dropped,
+	'node 2 subscribes to node 0 anew: its new origin has the number of the dropped one');
 announce($nodes[1]);
+like(refusal_without($nodes[2], qr/from_node1/), qr/no claim has arrived yet through node2_from_node0\./,
+	'... it heard from node 1, and waits for the new subscription to node 0');
+announce($nodes[0]);
 wait_for_gate($nodes[2]);
 pass('node 2 generates once it heard from both');
 for my $r (0 .. 2)
