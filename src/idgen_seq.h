@@ -40,23 +40,61 @@ extern void idgen_seq_settings_init(void);
  * seq_row.c: a key's row in the table idgen_seq, the limit rule, direct
  * access to the row, and the administrative functions' bounded waits
  */
-/* The table's columns, in order. */
+/*
+ * The table's columns, in its order (the install script's CREATE TABLE):
+ * the only list of them, each with its number, its name and its type.
+ * The key comes first; a column added later goes at the end.  From it
+ * come the column numbers (SEQ_COL_*), their count, the column list, the
+ * parameters and the types of the statements that read or write whole
+ * rows, and the types and names idgen_seq_open_table_oid() checks the
+ * table against; seq_row.c converts a row's values, and does not compile
+ * until it converts each column.
+ */
+#define IDGEN_SEQ_COLUMNS(FIRST, NEXT) \
+	FIRST(1, KEY, key, TEXTOID) \
+	NEXT(2, STEP, step, INT8OID) \
+	NEXT(3, START, start, INT8OID) \
+	NEXT(4, MIN_VALUE, min_value, INT8OID) \
+	NEXT(5, MAX_VALUE, max_value, INT8OID) \
+	NEXT(6, CYCLE, cycle, BOOLOID) \
+	NEXT(7, TTL, ttl, INTERVALOID) \
+	NEXT(8, LAST_USED, last_used, TIMESTAMPTZOID) \
+	NEXT(9, CACHE, cache, INT4OID) \
+	NEXT(10, CREATED_BY, created_by, OIDOID) \
+	NEXT(11, CALLED, called, BOOLOID) \
+	NEXT(12, VALUE, value, INT8OID)
+
+#define SEQ_COLUMN_NUMBER_(n, id, name, type)	SEQ_COL_##id = (n),
+#define SEQ_COLUMN_ONE_(n, id, name, type)		+ 1
+#define SEQ_COLUMN_FIRST_NAME_(n, id, name, type)	#name
+#define SEQ_COLUMN_NEXT_NAME_(n, id, name, type)	", " #name
+#define SEQ_COLUMN_FIRST_PARAM_(n, id, name, type)	"$" #n
+#define SEQ_COLUMN_NEXT_PARAM_(n, id, name, type)	", $" #n
+#define SEQ_COLUMN_TYPE_(n, id, name, type)		[(n) - 1] = (type),
+#define SEQ_COLUMN_NAME_AT_(n, id, name, type)	[(n) - 1] = #name,
+
 enum
 {
-	SEQ_COL_KEY = 1,
-	SEQ_COL_STEP,
-	SEQ_COL_START,
-	SEQ_COL_MIN_VALUE,
-	SEQ_COL_MAX_VALUE,
-	SEQ_COL_CYCLE,
-	SEQ_COL_TTL,
-	SEQ_COL_LAST_USED,
-	SEQ_COL_CACHE,
-	SEQ_COL_CREATED_BY,
-	SEQ_COL_CALLED,
-	SEQ_COL_VALUE,
-	SEQ_NUM_COLS = SEQ_COL_VALUE
+	IDGEN_SEQ_COLUMNS(SEQ_COLUMN_NUMBER_, SEQ_COLUMN_NUMBER_)
 };
+
+#define SEQ_NUM_COLS	(0 IDGEN_SEQ_COLUMNS(SEQ_COLUMN_ONE_, SEQ_COLUMN_ONE_))
+
+/* "key, step, ...": the columns in a statement */
+#define IDGEN_SEQ_COLUMN_LIST \
+	IDGEN_SEQ_COLUMNS(SEQ_COLUMN_FIRST_NAME_, SEQ_COLUMN_NEXT_NAME_)
+/* "$1, $2, ...": one parameter per column, in a statement that writes a row */
+#define IDGEN_SEQ_COLUMN_PARAMS \
+	IDGEN_SEQ_COLUMNS(SEQ_COLUMN_FIRST_PARAM_, SEQ_COLUMN_NEXT_PARAM_)
+
+/*
+ * Their types and names, by column number less one: an array initializer.
+ * A number given twice is an initializer overridden, which -Wextra reports.
+ */
+#define IDGEN_SEQ_COLUMN_TYPES \
+	{IDGEN_SEQ_COLUMNS(SEQ_COLUMN_TYPE_, SEQ_COLUMN_TYPE_)}
+#define IDGEN_SEQ_COLUMN_NAMES \
+	{IDGEN_SEQ_COLUMNS(SEQ_COLUMN_NAME_AT_, SEQ_COLUMN_NAME_AT_)}
 
 /*
  * A key's row, as locked or read.  The options and state of a PostgreSQL
@@ -287,7 +325,7 @@ extern void idgen_sequencer_set_duties(const IdgenSequencerDuty * list, int coun
 /* sequencer_launcher.c: registers the launcher, and the slots' area */
 extern void idgen_sequencer_init(void);
 
-/* active.c: values interleaved by node (active-active) */
+/* seq_node.c: values interleaved by node (active-active) */
 extern void idgen_seq_node_view(const IdgenSeqRow *row, const char *key, IdgenSeqRow *view);
 
 #endif							/* IDGEN_SEQ_H */

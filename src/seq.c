@@ -109,20 +109,18 @@ enum
 
 static const IdgenStatement statement_list[NUM_QUERIES] = {
 	[Q_READ] = {
-		"SELECT key, step, start, min_value, max_value, cycle, ttl, last_used, cache, created_by, "
-		"called, value FROM %1$s.idgen_seq "
+		"SELECT " IDGEN_SEQ_COLUMN_LIST " FROM %1$s.idgen_seq "
 		"WHERE key OPERATOR(pg_catalog.=) $1",
 		1, {TEXTOID}
 	},
 	[Q_INSERT] = {
-		"INSERT INTO %1$s.idgen_seq (key, step, start, min_value, max_value, cycle, ttl, last_used, "
-		"cache, created_by, called, value) "
-		"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (key) DO NOTHING",
-		SEQ_NUM_COLS, {TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID, INTERVALOID,
-		TIMESTAMPTZOID, INT4OID, OIDOID, BOOLOID, INT8OID}
+		"INSERT INTO %1$s.idgen_seq (" IDGEN_SEQ_COLUMN_LIST ") "
+		"VALUES (" IDGEN_SEQ_COLUMN_PARAMS ") ON CONFLICT (key) DO NOTHING",
+		SEQ_NUM_COLS, IDGEN_SEQ_COLUMN_TYPES
 	},
-
 };
+
+StaticAssertDecl(SEQ_NUM_COLS <= IDGEN_MAX_SQL_ARGS, "Q_INSERT binds every column of idgen_seq");
 
 static SPIPlanPtr plans[NUM_QUERIES];
 static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid, ""};

@@ -245,7 +245,13 @@ idgen_seq_batch_set_back(const char *key, int64 after)
 			 errhint("Call again: the whole batch is discarded.")));
 }
 
-/* A row's columns from their values (key and ctid aside). */
+/*
+ * A row's columns from their values (key and ctid aside), and back: each
+ * column of IDGEN_SEQ_COLUMNS but the key, as the count below says.
+ */
+StaticAssertDecl(SEQ_NUM_COLS == 12,
+				 "idgen_seq_row_from_values() and idgen_seq_row_to_values() convert each column");
+
 void
 idgen_seq_row_from_values(IdgenSeqRow *row, const Datum *values, const bool *isnull)
 {
@@ -264,7 +270,6 @@ idgen_seq_row_from_values(IdgenSeqRow *row, const Datum *values, const bool *isn
 	row->value = DatumGetInt64(values[SEQ_COL_VALUE - 1]);
 }
 
-/* The values of a row's columns (but the first, the key). */
 void
 idgen_seq_row_to_values(IdgenSeqRow *row, Datum *values, bool *isnull)
 {
@@ -347,10 +352,8 @@ only_own_triggers(Relation rel)
 void
 idgen_seq_open_table_oid(Oid relid, IdgenSeqTable *t)
 {
-	static const Oid coltypes[SEQ_NUM_COLS] = {
-		TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, BOOLOID, INTERVALOID, TIMESTAMPTZOID,
-		INT4OID, OIDOID, BOOLOID, INT8OID
-	};
+	static const Oid coltypes[SEQ_NUM_COLS] = IDGEN_SEQ_COLUMN_TYPES;
+	static const char *const colnames[SEQ_NUM_COLS] = IDGEN_SEQ_COLUMN_NAMES;
 	TupleDesc	desc;
 	bool		as_created;
 	Oid			pkey = InvalidOid;
@@ -368,7 +371,8 @@ idgen_seq_open_table_oid(Oid relid, IdgenSeqTable *t)
 		t->rel->rd_rel->relkind == RELKIND_RELATION;
 	for (int i = 0; as_created && i < SEQ_NUM_COLS; i++)
 		as_created = !TupleDescAttr(desc, i)->attisdropped &&
-			TupleDescAttr(desc, i)->atttypid == coltypes[i];
+			TupleDescAttr(desc, i)->atttypid == coltypes[i] &&
+			strcmp(NameStr(TupleDescAttr(desc, i)->attname), colnames[i]) == 0;
 	if (as_created && only_own_triggers(t->rel))
 		pkey = idgen_primary_key_index(t->rel);
 	if (!OidIsValid(pkey))

@@ -94,8 +94,7 @@ enum
 
 static const IdgenStatement sequencer_statement_list[NUM_SEQUENCER_QUERIES] = {
 	[W_LOCK] = {
-		"SELECT key, step, start, min_value, max_value, cycle, ttl, last_used, cache, created_by, "
-		"called, value "
+		"SELECT " IDGEN_SEQ_COLUMN_LIST " "
 		"FROM %1$s.idgen_seq WHERE key OPERATOR(pg_catalog.=) ANY ($1) "
 		"FOR UPDATE SKIP LOCKED",
 		1, {TEXTARRAYOID}, CURSOR_OPT_GENERIC_PLAN
