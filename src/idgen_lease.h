@@ -6,8 +6,8 @@
  *
  *	  lease_fence.c    the leases' shared area: the fences of dropped lease
  *	                   tables, the sessions seen gone, the last token
- *	  lease.c          the design (its header), statements, settings,
- *	                   arguments, horizon reach
+ *	  lease.c          the design (its header), settings, arguments,
+ *	                   horizon reach
  *	  lease_lock.c     advisory locks on worker ids; session-bound leases
  *	  lease_acquire.c  idgen_worker_acquire, idgen_server_lease; the
  *	                   per-role limit
@@ -29,32 +29,22 @@ extern int	idgen_worker_quarantine_ms;
 extern int	idgen_worker_max_per_role;
 extern void idgen_lease_init(void);
 
-/* lease.c: the statements on the lease table (see there) */
-enum
-{
-	LEASE_Q_BUSY,				/* ids below $1 whose lease has not ended
-								 * before $2 */
-	LEASE_Q_CLAIM,				/* take id $1 if its lease ended before $9 */
-	LEASE_Q_HOLDER,				/* who has id $1, and until when */
-	LEASE_Q_END_SESSION,		/* end the session-bound lease $2 of id $1 */
-	LEASE_Q_BY_TOKEN,			/* the lease with token $1 */
-	LEASE_Q_RENEW,				/* renew the lease with token $1 */
-	LEASE_Q_RELEASE,			/* release the lease with token $1 */
-	LEASE_Q_SESSIONS,			/* session-bound leases not known to have
-								 * ended */
-	LEASE_Q_ENDED,				/* leases that ended before $1 */
-	LEASE_Q_DELETE,				/* delete lease $2 of id $1 if it ended before
-								 * $3 */
-	LEASE_Q_MAX_TOKEN,			/* the greatest token in the table */
-	LEASE_Q_ROLE_HELD,			/* leases of role $1 not ended before $2 */
-	LEASE_Q_ROLE_SESSIONS,		/* role $1's session-bound leases not known to
-								 * have ended */
-	LEASE_Q_HORIZON,			/* id $1's horizon and when its lease ended */
-	LEASE_Q_SET_HORIZON,		/* set id $1's horizon to $2 */
-	LEASE_NUM_QUERIES
-};
+/*
+ * lease.c: what the statements on the lease table share.  Each statement
+ * sits in the file that binds it (lease_acquire.c, lease_renew.c,
+ * lease_lock.c), with its parameters named.
+ *
+ * When a lease ended, for its id (see lease.c's header): its expiry, or
+ * its release if that came later; NULL while a session-bound lease is
+ * held.  GREATEST ignores a NULL: a session-bound lease has no expiry, and
+ * a lease not released no release time.  'l' qualifies the columns.
+ */
+#define LEASE_END(l) "GREATEST(" l "released_at, " l "expires_at)"
 
-extern IdgenStatements idgen_lease_statements;
+/* Whether the lease ended at or before 'ts', a statement's parameter. */
+#define LEASE_ENDED_BEFORE(ts) \
+	"COALESCE((" LEASE_END("") " OPERATOR(pg_catalog.<=) " ts "), false)"
+
 extern uint64 idgen_lease_run_id_tokens(IdgenSqlContext *cx, int q, Datum *args,
 										int32 **ids, int64 **tokens);
 extern Oid	idgen_lease_relid(const IdgenFunction *fn);

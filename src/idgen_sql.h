@@ -40,10 +40,18 @@ typedef struct IdgenStatements
 
 typedef struct IdgenSqlContext
 {
-	IdgenStatements *statements;
+	IdgenStatements *statements;	/* those idgen_sql_run() runs */
+	Oid			nspid;			/* the extension's schema */
 	Oid			save_userid;
 	int			save_sec_context;
 } IdgenSqlContext;
+
+/*
+ * Parameter 'position' of a statement, in its text: "$" IDGEN_SQL_PARAM(P)
+ * with P a macro that names the position, and args[P - 1] where it is
+ * bound, and argtypes' [P - 1] (a designated initializer).
+ */
+#define IDGEN_SQL_PARAM(position)	"$" CppAsString2(position)
 
 /*
  * The name of one of the extension's SQL functions that C code calls (by
@@ -57,6 +65,7 @@ extern void idgen_lookup_function(FunctionCallInfo fcinfo, IdgenFunction *fn);
 extern bool idgen_lookup_extension(IdgenFunction *fn);
 extern void idgen_sql_begin(const IdgenFunction *fn, IdgenStatements *st, IdgenSqlContext *cx);
 extern void idgen_sql_end(IdgenSqlContext *cx);
+extern IdgenStatements *idgen_sql_use(IdgenSqlContext *cx, IdgenStatements *st);
 extern uint64 idgen_sql_run(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
 extern uint64 idgen_sql_run_latest(IdgenSqlContext *cx, int q, Datum *values, const char *nulls);
 extern uint64 idgen_sql_run_in(IdgenSqlContext *cx, int q, Datum *values, const char *nulls,

@@ -9,7 +9,7 @@
  * free one tried in turn from a random start.  An id is claimed under its
  * advisory lock (lease_lock.c) by one INSERT ... ON CONFLICT DO UPDATE that
  * succeeds only if the id's last lease ended before the quarantine
- * (LEASE_Q_CLAIM); the helpers below each do one step of that.  The design
+ * (Q_CLAIM); the helpers below each do one step of that.  The design
  * (quarantine, horizons, tokens) is in lease.c.
  *
  *-------------------------------------------------------------------------
@@ -82,6 +82,142 @@ typedef enum ClaimOutcome
 								 * live */
 } ClaimOutcome;
 
+/* ----------
+ * Statements (owner_sql.c), with their parameters
+ * ----------
+ */
+enum
+{
+	Q_BUSY,						/* ids below BUSY_BELOW whose lease has not
+								 * ended before BUSY_ENDED_BEFORE */
+	Q_CLAIM,					/* take an id (claim_id) */
+	Q_HOLDER,					/* who has id $1, and until when */
+	Q_MAX_TOKEN,				/* the greatest token in the table */
+	Q_ROLE_HELD,				/* leases of ROLE_HELD_BY not ended before
+								 * ROLE_FREE_BEFORE */
+	Q_ROLE_SESSIONS,			/* role $1's session-bound leases not known to
+								 * have ended */
+	NUM_QUERIES
+};
+
+#define BUSY_BELOW			1
+#define BUSY_ENDED_BEFORE	2
+
+/*
+ * Q_CLAIM: lease CLAIM_ID to CLAIM_HOLDER, if its last lease ended before
+ * CLAIM_ENDED_BEFORE, or it has no row and CLAIM_FRESH (it rests after no
+ * dropped table's lease).  CLAIM_NOW is when it is acquired and renewed;
+ * CLAIM_EXPIRES_AT and CLAIM_TTL are NULL for a lease bound to its
+ * session; CLAIM_SYSID and CLAIM_HORIZON for a server's lease only.
+ */
+#define CLAIM_ID			1
+#define CLAIM_HOLDER		2
+#define CLAIM_TOKEN			3
+#define CLAIM_TTL			4
+#define CLAIM_SESSION_BOUND	5
+#define CLAIM_ACQUIRED_BY	6
+#define CLAIM_NOW			7
+#define CLAIM_EXPIRES_AT	8
+#define CLAIM_ENDED_BEFORE	9
+#define CLAIM_SYSID			10
+#define CLAIM_HORIZON		11
+#define CLAIM_FRESH			12
+#define CLAIM_REACH			13
+#define CLAIM_NUM_PARAMS	13
+
+#define ROLE_HELD_BY		1
+#define ROLE_FREE_BEFORE	2
+
+/*
+ * The horizon an ended lease's holders can have reached (see "Horizons" in
+ * lease.c's header): the one they reported, but no further than the
+ * lease's end plus the reach.  NULL stays NULL (LEAST alone would ignore
+ * it).
+ */
+#define REACHED_HORIZON \
+	"CASE WHEN l.horizon IS NULL THEN NULL ELSE LEAST(l.horizon, " \
+	LEASE_END("l.") " OPERATOR(pg_catalog.+) " IDGEN_SQL_PARAM(CLAIM_REACH) ") END"
+
+static const IdgenStatement statement_list[NUM_QUERIES] = {
+	[Q_BUSY] = {
+		"SELECT id, token, (expires_at IS NULL AND released_at IS NULL) "
+		"FROM %1$s.idgen_worker_lease "
+		"WHERE (id OPERATOR(pg_catalog.<) " IDGEN_SQL_PARAM(BUSY_BELOW) ") "
+		"AND NOT " LEASE_ENDED_BEFORE(IDGEN_SQL_PARAM(BUSY_ENDED_BEFORE)),
+		2, {
+			[BUSY_BELOW - 1] = INT4OID,
+			[BUSY_ENDED_BEFORE - 1] = TIMESTAMPTZOID
+		}
+	},
+	[Q_CLAIM] = {
+		"INSERT INTO %1$s.idgen_worker_lease AS l (id, holder, token, ttl, session_bound, "
+		"acquired_by, acquired_at, renewed_at, expires_at, released_at, system_identifier, "
+		"horizon, handover_horizon) "
+		"SELECT " IDGEN_SQL_PARAM(CLAIM_ID) ", " IDGEN_SQL_PARAM(CLAIM_HOLDER) ", "
+		IDGEN_SQL_PARAM(CLAIM_TOKEN) ", " IDGEN_SQL_PARAM(CLAIM_TTL) ", "
+		IDGEN_SQL_PARAM(CLAIM_SESSION_BOUND) ", " IDGEN_SQL_PARAM(CLAIM_ACQUIRED_BY) ", "
+		IDGEN_SQL_PARAM(CLAIM_NOW) ", " IDGEN_SQL_PARAM(CLAIM_NOW) ", "
+		IDGEN_SQL_PARAM(CLAIM_EXPIRES_AT) ", NULL, " IDGEN_SQL_PARAM(CLAIM_SYSID) ", "
+		IDGEN_SQL_PARAM(CLAIM_HORIZON) ", NULL "
+		"WHERE " IDGEN_SQL_PARAM(CLAIM_FRESH) " OR EXISTS (SELECT FROM %1$s.idgen_worker_lease "
+		"WHERE id OPERATOR(pg_catalog.=) " IDGEN_SQL_PARAM(CLAIM_ID) ") "
+		"ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, token = excluded.token, "
+		"ttl = excluded.ttl, session_bound = excluded.session_bound, "
+		"acquired_by = excluded.acquired_by, acquired_at = excluded.acquired_at, "
+		"renewed_at = excluded.renewed_at, expires_at = excluded.expires_at, released_at = NULL, "
+		"system_identifier = excluded.system_identifier, "
+		"horizon = GREATEST(" REACHED_HORIZON ", excluded.horizon), "
+		"handover_horizon = " REACHED_HORIZON " "
+		"WHERE COALESCE((" LEASE_END("l.") " OPERATOR(pg_catalog.<=) "
+		IDGEN_SQL_PARAM(CLAIM_ENDED_BEFORE) "), false) "
+		"RETURNING token, handover_horizon",
+		CLAIM_NUM_PARAMS, {
+			[CLAIM_ID - 1] = INT4OID,
+			[CLAIM_HOLDER - 1] = TEXTOID,
+			[CLAIM_TOKEN - 1] = INT8OID,
+			[CLAIM_TTL - 1] = INTERVALOID,
+			[CLAIM_SESSION_BOUND - 1] = BOOLOID,
+			[CLAIM_ACQUIRED_BY - 1] = OIDOID,
+			[CLAIM_NOW - 1] = TIMESTAMPTZOID,
+			[CLAIM_EXPIRES_AT - 1] = TIMESTAMPTZOID,
+			[CLAIM_ENDED_BEFORE - 1] = TIMESTAMPTZOID,
+			[CLAIM_SYSID - 1] = INT8OID,
+			[CLAIM_HORIZON - 1] = TIMESTAMPTZOID,
+			[CLAIM_FRESH - 1] = BOOLOID,
+			[CLAIM_REACH - 1] = INTERVALOID
+		}
+	},
+	[Q_HOLDER] = {
+		"SELECT holder, system_identifier, " LEASE_END("") ", released_at "
+		"FROM %1$s.idgen_worker_lease WHERE id OPERATOR(pg_catalog.=) $1",
+		1, {INT4OID}
+	},
+	[Q_MAX_TOKEN] = {
+		"SELECT pg_catalog.max(token) FROM %1$s.idgen_worker_lease",
+		0, {InvalidOid}
+	},
+	[Q_ROLE_HELD] = {
+		"SELECT pg_catalog.count(*) FROM %1$s.idgen_worker_lease "
+		"WHERE (acquired_by OPERATOR(pg_catalog.=) " IDGEN_SQL_PARAM(ROLE_HELD_BY) ") "
+		"AND NOT " LEASE_ENDED_BEFORE(IDGEN_SQL_PARAM(ROLE_FREE_BEFORE)),
+		2, {
+			[ROLE_HELD_BY - 1] = OIDOID,
+			[ROLE_FREE_BEFORE - 1] = TIMESTAMPTZOID
+		}
+	},
+	[Q_ROLE_SESSIONS] = {
+		"SELECT id, token FROM %1$s.idgen_worker_lease "
+		"WHERE (acquired_by OPERATOR(pg_catalog.=) $1) AND session_bound "
+		"AND expires_at IS NULL AND released_at IS NULL",
+		1, {OIDOID}
+	},
+};
+
+StaticAssertDecl(CLAIM_NUM_PARAMS <= IDGEN_MAX_SQL_ARGS, "Q_CLAIM's parameters fit an IdgenStatement");
+
+static SPIPlanPtr plans[NUM_QUERIES];
+static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid, ""};
+
 static int
 compare_int32(const void *a, const void *b)
 {
@@ -111,7 +247,7 @@ taken_detail(LeaseScan *scan, int32 id, const LeaseRequest *req, TimestampTz fre
 	TimestampTz end;
 
 	*same_server = false;
-	if (idgen_sql_run_latest(&scan->cx, LEASE_Q_HOLDER, &arg, NULL) != 1)
+	if (idgen_sql_run_latest(&scan->cx, Q_HOLDER, &arg, NULL) != 1)
 		return scan->now < fresh_from ?
 			psprintf(_("Its lease in the lease table this one replaced (the extension was dropped and created again) may still be held; it rests until %s."),
 					 timestamptz_to_str(fresh_from)) :
@@ -253,7 +389,7 @@ refuse_own_id(int64 want, int64 own)
 }
 
 /*
- * Read the ids below 'max_workers' that are not free now (LEASE_Q_BUSY),
+ * Read the ids below 'max_workers' that are not free now (Q_BUSY),
  * sorted, and which of them are bound to a session, with their tokens.
  */
 static void
@@ -261,9 +397,9 @@ load_busy(LeaseScan *scan, int32 max_workers)
 {
 	Datum		args[2];
 
-	args[0] = Int32GetDatum(max_workers);
-	args[1] = TimestampTzGetDatum(scan->ended_before);
-	scan->nbusy = (int) idgen_sql_run_latest(&scan->cx, LEASE_Q_BUSY, args, NULL);
+	args[BUSY_BELOW - 1] = Int32GetDatum(max_workers);
+	args[BUSY_ENDED_BEFORE - 1] = TimestampTzGetDatum(scan->ended_before);
+	scan->nbusy = (int) idgen_sql_run_latest(&scan->cx, Q_BUSY, args, NULL);
 	scan->busy = palloc(sizeof(int32) * (scan->nbusy + 1));
 	scan->session_ids = palloc(sizeof(int32) * (scan->nbusy + 1));
 	scan->session_tokens = palloc(sizeof(int64) * (scan->nbusy + 1));
@@ -330,7 +466,7 @@ rests_after_drop(LeaseScan *scan, int32 id)
 }
 
 /*
- * Claim 'id' for 'req' (LEASE_Q_CLAIM), under the id's lock: wait for the lock
+ * Claim 'id' for 'req' (Q_CLAIM), under the id's lock: wait for the lock
  * if the caller named the id, else pass over an id another acquirer holds.
  * On CLAIM_RESTING and CLAIM_TAKEN, *fresh_from is when an id with no row
  * stops resting.
@@ -339,8 +475,8 @@ static ClaimOutcome
 claim_id(LeaseScan *scan, const LeaseRequest *req, int32 id, LeaseGrant *grant,
 		 TimestampTz *fresh_from)
 {
-	Datum		args[13];
-	char		nulls[13];
+	Datum		args[CLAIM_NUM_PARAMS];
+	char		nulls[CLAIM_NUM_PARAMS];
 	Interval	reach = {.time = idgen_lease_horizon_reach()};
 	HeapTuple	tup;
 	bool		n;
@@ -355,31 +491,31 @@ claim_id(LeaseScan *scan, const LeaseRequest *req, int32 id, LeaseGrant *grant,
 		return CLAIM_LOCKED;
 
 	memset(nulls, ' ', sizeof(nulls));
-	args[0] = Int32GetDatum(id);
-	args[1] = PointerGetDatum(req->holder);
-	args[2] = Int64GetDatum(scan->new_token);
+	args[CLAIM_ID - 1] = Int32GetDatum(id);
+	args[CLAIM_HOLDER - 1] = PointerGetDatum(req->holder);
+	args[CLAIM_TOKEN - 1] = Int64GetDatum(scan->new_token);
 	if (req->ttl != NULL)
 	{
-		args[3] = IntervalPGetDatum(req->ttl);
-		args[7] = DirectFunctionCall2(timestamptz_pl_interval,
-									  TimestampTzGetDatum(scan->now),
-									  IntervalPGetDatum(req->ttl));
+		args[CLAIM_TTL - 1] = IntervalPGetDatum(req->ttl);
+		args[CLAIM_EXPIRES_AT - 1] = DirectFunctionCall2(timestamptz_pl_interval,
+														 TimestampTzGetDatum(scan->now),
+														 IntervalPGetDatum(req->ttl));
 	}
 	else
-		nulls[3] = nulls[7] = 'n';
-	args[4] = BoolGetDatum(req->session_bound);
-	args[5] = ObjectIdGetDatum(scan->cx.save_userid);	/* the caller */
-	args[6] = TimestampTzGetDatum(scan->now);
-	args[8] = TimestampTzGetDatum(scan->ended_before);
-	args[9] = req->sysid.value;
-	nulls[9] = req->sysid.isnull ? 'n' : ' ';
-	args[10] = req->horizon.value;
-	nulls[10] = req->horizon.isnull ? 'n' : ' ';
+		nulls[CLAIM_TTL - 1] = nulls[CLAIM_EXPIRES_AT - 1] = 'n';
+	args[CLAIM_SESSION_BOUND - 1] = BoolGetDatum(req->session_bound);
+	args[CLAIM_ACQUIRED_BY - 1] = ObjectIdGetDatum(scan->cx.save_userid);	/* the caller */
+	args[CLAIM_NOW - 1] = TimestampTzGetDatum(scan->now);
+	args[CLAIM_ENDED_BEFORE - 1] = TimestampTzGetDatum(scan->ended_before);
+	args[CLAIM_SYSID - 1] = req->sysid.value;
+	nulls[CLAIM_SYSID - 1] = req->sysid.isnull ? 'n' : ' ';
+	args[CLAIM_HORIZON - 1] = req->horizon.value;
+	nulls[CLAIM_HORIZON - 1] = req->horizon.isnull ? 'n' : ' ';
 	*fresh_from = rests_after_drop(scan, id);
-	args[11] = BoolGetDatum(scan->now >= *fresh_from);
-	args[12] = IntervalPGetDatum(&reach);
+	args[CLAIM_FRESH - 1] = BoolGetDatum(scan->now >= *fresh_from);
+	args[CLAIM_REACH - 1] = IntervalPGetDatum(&reach);
 
-	if (idgen_sql_run_latest(&scan->cx, LEASE_Q_CLAIM, args, nulls) != 1)
+	if (idgen_sql_run_latest(&scan->cx, Q_CLAIM, args, nulls) != 1)
 		return scan->now < *fresh_from ? CLAIM_RESTING : CLAIM_TAKEN;
 
 	tup = SPI_tuptable->vals[0];
@@ -387,9 +523,10 @@ claim_id(LeaseScan *scan, const LeaseRequest *req, int32 id, LeaseGrant *grant,
 	grant->token = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &n));
 	grant->handover_horizon.value = SPI_getbinval(tup, SPI_tuptable->tupdesc, 2,
 												  &grant->handover_horizon.isnull);
-	grant->expires_at.value = args[7];
+	grant->expires_at.value = args[CLAIM_EXPIRES_AT - 1];
 	grant->expires_at.isnull = (req->ttl == NULL);
-	idgen_lease_fence_note(scan->relid, id, req->ttl != NULL ? DatumGetTimestampTz(args[7]) : DT_NOEND,
+	idgen_lease_fence_note(scan->relid, id,
+						   req->ttl != NULL ? DatumGetTimestampTz(args[CLAIM_EXPIRES_AT - 1]) : DT_NOEND,
 						   req->horizon);
 	return CLAIM_GRANTED;
 }
@@ -405,7 +542,7 @@ token_above_table(IdgenSqlContext *cx, int64 tick)
 	bool		isnull;
 	int64		table_max = 0;
 
-	if (idgen_sql_run_latest(cx, LEASE_Q_MAX_TOKEN, NULL, NULL) == 1)
+	if (idgen_sql_run_latest(cx, Q_MAX_TOKEN, NULL, NULL) == 1)
 	{
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 
@@ -428,7 +565,8 @@ token_above_table(IdgenSqlContext *cx, int64 tick)
  * free, and renew them (a renewal after the end succeeds while nobody has
  * the id).  The count is taken under a lock on the role (held to the end
  * of the transaction), so that two of its sessions cannot both take the
- * last one.
+ * last one.  With this file's statements, in the caller's context 'cx'
+ * (lease_renew.c's too).
  */
 void
 idgen_lease_check_role_limit(IdgenSqlContext *cx, Oid relid, TimestampTz now)
@@ -439,6 +577,7 @@ idgen_lease_check_role_limit(IdgenSqlContext *cx, Oid relid, TimestampTz now)
 	uint64		n;
 	int32	   *ids;
 	int64	   *tokens;
+	IdgenStatements *caller;
 
 	if (idgen_worker_max_per_role <= 0)
 		return;
@@ -449,14 +588,17 @@ idgen_lease_check_role_limit(IdgenSqlContext *cx, Oid relid, TimestampTz now)
 	 * when that was first seen), or a role whose sessions died would be
 	 * refused for ever where no purge process runs.
 	 */
+	caller = idgen_sql_use(cx, &statements);
 	args[0] = ObjectIdGetDatum(cx->save_userid);
-	n = idgen_lease_run_id_tokens(cx, LEASE_Q_ROLE_SESSIONS, args, &ids, &tokens);
+	n = idgen_lease_run_id_tokens(cx, Q_ROLE_SESSIONS, args, &ids, &tokens);
 	for (uint64 i = 0; i < n; i++)
 		(void) idgen_lease_end_session(cx, relid, ids[i], tokens[i], now);
 
-	args[1] = TimestampTzGetDatum(idgen_lease_free_before(now));
-	(void) idgen_sql_run_latest(cx, LEASE_Q_ROLE_HELD, args, NULL);
+	args[ROLE_HELD_BY - 1] = ObjectIdGetDatum(cx->save_userid);
+	args[ROLE_FREE_BEFORE - 1] = TimestampTzGetDatum(idgen_lease_free_before(now));
+	(void) idgen_sql_run_latest(cx, Q_ROLE_HELD, args, NULL);
 	held = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	(void) idgen_sql_use(cx, caller);
 	if (held >= idgen_worker_max_per_role)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -545,7 +687,7 @@ lease_acquire(FunctionCallInfo fcinfo, const LeaseRequest *req)
 	scan.relid = idgen_lease_relid(&fn);
 	/* Drawn before any row is touched: it needs shared memory. */
 	scan.new_token = idgen_uuid7_next_tick(get_func_name(fcinfo->flinfo->fn_oid));
-	idgen_sql_begin(&fn, &idgen_lease_statements, &scan.cx);
+	idgen_sql_begin(&fn, &statements, &scan.cx);
 	scan.new_token = token_above_table(&scan.cx, scan.new_token);
 	idgen_lease_check_role_limit(&scan.cx, scan.relid, scan.now);
 

@@ -31,6 +31,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "storage/lmgr.h"
@@ -239,28 +240,62 @@ idgen_lease_release_for_session(Oid relid, int32 id)
 		sl->released_level = GetCurrentTransactionNestLevel();
 }
 
+/* Q_END_SESSION: end the session-bound lease END_TOKEN of id END_ID, at END_AT */
+#define END_ID		1
+#define END_TOKEN	2
+#define END_AT		3
+
+enum
+{
+	Q_END_SESSION,
+	NUM_QUERIES
+};
+
+static const IdgenStatement statement_list[NUM_QUERIES] = {
+	[Q_END_SESSION] = {
+		"UPDATE %1$s.idgen_worker_lease SET expires_at = " IDGEN_SQL_PARAM(END_AT) " "
+		"WHERE (id OPERATOR(pg_catalog.=) " IDGEN_SQL_PARAM(END_ID) ") "
+		"AND (token OPERATOR(pg_catalog.=) " IDGEN_SQL_PARAM(END_TOKEN) ") "
+		"AND expires_at IS NULL AND released_at IS NULL",
+		3, {
+			[END_ID - 1] = INT4OID,
+			[END_TOKEN - 1] = INT8OID,
+			[END_AT - 1] = TIMESTAMPTZOID
+		}
+	},
+};
+
+static SPIPlanPtr plans[NUM_QUERIES];
+static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid, ""};
+
 /*
  * If the session that holds the session-bound lease 'token' of 'id' is gone
  * (its lock can be taken), end the lease when that was first seen
  * (idgen_lease_session_gone_at: 'now', or earlier if an acquirer that
  * failed saw it before); that time, or 0 if the lease was not ended.  The
  * quarantine runs from then, whether or not this transaction commits.
+ * It runs in its caller's context 'cx', with a statement of its own.
  */
 TimestampTz
 idgen_lease_end_session(IdgenSqlContext *cx, Oid relid, int32 id, int64 token, TimestampTz now)
 {
 	Datum		args[3];
 	TimestampTz end;
+	IdgenStatements *caller;
+	bool		ended;
 
 	if (idgen_lease_held_by_me(relid, id))
 		return 0;				/* bound to this very session */
 	if (!idgen_lease_lock_id(id, false, false))
 		return 0;				/* its session still holds it */
 	end = idgen_lease_session_gone_at(id, token, now);
-	args[0] = Int32GetDatum(id);
-	args[1] = Int64GetDatum(token);
-	args[2] = TimestampTzGetDatum(end);
-	return idgen_sql_run_latest(cx, LEASE_Q_END_SESSION, args, NULL) == 1 ? end : 0;
+	args[END_ID - 1] = Int32GetDatum(id);
+	args[END_TOKEN - 1] = Int64GetDatum(token);
+	args[END_AT - 1] = TimestampTzGetDatum(end);
+	caller = idgen_sql_use(cx, &statements);
+	ended = idgen_sql_run_latest(cx, Q_END_SESSION, args, NULL) == 1;
+	(void) idgen_sql_use(cx, caller);
+	return ended ? end : 0;
 }
 
 /*

@@ -14,6 +14,7 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -24,6 +25,134 @@ PG_FUNCTION_INFO_V1(idgen_worker_renew);
 PG_FUNCTION_INFO_V1(idgen_worker_release);
 PG_FUNCTION_INFO_V1(idgen_worker_purge);
 PG_FUNCTION_INFO_V1(idgen_worker_reset_horizon);
+
+/* ----------
+ * Statements (owner_sql.c), with their parameters
+ * ----------
+ */
+enum
+{
+	Q_BY_TOKEN,					/* the lease with token $1 */
+	Q_RENEW,					/* renew the lease with token RENEW_TOKEN */
+	Q_RELEASE,					/* release the lease with token RELEASE_TOKEN */
+	Q_SESSIONS,					/* session-bound leases not known to have
+								 * ended */
+	Q_ENDED,					/* leases that ended before $1 */
+	Q_DELETE,					/* delete lease DELETE_TOKEN of DELETE_ID if
+								 * it ended before DELETE_ENDED_BEFORE */
+	Q_HORIZON,					/* id $1's horizon and when its lease ended */
+	Q_SET_HORIZON,				/* set SET_ID's horizon to SET_HORIZON */
+	NUM_QUERIES
+};
+
+#define RENEW_TOKEN			1
+#define RENEW_NOW			2
+#define RENEW_TTL			3
+#define RENEW_HORIZON		4
+
+#define RELEASE_TOKEN		1
+#define RELEASE_NOW			2
+#define RELEASE_HORIZON		3
+
+#define DELETE_ID			1
+#define DELETE_TOKEN		2
+#define DELETE_ENDED_BEFORE	3
+
+#define SET_ID				1
+#define SET_HORIZON			2
+
+static const IdgenStatement statement_list[NUM_QUERIES] = {
+	[Q_BY_TOKEN] = {
+		"SELECT id, holder, ttl, session_bound, acquired_by, expires_at, released_at, "
+		"system_identifier IS NOT NULL "
+		"FROM %1$s.idgen_worker_lease WHERE token OPERATOR(pg_catalog.=) $1",
+		1, {INT8OID}
+	},
+
+	/*
+	 * A renewal never moves the expiry earlier: the holder may generate until
+	 * the expiry it was given, whoever renews with a shorter ttl.
+	 */
+	[Q_RENEW] = {
+		"UPDATE %1$s.idgen_worker_lease SET renewed_at = " IDGEN_SQL_PARAM(RENEW_NOW) ", "
+		"ttl = " IDGEN_SQL_PARAM(RENEW_TTL) ", "
+		"expires_at = CASE WHEN session_bound THEN NULL "
+		"ELSE GREATEST(expires_at, " IDGEN_SQL_PARAM(RENEW_NOW) " OPERATOR(pg_catalog.+) "
+		IDGEN_SQL_PARAM(RENEW_TTL) ") END, "
+		"horizon = GREATEST(horizon, " IDGEN_SQL_PARAM(RENEW_HORIZON) ") "
+		"WHERE token OPERATOR(pg_catalog.=) " IDGEN_SQL_PARAM(RENEW_TOKEN) " RETURNING expires_at",
+		4, {
+			[RENEW_TOKEN - 1] = INT8OID,
+			[RENEW_NOW - 1] = TIMESTAMPTZOID,
+			[RENEW_TTL - 1] = INTERVALOID,
+			[RENEW_HORIZON - 1] = TIMESTAMPTZOID
+		}
+	},
+
+	/*
+	 * A release may lower the horizon to what the holder did issue (it
+	 * generates no more), never below where its lease began.  Only such a
+	 * release, by a server that has stopped generating under the id, ends the
+	 * lease before its expiry (the next holder starts above the horizon); any
+	 * other leaves the expiry, until which the holder may still generate, not
+	 * having heard of the release.
+	 */
+	[Q_RELEASE] = {
+		"UPDATE %1$s.idgen_worker_lease SET released_at = " IDGEN_SQL_PARAM(RELEASE_NOW) ", "
+		"expires_at = CASE WHEN " IDGEN_SQL_PARAM(RELEASE_HORIZON) " IS NULL THEN expires_at "
+		"ELSE LEAST(expires_at, " IDGEN_SQL_PARAM(RELEASE_NOW) ") END, "
+		"horizon = CASE WHEN " IDGEN_SQL_PARAM(RELEASE_HORIZON) " IS NULL THEN horizon "
+		"ELSE GREATEST(handover_horizon, " IDGEN_SQL_PARAM(RELEASE_HORIZON) ") END "
+		"WHERE token OPERATOR(pg_catalog.=) " IDGEN_SQL_PARAM(RELEASE_TOKEN),
+		3, {
+			[RELEASE_TOKEN - 1] = INT8OID,
+			[RELEASE_NOW - 1] = TIMESTAMPTZOID,
+			[RELEASE_HORIZON - 1] = TIMESTAMPTZOID
+		}
+	},
+	[Q_SESSIONS] = {
+		"SELECT id, token FROM %1$s.idgen_worker_lease "
+		"WHERE session_bound AND expires_at IS NULL AND released_at IS NULL LIMIT 1000",
+		0, {InvalidOid}
+	},
+
+	/*
+	 * A row with a horizon is the only record of how far that id's holders
+	 * may have issued (registry.c): kept, at most one per id.
+	 */
+	[Q_ENDED] = {
+		"SELECT id, token FROM %1$s.idgen_worker_lease WHERE " LEASE_ENDED_BEFORE("$1")
+		" AND horizon IS NULL LIMIT 1000",
+		1, {TIMESTAMPTZOID}
+	},
+	[Q_DELETE] = {
+		"DELETE FROM %1$s.idgen_worker_lease "
+		"WHERE (id OPERATOR(pg_catalog.=) " IDGEN_SQL_PARAM(DELETE_ID) ") "
+		"AND (token OPERATOR(pg_catalog.=) " IDGEN_SQL_PARAM(DELETE_TOKEN) ") "
+		"AND horizon IS NULL AND " LEASE_ENDED_BEFORE(IDGEN_SQL_PARAM(DELETE_ENDED_BEFORE)),
+		3, {
+			[DELETE_ID - 1] = INT4OID,
+			[DELETE_TOKEN - 1] = INT8OID,
+			[DELETE_ENDED_BEFORE - 1] = TIMESTAMPTZOID
+		}
+	},
+	[Q_HORIZON] = {
+		"SELECT horizon, " LEASE_END("") ", holder, released_at "
+		"FROM %1$s.idgen_worker_lease WHERE id OPERATOR(pg_catalog.=) $1",
+		1, {INT4OID}
+	},
+	[Q_SET_HORIZON] = {
+		"UPDATE %1$s.idgen_worker_lease SET horizon = " IDGEN_SQL_PARAM(SET_HORIZON) " "
+		"WHERE id OPERATOR(pg_catalog.=) " IDGEN_SQL_PARAM(SET_ID),
+		2, {
+			[SET_ID - 1] = INT4OID,
+			[SET_HORIZON - 1] = TIMESTAMPTZOID
+		}
+	},
+};
+
+static SPIPlanPtr plans[NUM_QUERIES];
+static IdgenStatements statements = {statement_list, NUM_QUERIES, plans, InvalidOid, ""};
 
 /* A lease, as read by its token. */
 typedef struct Lease
@@ -50,8 +179,8 @@ lease_by_token(IdgenSqlContext *cx, int64 token, Lease *l, bool latest)
 	bool		n;
 	Datum		d;
 
-	if ((latest ? idgen_sql_run_latest(cx, LEASE_Q_BY_TOKEN, &arg, NULL) :
-		 idgen_sql_run(cx, LEASE_Q_BY_TOKEN, &arg, NULL)) == 0)
+	if ((latest ? idgen_sql_run_latest(cx, Q_BY_TOKEN, &arg, NULL) :
+		 idgen_sql_run(cx, Q_BY_TOKEN, &arg, NULL)) == 0)
 		return false;
 	tup = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
@@ -167,7 +296,7 @@ refuse_renewal(IdgenSqlContext *cx, const Lease *l, int32 worker_id, TimestampTz
  * idgen_worker_renew(worker_id bigint, token bigint, ttl interval DEFAULT NULL,
  *					  horizon timestamptz DEFAULT NULL) returns timestamptz
  *		Extend the lease to now + ttl (the lease's own ttl if NULL), never
- *		earlier than the expiry it has (LEASE_Q_RENEW); the new expiry, NULL for a
+ *		earlier than the expiry it has (Q_RENEW); the new expiry, NULL for a
  *		lease bound to its session.  'horizon' raises
  *		the id's horizon: the holder will issue no ID at or beyond it.
  */
@@ -195,35 +324,35 @@ idgen_worker_renew(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("idgen_worker_renew()");
 
 	idgen_lookup_function(fcinfo, &fn);
-	idgen_sql_begin(&fn, &idgen_lease_statements, &cx);
+	idgen_sql_begin(&fn, &statements, &cx);
 	lock_lease(fcinfo, &cx, &fn, worker_id, token, &l);
 	refuse_renewal(&cx, &l, worker_id, now);
 	idgen_lease_check_horizon_holder(horizon, l.server);
-	args[0] = Int64GetDatum(token);
-	args[1] = TimestampTzGetDatum(now);
+	args[RENEW_TOKEN - 1] = Int64GetDatum(token);
+	args[RENEW_NOW - 1] = TimestampTzGetDatum(now);
 	if (ttl != NULL)
-		args[2] = IntervalPGetDatum(ttl);
+		args[RENEW_TTL - 1] = IntervalPGetDatum(ttl);
 	else if (l.has_ttl)
-		args[2] = IntervalPGetDatum(&l.ttl);
+		args[RENEW_TTL - 1] = IntervalPGetDatum(&l.ttl);
 	else
-		nulls[2] = 'n';
-	args[3] = horizon.value;
+		nulls[RENEW_TTL - 1] = 'n';
+	args[RENEW_HORIZON - 1] = horizon.value;
 	if (horizon.isnull)
-		nulls[3] = 'n';
+		nulls[RENEW_HORIZON - 1] = 'n';
 
 	/*
 	 * Gone although locked: a session-bound lease whose session gave up its
 	 * advisory lock (pg_advisory_unlock_all, DISCARD ALL) was ended and its
 	 * id taken meanwhile.
 	 */
-	if (idgen_sql_run_latest(&cx, LEASE_Q_RENEW, args, nulls) != 1)
+	if (idgen_sql_run_latest(&cx, Q_RENEW, args, nulls) != 1)
 		lease_lost(worker_id);
 	expires = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &n);
 	idgen_sql_end(&cx);
 	idgen_lease_check_horizon_reach(horizon, n ? now : DatumGetTimestampTz(expires));
 	if (n)
 		PG_RETURN_NULL();
-	/* A renewal never moves the expiry earlier (LEASE_Q_RENEW). */
+	/* A renewal never moves the expiry earlier (Q_RENEW). */
 	Assert(!l.has_expiry || DatumGetTimestampTz(expires) >= l.expires_at);
 	idgen_lease_fence_note(l.relid, l.id, DatumGetTimestampTz(expires), horizon);
 	PG_RETURN_DATUM(expires);
@@ -257,7 +386,7 @@ idgen_worker_release(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("idgen_worker_release()");
 
 	idgen_lookup_function(fcinfo, &fn);
-	idgen_sql_begin(&fn, &idgen_lease_statements, &cx);
+	idgen_sql_begin(&fn, &statements, &cx);
 	lock_lease(fcinfo, &cx, &fn, worker_id, token, &l);
 	if (!l.released)
 	{
@@ -265,12 +394,12 @@ idgen_worker_release(PG_FUNCTION_ARGS)
 
 		idgen_lease_check_horizon_holder(horizon, l.server);
 		idgen_lease_check_horizon_reach(horizon, now);
-		args[0] = Int64GetDatum(token);
-		args[1] = TimestampTzGetDatum(now);
-		args[2] = horizon.value;
+		args[RELEASE_TOKEN - 1] = Int64GetDatum(token);
+		args[RELEASE_NOW - 1] = TimestampTzGetDatum(now);
+		args[RELEASE_HORIZON - 1] = horizon.value;
 		if (horizon.isnull)
-			nulls[2] = 'n';
-		(void) idgen_sql_run_latest(&cx, LEASE_Q_RELEASE, args, nulls);
+			nulls[RELEASE_HORIZON - 1] = 'n';
+		(void) idgen_sql_run_latest(&cx, Q_RELEASE, args, nulls);
 	}
 	idgen_sql_end(&cx);
 
@@ -317,10 +446,10 @@ idgen_worker_reset_horizon(PG_FUNCTION_ARGS)
 
 	idgen_lookup_function(fcinfo, &fn);
 	(void) idgen_lease_relid(&fn);
-	idgen_sql_begin(&fn, &idgen_lease_statements, &cx);
+	idgen_sql_begin(&fn, &statements, &cx);
 	(void) idgen_lease_lock_id((int32) id, false, true);
-	args[0] = Int32GetDatum((int32) id);
-	if (idgen_sql_run_latest(&cx, LEASE_Q_HORIZON, args, NULL) != 1)
+	args[SET_ID - 1] = Int32GetDatum((int32) id);	/* Q_HORIZON's $1 too */
+	if (idgen_sql_run_latest(&cx, Q_HORIZON, args, NULL) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("worker id (datacenter %d, worker %d) has no lease",
@@ -350,9 +479,9 @@ idgen_worker_reset_horizon(PG_FUNCTION_ARGS)
 						   end_null ? " for as long as its session lasts" : " until ",
 						   end_null ? "" : timestamptz_to_str(end)),
 				 errhint("Reset the horizon once the lease has ended.")));
-	args[1] = horizon.value;
-	nulls[1] = horizon.isnull ? 'n' : ' ';
-	(void) idgen_sql_run_latest(&cx, LEASE_Q_SET_HORIZON, args, nulls);
+	args[SET_HORIZON - 1] = horizon.value;
+	nulls[SET_HORIZON - 1] = horizon.isnull ? 'n' : ' ';
+	(void) idgen_sql_run_latest(&cx, Q_SET_HORIZON, args, nulls);
 	idgen_sql_end(&cx);
 	if (old_null)
 		PG_RETURN_NULL();
@@ -382,15 +511,15 @@ idgen_worker_purge(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("idgen_worker_purge()");
 	idgen_lookup_function(fcinfo, &fn);
 	relid = idgen_lease_relid(&fn);
-	idgen_sql_begin(&fn, &idgen_lease_statements, &cx);
+	idgen_sql_begin(&fn, &statements, &cx);
 
 	/* Session-bound leases whose session is gone end now. */
-	n = idgen_lease_run_id_tokens(&cx, LEASE_Q_SESSIONS, NULL, &ids, &tokens);
+	n = idgen_lease_run_id_tokens(&cx, Q_SESSIONS, NULL, &ids, &tokens);
 	for (uint64 i = 0; i < n; i++)
 		(void) idgen_lease_end_session(&cx, relid, ids[i], tokens[i], now);
 
 	/* Then the leases that have rested. */
-	n = idgen_lease_run_id_tokens(&cx, LEASE_Q_ENDED, &arg, &ids, &tokens);
+	n = idgen_lease_run_id_tokens(&cx, Q_ENDED, &arg, &ids, &tokens);
 	for (uint64 i = 0; i < n; i++)
 	{
 		Datum		args[3];
@@ -398,10 +527,10 @@ idgen_worker_purge(PG_FUNCTION_ARGS)
 		CHECK_FOR_INTERRUPTS();
 		if (!idgen_lease_lock_id(ids[i], false, false))
 			continue;
-		args[0] = Int32GetDatum(ids[i]);
-		args[1] = Int64GetDatum(tokens[i]);
-		args[2] = TimestampTzGetDatum(before);
-		deleted += (int64) idgen_sql_run_latest(&cx, LEASE_Q_DELETE, args, NULL);
+		args[DELETE_ID - 1] = Int32GetDatum(ids[i]);
+		args[DELETE_TOKEN - 1] = Int64GetDatum(tokens[i]);
+		args[DELETE_ENDED_BEFORE - 1] = TimestampTzGetDatum(before);
+		deleted += (int64) idgen_sql_run_latest(&cx, Q_DELETE, args, NULL);
 	}
 	idgen_sql_end(&cx);
 	PG_RETURN_INT64(deleted);

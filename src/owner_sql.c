@@ -230,7 +230,23 @@ idgen_sql_begin(const IdgenFunction *fn, IdgenStatements *st, IdgenSqlContext *c
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	cx->statements = st;
+	cx->nspid = fn->nspid;
 	check_schema(st, fn->nspid);
+}
+
+/*
+ * Run the statements of 'st' in 'cx' from now on: for a function of one
+ * file that runs its own statements in a context its caller began.  The
+ * set run before, which the function gives back the same way.
+ */
+IdgenStatements *
+idgen_sql_use(IdgenSqlContext *cx, IdgenStatements *st)
+{
+	IdgenStatements *before = cx->statements;
+
+	cx->statements = st;
+	check_schema(st, cx->nspid);
+	return before;
 }
 
 void
