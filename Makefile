@@ -18,50 +18,51 @@ EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).
 
 MODULE_big = idgen
 OBJS = \
-	src/active.o \
-	src/active_claim.o \
-	src/active_gate.o \
-	src/bgworker.o \
-	src/clock.o \
-	src/convert.o \
-	src/horizon.o \
-	src/horizon_wal.o \
-	src/identity.o \
-	src/idgen.o \
-	src/info.o \
-	src/interval.o \
-	src/keeper.o \
-	src/layout.o \
-	src/lease.o \
-	src/lease_acquire.o \
-	src/lease_fence.o \
-	src/lease_lock.o \
-	src/lease_renew.o \
-	src/owner_sql.o \
-	src/public.o \
-	src/registry.o \
-	src/remote.o \
-	src/seq.o \
-	src/seq_admin.o \
-	src/seq_cache.o \
-	src/seq_held.o \
-	src/seq_node.o \
-	src/seq_quota.o \
-	src/seq_row.o \
-	src/seq_settings.o \
-	src/seq_slots.o \
-	src/sequencer.o \
-	src/sequencer_launcher.o \
-	src/shmem.o \
-	src/snowflake.o \
-	src/stats.o \
-	src/uuid7.o
+	src/base/layout.o \
+	src/base/shmem.o \
+	src/base/stats.o \
+	src/base/interval.o \
+	src/base/bgworker.o \
+	src/base/owner_sql.o \
+	src/clock/clock.o \
+	src/horizon/horizon.o \
+	src/horizon/horizon_wal.o \
+	src/horizon/keeper.o \
+	src/active/active.o \
+	src/active/active_gate.o \
+	src/active/active_claim.o \
+	src/identity/identity.o \
+	src/identity/remote.o \
+	src/identity/registry.o \
+	src/generators/snowflake.o \
+	src/generators/uuid7.o \
+	src/generators/convert.o \
+	src/sequences/seq_settings.o \
+	src/sequences/seq_row.o \
+	src/sequences/seq_node.o \
+	src/sequences/seq_held.o \
+	src/sequences/seq_slots.o \
+	src/sequences/seq_quota.o \
+	src/sequences/seq_cache.o \
+	src/sequences/seq.o \
+	src/sequences/seq_admin.o \
+	src/sequences/sequencer.o \
+	src/sequences/sequencer_launcher.o \
+	src/leases/lease_fence.o \
+	src/leases/lease.o \
+	src/leases/lease_lock.o \
+	src/leases/lease_acquire.o \
+	src/leases/lease_renew.o \
+	src/public/public.o \
+	src/top/idgen.o \
+	src/top/info.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
-# The registry process (src/registry.c) talks to the registry server
-# with libpq (src/remote.c).
-PG_CPPFLAGS = -I$(libpq_srcdir)
+# src/ holds a folder per layer (src/layers) and the headers (src/include).
+# The registry process (src/identity/registry.c) talks to the registry
+# server with libpq (src/identity/remote.c).
+PG_CPPFLAGS = -I$(srcdir)/src/include -I$(libpq_srcdir)
 
 # make IDGEN_ASSERTS=1: compile idgen's own Assert()s in, against a server
 # built without assertions (Debian's), as test/run.sh does.  Sound: no
@@ -123,7 +124,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS tracks no header dependencies.
-$(OBJS): $(wildcard src/*.h)
+$(OBJS): $(wildcard src/include/*.h)
 
 # make clean also cleans the stress client, which PGXS does not know.
 clean: clean-stress

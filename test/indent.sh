@@ -2,7 +2,7 @@
 #
 # test/indent.sh: lay out src/ as PostgreSQL lays out its own C code.
 #
-#   bash test/indent.sh            rewrite src/*.c and src/*.h in place
+#   bash test/indent.sh            rewrite src/*/*.c and src/include/*.h in place
 #   bash test/indent.sh --check    change nothing; print the differences
 #                                  and exit 1 if a file is not laid out
 #   (make indent, make indent-check)
@@ -46,7 +46,8 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 status=0
-for f in "$SRC"/src/*.c "$SRC"/src/*.h; do
+for f in "$SRC"/src/*/*.c "$SRC"/src/include/*.h; do
+	rel=${f#"$SRC"/}
 	out=$tmp/$(basename "$f")
 	cp "$f" "$out.0"
 	for pass in 1 2 3 4; do
@@ -55,7 +56,7 @@ for f in "$SRC"/src/*.c "$SRC"/src/*.h; do
 		cmp -s "$out.0" "$out" && break
 		cp "$out" "$out.0"
 		if [ $pass = 4 ]; then
-			echo "indent.sh: src/$(basename "$f") still changes after 4 passes" >&2
+			echo "indent.sh: $rel still changes after 4 passes" >&2
 			status=1
 		fi
 	done
@@ -63,11 +64,11 @@ for f in "$SRC"/src/*.c "$SRC"/src/*.h; do
 		continue
 	fi
 	if [ -n "$check" ]; then
-		diff -u "$f" "$out" | sed "s|$tmp/|src/|" || true
+		diff -u "$f" "$out" | sed "s|$tmp/[^[:space:]]*|$rel|" || true
 		status=1
 	else
 		cp "$out" "$f"
-		echo "indented src/$(basename "$f")"
+		echo "indented $rel"
 	fi
 done
 [ -n "$check" ] && [ $status = 0 ] && echo "indent.sh: every file in src/ is laid out"

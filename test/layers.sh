@@ -6,7 +6,8 @@
 #   bash test/layers.sh [DIR]      DIR: a built tree (default: this one)
 #
 # src/layers lists the layers, bottom first, one per line: a layer's name
-# and the files in it.  For every symbol a file uses that another file
+# and the files in it, which are in the folder named after it
+# (src/LAYER/FILE.c).  For every symbol a file uses that another file
 # defines (`nm -u` of one object against `nm --defined-only` of the
 # others), the defining file must be in the same layer or a lower one.  A
 # lower layer reaches a higher one only through a hook it exposes (a
@@ -16,8 +17,9 @@
 #
 # It fails, naming every offending reference, when a reference goes
 # upward, when files form a cycle, when an object is missing from
-# src/layers or src/layers names a file with no object, or when the module
-# map in docs/development.md misses a file; it prints the layers and how
+# src/layers or src/layers names a file with no object, when a file is not
+# in its layer's folder, or when the module map in docs/development.md
+# misses a file; it prints the layers and how
 # many references cross between files.
 #
 set -uo pipefail
@@ -34,31 +36,47 @@ while read -r name files; do
 	layer_names+=("$name")
 	for f in $files; do
 		layer_of[$f]=$n
-		if ! grep -q "src/$f\.c " "$DIR/docs/development.md"; then
-			echo "layers: docs/development.md's module map does not list src/$f.c"
+		if ! grep -q "src/$name/$f\.c " "$DIR/docs/development.md"; then
+			echo "layers: docs/development.md's module map does not list src/$name/$f.c"
 			status=1
 		fi
-		if [ ! -f "$DIR/src/$f.o" ]; then
-			echo "layers: src/layers names $f, but there is no src/$f.o (not built, or renamed)"
+		if [ ! -f "$DIR/src/$name/$f.o" ]; then
+			echo "layers: src/layers names $f in layer $name, but there is no src/$name/$f.o (not built, renamed, or in another folder)"
 			status=1
 		fi
 	done
 	n=$((n + 1))
 done <"$LAYERS"
 
+# Each object of the tree DIR ($1) whose folder is not the one named for
+# its layer in src/layers, or that is in no layer.
+misplaced() {
+	local o f folder
+	for o in "$1"/src/*/*.o; do
+		f=$(basename "$o" .o)
+		folder=$(basename "$(dirname "$o")")
+		if [ -z "${layer_of[$f]+x}" ]; then
+			echo "layers: src/$folder/$f.o is in no layer: add it to src/layers"
+		elif [ "$folder" != "${layer_names[${layer_of[$f]}]}" ]; then
+			echo "layers: src/$folder/$f.c is in layer ${layer_names[${layer_of[$f]}]} (src/layers), but in folder $folder: a file's folder names its layer"
+		fi
+	done
+}
+
 shopt -s nullglob
-objects=("$DIR"/src/*.o)
+objects=("$DIR"/src/*/*.o)
 if [ ${#objects[@]} -eq 0 ]; then
 	echo "layers: no objects in $DIR/src: build first (make)"
 	exit 1
 fi
+wrong=$(misplaced "$DIR")
+if [ -n "$wrong" ]; then
+	echo "$wrong"
+	status=1
+fi
 for o in "${objects[@]}"; do
 	f=$(basename "$o" .o)
-	if [ -z "${layer_of[$f]+x}" ]; then
-		echo "layers: src/$f.o is in no layer: add it to src/layers"
-		status=1
-		continue
-	fi
+	[ -n "${layer_of[$f]+x}" ] || continue
 	while read -r sym; do
 		defined_in[$sym]=$f
 	done < <(nm --defined-only -g "$o" | awk '{ print $3 }')
@@ -115,7 +133,7 @@ done < <(grep '^@remote ' "$LAYERS")
 
 sql_calls() {
 	local src=$1 f kind name symbol t
-	for c in "$src"/*.c; do
+	for c in "$src"/*/*.c; do
 		f=$(basename "$c" .c)
 		grep -oE 'IDGEN_SQL_NAME\([a-z0-9_]+\)|%(1\$)?s\.[a-z0-9_]+\(|"idgen_[a-z0-9_]+"' "$c" |
 			sed -E 's/^IDGEN_SQL_NAME\((.*)\)$/call \1/; s/^%(1\$)?s\.(.*)\($/call \2/; s/^"(.*)"$/literal \1/' |
@@ -141,7 +159,7 @@ sql_upward() {
 	local f name t
 	while read -r f name t; do
 		if [ "$t" = "?" ]; then
-			echo "layers: src/$f.c calls $name by name, which is no SQL function of the extension ($script)"
+			echo "layers: $f.c calls $name by name, which is no SQL function of the extension ($script)"
 		elif [ "$t" != - ] && [ -n "${layer_of[$f]+x}" ] && [ "${layer_of[$t]}" -gt "${layer_of[$f]}" ]; then
 			echo "layers: upward SQL call: $f (${layer_names[${layer_of[$f]}]}) calls $name of $t (${layer_names[${layer_of[$t]}]})"
 		fi
@@ -166,10 +184,18 @@ fi
 # list of purge steps did before its duties were declared at the top.
 planted=$(mktemp -d)
 trap 'rm -rf "$planted"' EXIT
-cp "$DIR"/src/*.c "$planted"/
-echo 'static const char *const planted[] = {"idgen_worker_purge"};' >>"$planted/sequencer.c"
-if ! sql_upward < <(sql_calls "$planted") | grep -q 'upward SQL call: sequencer (sequences) calls idgen_worker_purge of lease_renew (leases)'; then
-	echo "layers: the check of SQL names missed an upward call planted in a copy of src/sequencer.c"
+mkdir "$planted/src"
+(cd "$DIR/src" && find . -name '*.[co]' -exec cp --parents {} "$planted/src" \;)
+echo 'static const char *const planted[] = {"idgen_worker_purge"};' >>"$planted/src/sequences/sequencer.c"
+if ! sql_upward < <(sql_calls "$planted/src") | grep -q 'upward SQL call: sequencer (sequences) calls idgen_worker_purge of lease_renew (leases)'; then
+	echo "layers: the check of SQL names missed an upward call planted in a copy of src/sequences/sequencer.c"
+	status=1
+fi
+# The check of folders, on the same copy with one file moved: seq_node.c,
+# the sequences' arithmetic that active.c once did, back in active/.
+mv "$planted/src/sequences/seq_node.o" "$planted/src/active/" 2>/dev/null
+if ! misplaced "$planted" | grep -q 'src/active/seq_node.c is in layer sequences (src/layers), but in folder active'; then
+	echo "layers: the check of folders missed src/sequences/seq_node.o moved to src/active/ in a copy"
 	status=1
 fi
 

@@ -16,7 +16,7 @@
 # message of the document with its line and its section's SQLSTATE.
 #
 # The messages of the code:
-#   - in src/*.c, the format of every errmsg() and errmsg_plural() (both its
+#   - in src/*/*.c, the format of every errmsg() and errmsg_plural() (both its
 #     forms) of an ereport() at any level but DEBUGn: errors, warnings,
 #     notices and LOG lines.  errmsg_internal() and elog() are PostgreSQL's
 #     calls for messages no user should meet (a can't-happen condition, an
@@ -126,7 +126,7 @@ my @pg_formats;
 	}
 }
 
-# Strings #defined in src/*.h and src/*.c, for formats built with them.
+# Strings #defined in src/include/*.h and src/*/*.c, for formats built with them.
 my %string_macro = (INT64_FORMAT => '%lld', UINT64_FORMAT => '%llu');
 
 # C source without comments, string literals kept.
@@ -224,9 +224,9 @@ sub formats_of
 
 my @messages;    # { formats => [...], sqlstate, level, where }
 
-# src/*.c
-my @c_files = sort glob("$root/src/*.c");
-for my $f (sort glob("$root/src/*.h"), @c_files)
+# src/LAYER/*.c
+my @c_files = sort glob("$root/src/*/*.c");
+for my $f (sort glob("$root/src/include/*.h"), @c_files)
 {
 	my $s = strip_c_comments(slurp($f));
 	while ($s =~ /#define\s+(\w+)\s+"((?:\\.|[^"\\])*)"\s*$/mg)
@@ -484,7 +484,7 @@ if (@failures)
 	  scalar @failures, scalar @messages, scalar @quoted;
 	exit 1;
 }
-printf "messages: all %d messages of the code (%d of src/*.c, %d RAISE of the SQL script) have an entry under their SQLSTATE in docs/troubleshooting.md; its %d quoted messages are the code's (%d) or PostgreSQL's (%d)\n",
+printf "messages: all %d messages of the code (%d of src/*/*.c, %d RAISE of the SQL script) have an entry under their SQLSTATE in docs/troubleshooting.md; its %d quoted messages are the code's (%d) or PostgreSQL's (%d)\n",
   scalar @messages, scalar(grep { !$_->{raise} } @messages), scalar(grep { $_->{raise} } @messages),
   scalar @quoted, @quoted - $postgres_quoted, $postgres_quoted;
 exit 0;

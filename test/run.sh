@@ -48,7 +48,7 @@
 #                  script that make install ships is listed
 #   debian         debian/changelog's upstream version is idgen.control's, and
 #                  debian/control is up to date with debian/control.in
-#   messages       test/messages.pl: every message of src/*.c and of the SQL
+#   messages       test/messages.pl: every message of src/*/*.c and of the SQL
 #                  script's RAISE has an entry in docs/troubleshooting.md
 #                  under its SQLSTATE, and every message quoted there is
 #                  one idgen or PostgreSQL raises
