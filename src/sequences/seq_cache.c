@@ -136,6 +136,7 @@
 #include "idgen.h"
 #include "idgen_active.h"
 #include "idgen_seq.h"
+#include "idgen_sequencer.h"
 #include "idgen_shmem.h"
 
 /*

@@ -52,6 +52,7 @@
 
 #include "idgen.h"
 #include "idgen_seq.h"
+#include "idgen_sequencer.h"
 #include "idgen_shmem.h"
 
 /* A slot for a database's idgen sequencer (see "A process per database"). */

@@ -67,6 +67,7 @@
 
 #include "idgen.h"
 #include "idgen_seq.h"
+#include "idgen_sequencer.h"
 #include "idgen_sql.h"
 #include "idgen_bgworker.h"
 

@@ -52,6 +52,7 @@
 
 #include "idgen.h"
 #include "idgen_seq.h"
+#include "idgen_sequencer.h"
 #include "idgen_bgworker.h"
 
 PGDLLEXPORT void idgen_sequencer_launcher_main(Datum main_arg);
