@@ -16,7 +16,12 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IdgenTest;
 
-my $node = idgen_node('released', 'idgen.sequence_bits' => 8, 'idgen.gene_bits' => 4);
+# A database's idgen sequencer stays while idle, so that the cached key
+# stays in shared memory from the first call that finds it there to the
+# call of idgen_seq_cache() (an idle sequencer that exits retires its
+# database's entries, after a second under test/short_duties.conf).
+my $node = idgen_node('released', 'idgen.sequence_bits' => 8, 'idgen.gene_bits' => 4,
+	'idgen.sequencer_idle' => "'1h'");
 my $default = $node->safe_psql('postgres',
 	"SELECT default_version FROM pg_available_extensions WHERE name = 'idgen'");
 $node->safe_psql('postgres', 'CREATE DATABASE released');
