@@ -59,10 +59,11 @@ OBJS = \
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
-# src/ holds a folder per layer (src/layers) and the headers (src/include).
+# src/ holds a folder per layer (src/layers), the headers (src/include) and
+# compat.h, every difference between PostgreSQL versions.
 # The registry process (src/identity/registry.c) talks to the registry
 # server with libpq (src/identity/remote.c).
-PG_CPPFLAGS = -I$(srcdir)/src/include -I$(libpq_srcdir)
+PG_CPPFLAGS = -I$(srcdir)/src/include -I$(srcdir)/src -I$(libpq_srcdir)
 
 # make IDGEN_ASSERTS=1: compile idgen's own Assert()s in, against a server
 # built without assertions (Debian's), as test/run.sh does.  Sound: no
@@ -124,7 +125,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS tracks no header dependencies.
-$(OBJS): $(wildcard src/include/*.h)
+$(OBJS): $(wildcard src/include/*.h) src/compat.h
 
 # make clean also cleans the stress client, which PGXS does not know.
 clean: clean-stress

@@ -2,7 +2,7 @@
 #
 # test/indent.sh: lay out src/ as PostgreSQL lays out its own C code.
 #
-#   bash test/indent.sh            rewrite src/*/*.c and src/include/*.h in place
+#   bash test/indent.sh            rewrite src/*/*.c, src/include/*.h and src/compat.h in place
 #   bash test/indent.sh --check    change nothing; print the differences
 #                                  and exit 1 if a file is not laid out
 #   (make indent, make indent-check)
@@ -46,7 +46,7 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 status=0
-for f in "$SRC"/src/*/*.c "$SRC"/src/include/*.h; do
+for f in "$SRC"/src/*/*.c "$SRC"/src/include/*.h "$SRC"/src/compat.h; do
 	rel=${f#"$SRC"/}
 	out=$tmp/$(basename "$f")
 	cp "$f" "$out.0"

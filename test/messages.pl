@@ -126,7 +126,7 @@ my @pg_formats;
 	}
 }
 
-# Strings #defined in src/include/*.h and src/*/*.c, for formats built with them.
+# Strings #defined in the headers (src/include/*.h, src/compat.h) and src/*/*.c, for formats built with them.
 my %string_macro = (INT64_FORMAT => '%lld', UINT64_FORMAT => '%llu');
 
 # C source without comments, string literals kept.
@@ -226,7 +226,7 @@ my @messages;    # { formats => [...], sqlstate, level, where }
 
 # src/LAYER/*.c
 my @c_files = sort glob("$root/src/*/*.c");
-for my $f (sort glob("$root/src/include/*.h"), @c_files)
+for my $f (sort(glob("$root/src/include/*.h")), "$root/src/compat.h", @c_files)
 {
 	my $s = strip_c_comments(slurp($f));
 	while ($s =~ /#define\s+(\w+)\s+"((?:\\.|[^"\\])*)"\s*$/mg)

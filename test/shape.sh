@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
 # test/shape.sh: check the size rules of docs/development.md's Conventions
-# on idgen's C files.
+# on idgen's C files, and that every version difference is in src/compat.h.
 #
 #   bash test/shape.sh [DIR]       DIR: a source tree (default: this one)
 #
@@ -12,7 +12,8 @@
 # name starts its line, its body opens with "{" alone in the first column
 # and closes with "}" alone in the first column; a declaration ends with ";"
 # before any body.  It fails naming every file and function over its limit,
-# and prints the longest function and the mean.
+# and prints the longest function and the mean.  No file of src/ but
+# src/compat.h names PG_VERSION_NUM (or defines its own version test).
 #
 set -uo pipefail
 
@@ -37,6 +38,18 @@ for f in "${files[@]}"; do
 		status=1
 	fi
 done
+
+# Every difference between PostgreSQL versions is in src/compat.h.
+for f in "${files[@]}" "$DIR"/src/include/*.h; do
+	if grep -n 'PG_VERSION_NUM\|PG_MAJORVERSION' "$f" | sed "s#^#shape: ${f#"$DIR"/}:#" | grep .; then
+		echo "shape: a version test outside src/compat.h: put the difference there, as a macro or an inline function"
+		status=1
+	fi
+done
+if ! grep -q 'PG_VERSION_NUM' "$DIR/src/compat.h" 2>/dev/null; then
+	echo "shape: src/compat.h, where every version difference is, is missing or tests no version"
+	status=1
+fi
 
 # One line per function: file, name, lines.
 functions=$(awk '

@@ -21,7 +21,8 @@
 #
 #   build          the -Werror build with idgen's assertions
 #   layers         test/layers.sh on its objects
-#   shape          test/shape.sh: no file or function over its size
+#   shape          test/shape.sh: no file or function over its size, no
+#                  version test outside src/compat.h
 #   package        test/deb.sh (or `make install`)
 #   installcheck   make installcheck (pg_regress, then the isolation specs of
 #                  specs/) against a running server configured as the
@@ -87,7 +88,7 @@ fi
 # The structure of src/: its layers (src/layers), on the objects just
 # built: no file uses a higher layer's symbols or SQL functions, no files
 # use each other in a cycle; and its shape: no file or function over the
-# size docs/development.md allows.
+# size docs/development.md allows, no version test outside src/compat.h.
 for check in layers shape; do
 	log "PostgreSQL $PG_VERSION: the $check of src/ (test/$check.sh)"
 	if bash "$SRC/test/$check.sh" "$SRC"; then
