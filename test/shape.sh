@@ -13,7 +13,7 @@
 # and closes with "}" alone in the first column; a declaration ends with ";"
 # before any body.  It fails naming every file and function over its limit,
 # and prints the longest function and the mean.  No file of src/ but
-# src/compat.h names PG_VERSION_NUM (or defines its own version test).
+# src/compat.h names PG_VERSION_NUM or PG_MAJORVERSION.
 #
 set -uo pipefail
 
