@@ -212,11 +212,12 @@ step_clock_seen('+0', qr/LOG:  idgen keeper detected that the system clock moved
 # in the same counters.
 # The session also records how much real time passed between its last
 # clock reading before the step and the statement that waits, less a wait
-# already done (a step inside a call): the wait is 400 ms less that.  A machine that holds the session off the CPU at the
-# step for 100 ms or more (a shared virtual machine can, for hundreds of
-# ms) leaves too little to wait for what follows to be measured, so the
-# phase runs again, after the clock is put back to the real time and has
-# passed every ID issued: at most 5 times.
+# already done (a step inside a call): the wait is 400 ms less that.  A
+# machine that holds the session off the CPU at the step for 100 ms or
+# more (a shared virtual machine can, for hundreds of ms) leaves too little
+# to wait for what follows to be measured, so the phase runs again, after
+# the clock is put back to the real time and has passed every ID issued:
+# at most 5 times.
 $node->safe_psql('postgres', 'CREATE TABLE step_gap (attempt int, gap_ms float8)');
 my ($t0, $elapsed, $failed);
 my $phase3_runs = 0;    # each inserts 2000 IDs
